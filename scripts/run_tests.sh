@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Run every Check suite given on the command line and print one closing line
+# "N passed, N failed" summed over suites. Exit non-zero if any suite failed.
+set -u
+total_pass=0; total_fail=0; failed_suites=()
+for t in "$@"; do
+    echo "== $(basename "$t")"
+    out=$("$t" 2>&1); rc=$?
+    printf '%s\n' "$out"
+    # Check prints: "100%: Checks: 12, Failures: 0, Errors: 0"
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
+    if [ -n "$line" ]; then
+        checks=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
+        fails=$(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")
+        errs=$(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")
+        bad=$((fails + errs))
+        total_pass=$((total_pass + checks - bad)); total_fail=$((total_fail + bad))
+    fi
+    if [ $rc -ne 0 ] || [ -z "$line" ]; then
+        failed_suites+=("$(basename "$t")")
+        [ -z "$line" ] && total_fail=$((total_fail + 1))
+    fi
+done
+[ ${#failed_suites[@]} -gt 0 ] && echo "failed suites: ${failed_suites[*]}"
+echo "$total_pass passed, $total_fail failed"
+[ ${#failed_suites[@]} -eq 0 ]

@@ -1,0 +1,93 @@
+/* bicgstab.c - BiCGSTAB with right preconditioning (van der Vorst, SIAM J.
+ * Sci. Stat. Comput. 13(2) 1992; Saad, Alg. 7.7 with M applied on the
+ * right), written once over the engine table. One iteration = one full
+ * step (two spmv, two applies of M). */
+#include <math.h>
+
+#include "krylov_impl.h"
+
+/* RR .. TT are read together at each check: keep them adjacent. */
+enum { BI_RHO = KR_FREE, BI_R0V, BI_TS, BI_TT, BI_ALPHA, BI_OMEGA, BI_RHO_OLD };
+
+typedef struct bicgstab_state {
+    gs_vec *x, *r, *r0, *p, *v, *phat, *shat, *t;
+} bicgstab_state;
+
+/* One step. Vector accesses outside A and M (krylov.c's count, 23):
+ * v = A phat with r0.v (3), s = r - alpha v with s.s (3), t = A shat with
+ * t.s (3), t.t (1), x += alpha phat + omega shat (4), r = s - omega t (3),
+ * r0.r (2), p = r + beta (p - omega v) (4). r holds s in between. */
+static int bicgstab_body(kr_ctx *k, void *state)
+{
+    bicgstab_state *s = state;
+    gs_engine *e = k->e;
+    const gs_engine_ops *o = k->ops;
+    const gs_coef one = gs_coef_const(1);
+    int status = GS_OK;
+    GS_TRY(gs_pc_apply_dot(k->pc, s->p, s->phat, GS_SLOT_NONE));           /* phat = M p */
+    GS_TRY(o->spmv_dot(e, k->A, s->phat, s->v, s->r0, BI_R0V));           /* v = A phat  */
+    GS_TRY(o->scalar_set(e, BI_ALPHA, gs_coef_ratio(1, BI_RHO, BI_R0V))); /* alpha       */
+    GS_TRY(o->axpby_dot(e, gs_coef_slot(-1, BI_ALPHA), s->v, one, s->r,   /* s = r - a v */
+                        NULL, KR_RR));
+    GS_TRY(gs_pc_apply_dot(k->pc, s->r, s->shat, GS_SLOT_NONE));          /* shat = M s  */
+    GS_TRY(o->spmv_dot(e, k->A, s->shat, s->t, s->r, BI_TS));             /* t = A shat  */
+    GS_TRY(o->dot(e, s->t, s->t, BI_TT));
+    GS_TRY(o->scalar_set(e, BI_OMEGA, gs_coef_ratio(1, BI_TS, BI_TT)));   /* omega       */
+    GS_TRY(o->axpbypcz(e, gs_coef_slot(1, BI_ALPHA), s->phat,             /* x += ...    */
+                       gs_coef_slot(1, BI_OMEGA), s->shat, one, s->x));
+    GS_TRY(o->axpby_dot(e, gs_coef_slot(-1, BI_OMEGA), s->t, one, s->r,   /* r = s - w t */
+                        NULL, KR_RR));
+    GS_TRY(o->scalar_set(e, BI_RHO_OLD, gs_coef_slot(1, BI_RHO)));
+    GS_TRY(o->dot(e, s->r0, s->r, BI_RHO));
+    /* p = r + beta p - beta omega v, beta = (rho / rho_old) (alpha / omega) */
+    GS_TRY(o->axpbypcz(e, one, s->r, gs_coef_full(-1, BI_RHO, BI_ALPHA, BI_RHO_OLD, -1), s->v,
+                       gs_coef_full(1, BI_RHO, BI_ALPHA, BI_RHO_OLD, BI_OMEGA), s->p));
+cleanup:
+    return status;
+}
+
+static int bicgstab_broke_down(kr_ctx *k, long it, const double *v)
+{
+    const double rr = v[0], rho = v[1], r0v = v[2], ts = v[3], tt = v[4];
+    if (sqrt(fabs(rr)) / k->bnorm <= k->opts->tol) return 0; /* converged: no breakdown */
+    const char *what = NULL;
+    if (r0v == 0.0) what = "r0'v = 0 (alpha undefined)";
+    else if (tt == 0.0 || ts == 0.0) what = "omega = 0 (t's = 0 or t't = 0)";
+    else if (rho == 0.0) what = "rho = r0'r = 0";
+    if (!what) return 0;
+    kr_breakdown(k, it, what);
+    k->res->rel_residual = sqrt(fabs(rr)) / k->bnorm;
+    return 1;
+}
+
+int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
+                      const gs_krylov_opts *opts, gs_krylov_result *res)
+{
+    kr_ctx k;
+    bicgstab_state s = {x, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    gs_vec **owned[] = {&s.r, &s.r0, &s.p, &s.v, &s.phat, &s.shat, &s.t};
+    const int n_owned = (int)(sizeof owned / sizeof owned[0]);
+    int status = kr_init(&k, e, A, pc, b, opts, res), done = 0;
+    for (int i = 0; i < n_owned; i++) GS_TRY(e->ops->vec_create(e, gs_vec_length(b), owned[i]));
+    GS_TRY(kr_initial_residual(&k, b, x, s.r, &done));
+    if (done) goto cleanup;
+    GS_TRY(e->ops->copy(e, s.r, s.r0));
+    GS_TRY(e->ops->copy(e, s.r, s.p));
+    GS_TRY(e->ops->dot(e, s.r0, s.r, BI_RHO));
+    const long block = opts->check_every > 0 ? opts->check_every : 1;
+    for (long it = 0; it < opts->maxit;) {
+        const long nb = opts->maxit - it < block ? opts->maxit - it : block;
+        GS_TRY(kr_run_block(&k, bicgstab_body, &s, nb, block));
+        it += nb;
+        double rv[5];
+        GS_TRY(e->ops->scalar_read(e, KR_RR, 5, rv));
+        if (bicgstab_broke_down(&k, it, rv)) break;
+        if (kr_check(&k, it, rv[0])) break;
+    }
+cleanup:
+    res->spmv_count = 2 * res->iterations + 1;
+    res->pc_apply_count = 2 * res->iterations;
+    kr_finish(&k);
+    for (int i = 0; i < n_owned; i++) e->ops->vec_destroy(e, *owned[i]);
+    return status;
+}

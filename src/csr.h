@@ -1,0 +1,71 @@
+/* csr.h - the compressed-sparse-row matrix and its host operations.
+ * Conventions (every function keeps them): columns sorted ascending within a
+ * row, no duplicates, row_ptr[0] = 0. val == NULL marks a pattern-only matrix. */
+#ifndef GS_CSR_H
+#define GS_CSR_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct gs_csr {
+    int32_t n_rows;
+    int32_t n_cols;
+    int64_t nnz;
+    int64_t *row_ptr; /* n_rows + 1 */
+    int32_t *col;     /* nnz */
+    double *val;      /* nnz, or NULL for a pattern */
+} gs_csr;
+
+/* Allocate an uninitialised n_rows x n_cols matrix with room for nnz entries;
+ * with_values = 0 gives a pattern. row_ptr is zeroed. */
+int gs_csr_alloc(int32_t n_rows, int32_t n_cols, int64_t nnz, int with_values, gs_csr *out,
+                 gs_error *err);
+void gs_csr_free(gs_csr *A); /* frees arrays, zeroes the struct; NULL-safe */
+int gs_csr_copy(const gs_csr *A, gs_csr *out, gs_error *err);
+
+/* Build from coordinate triplets (0-based): sorts each row and sums
+ * duplicates (patterns: duplicates merged). vals may be NULL (pattern). */
+int gs_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, const int32_t *rows,
+                    const int32_t *cols, const double *vals, gs_csr *out, gs_error *err);
+
+/* Check the conventions above and that indices are in range; GS_ERR_INTERNAL
+ * with the first offending row on failure. */
+int gs_csr_validate(const gs_csr *A, gs_error *err);
+
+int gs_csr_transpose(const gs_csr *A, gs_csr *AT, gs_error *err); /* AT = A^T */
+
+/* 1 if the pattern of A equals the pattern of A^T. */
+int gs_csr_is_structurally_symmetric(const gs_csr *A);
+/* 1 if |a_ij - a_ji| <= rtol * max(|a_ij|, |a_ji|) for all i, j (pattern
+ * included: a missing mirror counts as 0). Patterns are symmetric iff
+ * structurally symmetric. */
+int gs_csr_is_symmetric(const gs_csr *A, double rtol);
+
+/* d[i] = a_ii (0 where the diagonal entry is not stored). Returns the number
+ * of rows with no stored diagonal entry. */
+int32_t gs_csr_diagonal(const gs_csr *A, double *d);
+/* Index of a_ij in col/val, or -1. Binary search within row i. */
+int64_t gs_csr_find(const gs_csr *A, int32_t i, int32_t j);
+
+/* A <- diag(s) A diag(s) in place. */
+void gs_csr_scale_symmetric(gs_csr *A, const double *s);
+/* s_i = 1/sqrt(|a_ii|): the scaling to unit diagonal. GS_ERR_INPUT naming the
+ * row when a diagonal entry is zero or missing. */
+int gs_csr_unit_diagonal_scaling(const gs_csr *A, double *s, gs_error *err);
+
+/* Lower (j <= i) / upper (j >= i) triangle; include_diagonal = 0 drops j == i. */
+int gs_csr_lower(const gs_csr *A, int include_diagonal, gs_csr *L, gs_error *err);
+int gs_csr_upper(const gs_csr *A, int include_diagonal, gs_csr *U, gs_error *err);
+
+/* y = A x (OpenMP over rows). A must carry values. */
+void gs_csr_spmv(const gs_csr *A, const double *x, double *y);
+
+/* Pattern of C = A * B (symbolic product; values ignored, C->val = NULL). */
+int gs_csr_pattern_product(const gs_csr *A, const gs_csr *B, gs_csr *C, gs_error *err);
+/* Pattern of (E + |A|)^k when add_identity, of |A|^k otherwise; k >= 1. */
+int gs_csr_pattern_power(const gs_csr *A, int k, int add_identity, gs_csr *P, gs_error *err);
+/* Pattern union of A and B (same shape). */
+int gs_csr_pattern_union(const gs_csr *A, const gs_csr *B, gs_csr *C, gs_error *err);
+
+#endif

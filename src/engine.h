@@ -1,0 +1,168 @@
+/* engine.h - the engine table: every operation a Krylov method or a
+ * preconditioner's apply needs, implemented once per engine (engine_cpu.c,
+ * cuda/engine_cuda.cu). Krylov methods see only this table (DESIGN.md).
+ *
+ * Scalars. Dot products never return a number to the caller: they write into
+ * a slot of the engine-owned scalar array S (device memory on the GPU), and
+ * vector updates take their coefficients as gs_coef expressions over S that
+ * the engine evaluates where the data lives. So CG's alpha = rho / (p.Ap) is
+ * gs_coef_ratio(1, RHO, PAP) and never crosses to the host; the stopping test
+ * reads one slot with scalar_read (the only synchronising call).
+ *
+ * Zero coefficients overwrite: in y = a x + b y with b == 0 (and likewise
+ * c == 0 in axpbypcz, b == 0 in spmv_axpby) y's old contents are not read,
+ * so a NaN there does not leak into the result.
+ *
+ * Errors. Operations return a gs_status; the message goes to eng->err (the
+ * first failure is kept). Operations on the GPU are asynchronous: a kernel's
+ * failure may surface at a later call or at sync. */
+#ifndef GS_ENGINE_H
+#define GS_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "csr.h"
+#include "error.h"
+
+typedef struct gs_vec gs_vec;       /* engine-owned dense vector of doubles */
+typedef struct gs_mat gs_mat;       /* engine-owned sparse matrix, read-only */
+typedef struct gs_engine gs_engine;
+
+/* Every engine's struct gs_vec starts with this header (its length), so the
+ * generic layer can ask a vector's length without an engine call. */
+typedef struct gs_vec_header {
+    int64_t n;
+} gs_vec_header;
+static inline int64_t gs_vec_length(const gs_vec *v) { return ((const gs_vec_header *)v)->n; }
+
+/* Slots available in S. GMRES uses restart + 2 of them from GS_SLOT_FREE on,
+ * so --restart is capped below this. */
+#define GS_MAX_SCALARS 1024
+#define GS_SLOT_NONE (-1)
+
+/* value = c * S[num0] * S[num1] / (S[den0] * S[den1]); a slot of
+ * GS_SLOT_NONE stands for 1. Evaluated by the engine, per use. A zero
+ * denominator gives 0 (not Inf/NaN): the update is skipped, and the Krylov
+ * method, which reads the raw slots, reports the breakdown. */
+typedef struct gs_coef {
+    double c;
+    int16_t num0, num1, den0, den1;
+} gs_coef;
+
+static inline gs_coef gs_coef_const(double c)
+{
+    gs_coef k = {c, GS_SLOT_NONE, GS_SLOT_NONE, GS_SLOT_NONE, GS_SLOT_NONE};
+    return k;
+}
+static inline gs_coef gs_coef_slot(double c, int s)
+{
+    gs_coef k = {c, (int16_t)s, GS_SLOT_NONE, GS_SLOT_NONE, GS_SLOT_NONE};
+    return k;
+}
+static inline gs_coef gs_coef_ratio(double c, int num, int den)
+{
+    gs_coef k = {c, (int16_t)num, GS_SLOT_NONE, (int16_t)den, GS_SLOT_NONE};
+    return k;
+}
+static inline gs_coef gs_coef_full(double c, int num0, int num1, int den0, int den1)
+{
+    gs_coef k = {c, (int16_t)num0, (int16_t)num1, (int16_t)den0, (int16_t)den1};
+    return k;
+}
+
+typedef enum gs_precision { GS_FP64 = 0, GS_FP32 = 1 } gs_precision;
+
+typedef enum gs_engine_kind { GS_ENGINE_CPU = 0, GS_ENGINE_CUDA = 1, GS_ENGINE_KINDS } gs_engine_kind;
+
+typedef struct gs_engine_ops {
+    const char *name; /* "cpu", "cuda" */
+    gs_engine_kind kind;
+    void (*destroy)(gs_engine *e);
+
+    /* --- memory --- */
+    int (*vec_create)(gs_engine *e, int64_t n, gs_vec **out);
+    void (*vec_destroy)(gs_engine *e, gs_vec *v); /* NULL-safe */
+    int (*vec_upload)(gs_engine *e, gs_vec *dst, const double *src);
+    int (*vec_download)(gs_engine *e, const gs_vec *src, double *dst); /* synchronises */
+    /* Store A for spmv (and trisolve, if triangular). prec = GS_FP32 keeps
+     * the values in single precision (the vectors stay fp64). */
+    int (*mat_create)(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
+    void (*mat_destroy)(gs_engine *e, gs_mat *A); /* NULL-safe */
+
+    /* --- vector operations (x, y, z, w distinct unless stated) --- */
+    int (*set)(gs_engine *e, gs_vec *y, double value);                /* y = value  */
+    int (*copy)(gs_engine *e, const gs_vec *x, gs_vec *y);            /* y = x      */
+    int (*axpby)(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y);
+    /*                                                                   y = a x + b y */
+    int (*axpbypcz)(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, const gs_vec *y,
+                    gs_coef c, gs_vec *z);                            /* z = a x + b y + c z */
+    int (*dot)(gs_engine *e, const gs_vec *x, const gs_vec *y, int slot); /* S = x.y (x==y ok) */
+    /* y = a x + b y, then S[slot] = y.w (w == NULL means y.y). */
+    int (*axpby_dot)(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y,
+                     const gs_vec *w, int slot);
+    /* y = d .* x (elementwise), then S[slot] = x.y when slot != GS_SLOT_NONE. */
+    int (*pointwise_mult_dot)(gs_engine *e, const gs_vec *d, const gs_vec *x, gs_vec *y,
+                              int slot);
+    /* S[slot0 + i] = V[i].w for i < k (one pass over w). */
+    int (*mdot)(gs_engine *e, const gs_vec *const *V, int k, const gs_vec *w, int slot0);
+    /* w = w + c * sum_i S[slot0 + i] V[i] for i < k. */
+    int (*maxpy)(gs_engine *e, double c, const gs_vec *const *V, int k, int slot0, gs_vec *w);
+
+    /* --- sparse operations --- */
+    /* y = A x, then S[slot] = y.w when slot != GS_SLOT_NONE (w == NULL: x). */
+    int (*spmv_dot)(gs_engine *e, const gs_mat *A, const gs_vec *x, gs_vec *y,
+                    const gs_vec *w, int slot);
+    /* y = a A x + b y (residuals: r = b - A x is copy then a = -1, b = 1). */
+    int (*spmv_axpby)(gs_engine *e, gs_coef a, const gs_mat *A, const gs_vec *x, gs_coef b,
+                      gs_vec *y);
+    /* Solve T x = b with T triangular as stored (lower or upper is read from
+     * the pattern); unit_diagonal = 1 takes the diagonal as 1 whatever is
+     * stored. May be NULL in an engine that does not provide it yet. */
+    int (*trisolve)(gs_engine *e, const gs_mat *T, int unit_diagonal, const gs_vec *b,
+                    gs_vec *x);
+
+    /* --- scalars --- */
+    int (*scalar_set)(gs_engine *e, int slot, gs_coef value);  /* S[slot] = value */
+    int (*scalar_write)(gs_engine *e, int slot0, int count, const double *src);
+    int (*scalar_read)(gs_engine *e, int slot0, int count, double *dst); /* synchronises */
+
+    int (*sync)(gs_engine *e); /* wait for all queued work; report late errors */
+
+    /* --- optional (NULL where the engine has none): replayable sequences ---
+     * The operations issued between capture_begin and capture_end are
+     * recorded, not run (a CUDA graph); replay runs them again with the
+     * same arguments (vector and slot contents as they are at replay time).
+     * No synchronising call (scalar_read, vec_download, sync) may be issued
+     * while capturing. */
+    int (*capture_begin)(gs_engine *e);
+    int (*capture_end)(gs_engine *e, void **seq);
+    int (*replay)(gs_engine *e, void *seq);
+    void (*seq_destroy)(gs_engine *e, void *seq);
+} gs_engine_ops;
+
+struct gs_engine {
+    const gs_engine_ops *ops;
+    void *impl;             /* the engine's private state */
+    gs_error err;           /* first failure of any operation */
+    char device_name[128];  /* "NVIDIA H100 80GB HBM3", "CPU: 2 OpenMP threads" */
+    double copy_bandwidth;  /* bytes/s (read + written) measured at creation, 0 if not */
+    size_t device_bytes_now, device_bytes_peak; /* engine allocations (0 for the CPU) */
+};
+
+/* Engines. gs_engine_cuda_create fails with GS_ERR_UNSUPPORTED when the
+ * build has no CUDA or no device is present (message says which). */
+int gs_engine_cpu_create(gs_engine **out, gs_error *err);
+int gs_engine_cuda_create(gs_engine **out, gs_error *err);
+int gs_cuda_device_count(void); /* 0 without a build, driver or device */
+void gs_engine_destroy(gs_engine *e); /* NULL-safe */
+
+/* Return eng->err's status after copying its message into err (for callers
+ * that report an engine failure through their own error record). */
+int gs_engine_fail(gs_engine *e, gs_error *err);
+
+/* Bytes one pass over A moves on this engine's layout (values + indices,
+ * padding excluded): nnz * (value + 4) + (n + 1) * 8 for CSR. */
+double gs_csr_stream_bytes(const gs_csr *A, gs_precision prec);
+
+#endif

@@ -1,0 +1,171 @@
+/* krylov.c - the registry of Krylov methods and what they share: the
+ * initial residual, the stopping test and the residual history. */
+#include "krylov_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Vector accesses per iteration with the fused operations each method uses
+ * (see the method's file for the count); gmres depends on the restart. */
+static const gs_method_type methods[] = {
+    {"cg", "preconditioned conjugate gradients (SPD A and M)", gs_cg_solve, 11, 1},
+    {"bicgstab", "preconditioned BiCGSTAB, right preconditioning", gs_bicgstab_solve, 23, 2},
+    {"gmres", "restarted GMRES(m), right preconditioning, CGS2 orthogonalisation",
+     gs_gmres_solve, -1, 1},
+    {"idr", "IDR(s) with biorthogonalisation (van Gijzen & Sonneveld 2011)", gs_idr_solve, -1,
+     1},
+};
+
+const gs_method_type *gs_method_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (strcmp(methods[i].name, name) == 0) return &methods[i];
+    return NULL;
+}
+
+int gs_method_type_count(void) { return (int)(sizeof methods / sizeof methods[0]); }
+
+const gs_method_type *gs_method_type_at(int i) { return &methods[i]; }
+
+double gs_method_vector_accesses(const gs_method_type *m, const gs_krylov_opts *opts)
+{
+    if (strcmp(m->name, "gmres") == 0) return gs_gmres_vector_accesses(opts->restart);
+    if (strcmp(m->name, "idr") == 0) return gs_idr_vector_accesses(opts->idr_s);
+    return m->vector_accesses;
+}
+
+const char *gs_reason_name(gs_reason r)
+{
+    switch (r) {
+    case GS_REASON_CONVERGED: return "converged";
+    case GS_REASON_MAXIT: return "iteration limit reached";
+    case GS_REASON_BREAKDOWN: return "breakdown";
+    case GS_REASON_NAN: return "residual became NaN or Inf";
+    }
+    return "unknown";
+}
+
+void gs_krylov_result_free(gs_krylov_result *res)
+{
+    free(res->history);
+    res->history = NULL;
+    res->history_len = 0;
+}
+
+int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
+            const gs_krylov_opts *opts, gs_krylov_result *res)
+{
+    memset(res, 0, sizeof *res);
+    k->e = e;
+    k->ops = e->ops;
+    k->A = A;
+    k->pc = pc;
+    k->opts = opts;
+    k->res = res;
+    k->bnorm = 0;
+    k->history_cap = 0;
+    k->seq = NULL;
+    (void)b;
+    return GS_OK;
+}
+
+/* r = b - A x, S[KR_RR] = r.r, S[KR_BB] = b.b; sets k->bnorm. *done is set
+ * when b = 0 (x = 0 is then the answer) or x already solves the system. */
+int kr_initial_residual(kr_ctx *k, const gs_vec *b, gs_vec *x, gs_vec *r, int *done)
+{
+    gs_engine *e = k->e;
+    int status = GS_OK;
+    *done = 0;
+    GS_TRY(k->ops->copy(e, b, r));
+    GS_TRY(k->ops->spmv_axpby(e, gs_coef_const(-1.0), k->A, x, gs_coef_const(1.0), r));
+    GS_TRY(k->ops->dot(e, b, b, KR_BB));
+    GS_TRY(k->ops->dot(e, r, r, KR_RR));
+    double s[2];
+    GS_TRY(k->ops->scalar_read(e, KR_BB, 2, s));
+    k->bnorm = sqrt(s[0]);
+    if (k->bnorm == 0.0) { /* A x = 0 has the answer x = 0 */
+        GS_TRY(k->ops->set(e, x, 0.0));
+        k->res->reason = GS_REASON_CONVERGED;
+        k->res->rel_residual = 0.0;
+        *done = 1;
+        return GS_OK;
+    }
+    *done = kr_check(k, 0, s[1]);
+cleanup:
+    return status;
+}
+
+/* Record ||r||^2 = rr at iteration it; 1 if the method should stop. */
+int kr_check(kr_ctx *k, long it, double rr)
+{
+    gs_krylov_result *res = k->res;
+    double rel = sqrt(fabs(rr)) / k->bnorm;
+    res->iterations = it;
+    res->rel_residual = rel;
+    if (k->opts->record_history) {
+        if (res->history_len == k->history_cap) {
+            long cap = k->history_cap ? 2 * k->history_cap : 256;
+            double *h = realloc(res->history, (size_t)cap * sizeof(double));
+            if (h) {
+                res->history = h;
+                k->history_cap = cap;
+            }
+        }
+        if (res->history_len < k->history_cap) res->history[res->history_len++] = rel;
+    }
+    if (!isfinite(rel)) {
+        res->reason = GS_REASON_NAN;
+        return 1;
+    }
+    if (rel <= k->opts->tol) {
+        res->reason = GS_REASON_CONVERGED;
+        return 1;
+    }
+    if (it >= k->opts->maxit) {
+        res->reason = GS_REASON_MAXIT;
+        return 1;
+    }
+    return 0;
+}
+
+void kr_breakdown(kr_ctx *k, long it, const char *what)
+{
+    k->res->reason = GS_REASON_BREAKDOWN;
+    k->res->breakdown_iteration = it;
+    k->res->iterations = it;
+    snprintf(k->res->breakdown, sizeof k->res->breakdown, "%s", what);
+}
+
+/* Run body nb times; where the engine can record sequences, the first full
+ * block is captured once and replayed after, so a block is one launch. */
+int kr_run_block(kr_ctx *k, kr_body_fn body, void *state, long nb, long block)
+{
+    gs_engine *e = k->e;
+    int status = GS_OK;
+    const int can_capture = k->opts->use_capture && k->ops->capture_begin && nb == block;
+    if (!can_capture) {
+        for (long i = 0; i < nb; i++) GS_TRY(body(k, state));
+        return GS_OK;
+    }
+    if (!k->seq) {
+        GS_TRY(k->ops->capture_begin(e));
+        for (long i = 0; i < nb; i++) {
+            status = body(k, state);
+            if (status != GS_OK) break;
+        }
+        int end_status = k->ops->capture_end(e, &k->seq);
+        if (status == GS_OK) status = end_status;
+        if (status != GS_OK) goto cleanup;
+    }
+    GS_TRY(k->ops->replay(e, k->seq));
+cleanup:
+    return status;
+}
+
+void kr_finish(kr_ctx *k)
+{
+    if (k->seq) k->ops->seq_destroy(k->e, k->seq);
+    k->seq = NULL;
+}

@@ -1,0 +1,74 @@
+/* krylov.h - Krylov methods, each written once over the engine table and
+ * registered by name: cg, bicgstab, gmres, idr. Non-convergence and
+ * breakdown are reasons in the result, not errors: a method returns a
+ * non-GS_OK status only when an engine operation fails. */
+#ifndef GS_KRYLOV_H
+#define GS_KRYLOV_H
+
+#include "engine.h"
+#include "precond.h"
+
+typedef enum gs_reason {
+    GS_REASON_CONVERGED = 0,
+    GS_REASON_MAXIT,     /* iteration cap reached */
+    GS_REASON_BREAKDOWN, /* see breakdown text */
+    GS_REASON_NAN        /* the residual became NaN or Inf */
+} gs_reason;
+
+typedef struct gs_krylov_opts {
+    double tol;      /* stop when ||r_k||_2 <= tol ||b||_2 */
+    long maxit;
+    int restart;     /* gmres */
+    int idr_s;       /* idr */
+    int check_every; /* read the residual norm back every this many iterations */
+    int record_history; /* keep ||r_k|| / ||b|| per checked iteration */
+    int use_capture;    /* replay captured iteration blocks where the engine can */
+} gs_krylov_opts;
+
+typedef struct gs_krylov_result {
+    long iterations;
+    gs_reason reason;
+    long breakdown_iteration;
+    char breakdown[160];  /* what broke down: "p'Ap <= 0 (A not positive definite)" */
+    double rel_residual;  /* the method's own ||r_k|| / ||b|| at exit */
+    double *history;      /* malloc'ed when record_history (free with the result) */
+    long history_len;
+    long spmv_count, pc_apply_count;
+} gs_krylov_result;
+
+typedef int (*gs_krylov_fn)(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
+                            gs_vec *x, const gs_krylov_opts *opts, gs_krylov_result *res);
+
+typedef struct gs_method_type {
+    const char *name;
+    const char *summary;
+    gs_krylov_fn solve;
+    /* Vector accesses (reads + writes of length-n fp64 vectors) one iteration
+     * makes outside the matrix and the preconditioner, with the engine's fused
+     * operations; the bandwidth floor counts 8 n bytes for each. One
+     * iteration = one preconditioned spmv for cg/gmres/idr (two for bicgstab:
+     * its iteration is counted as one full step). */
+    double vector_accesses;
+    int spmv_per_iteration;
+} gs_method_type;
+
+const gs_method_type *gs_method_find(const char *name);
+/* Vector accesses per iteration for these options (gmres and idr depend on
+ * --restart and --idr-s). */
+double gs_method_vector_accesses(const gs_method_type *m, const gs_krylov_opts *opts);
+int gs_method_type_count(void);
+const gs_method_type *gs_method_type_at(int i);
+
+const char *gs_reason_name(gs_reason r);
+void gs_krylov_result_free(gs_krylov_result *res);
+
+int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
+                const gs_krylov_opts *opts, gs_krylov_result *res);
+int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
+                      const gs_krylov_opts *opts, gs_krylov_result *res);
+int gs_gmres_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
+                   const gs_krylov_opts *opts, gs_krylov_result *res);
+int gs_idr_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
+                 const gs_krylov_opts *opts, gs_krylov_result *res);
+
+#endif

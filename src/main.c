@@ -1,0 +1,132 @@
+/* main.c - gpusolve's entry point: parse the command line, then for each
+ * problem and each engine set up, solve and report. The only place that
+ * prints errors and chooses the exit status (DESIGN.md, "Command line"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "mmio.h"
+#include "options.h"
+#include "report.h"
+#include "run.h"
+
+#define GS_VERSION "0.1.0"
+
+enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_NOT_CONVERGED = 2, EXIT_RUNTIME = 3 };
+
+typedef struct engines {
+    int count;
+    gs_engine *e[2]; /* cpu first when both */
+} engines;
+
+static int engines_open(const gs_cli *cli, engines *en, gs_error *err)
+{
+    const char *want = cli->engine;
+    memset(en, 0, sizeof *en);
+    if (strcmp(want, "auto") == 0) {
+        want = gs_cuda_device_count() > 0 ? "cuda" : "cpu";
+        if (strcmp(want, "cpu") == 0 && !cli->quiet)
+            fprintf(stderr, "gpusolve: notice: no CUDA device found, using the CPU engine\n");
+    }
+    int status = GS_OK;
+    if (strcmp(want, "cpu") == 0 || strcmp(want, "both") == 0) {
+        status = gs_engine_cpu_create(&en->e[en->count], err);
+        if (status != GS_OK) return status;
+        en->count++;
+    }
+    if (strcmp(want, "cuda") == 0 || strcmp(want, "both") == 0) {
+        status = gs_engine_cuda_create(&en->e[en->count], err);
+        if (status != GS_OK) return status;
+        en->count++;
+    }
+    return GS_OK;
+}
+
+static int exit_code_for(int status)
+{
+    return status == GS_OK ? EXIT_OK : gs_status_exit_code((gs_status)status);
+}
+
+static int worse(int a, int b) /* runtime > input > not converged > ok */
+{
+    static const int rank[] = {0, 2, 1, 3};
+    return rank[b] > rank[a] ? b : a;
+}
+
+/* Solve one problem on every engine; returns the exit code it deserves. */
+static int solve_problem(const gs_cli *cli, const char *input, engines *en, int *printed)
+{
+    gs_problem p;
+    gs_error err = {0};
+    gs_run runs[2];
+    int nruns = 0, code = EXIT_OK;
+    double *x = NULL;
+    int status = gs_problem_load(cli, input, &p, &err);
+    if (status == GS_OK && cli->output) {
+        x = malloc((size_t)p.A.n_rows * sizeof(double));
+        if (!x) status = gs_error_set(&err, GS_ERR_NOMEM, "out of memory for the solution");
+    }
+    for (int i = 0; status == GS_OK && i < en->count; i++) {
+        status = gs_run_solve(cli, &p, en->e[i], &runs[i], x, &err);
+        if (status != GS_OK) break;
+        nruns++;
+        if (cli->quiet) continue;
+        if (cli->verbose) gs_report_history(stdout, &runs[i]);
+        gs_report_print(stdout, cli->format, &runs[i], !(*printed)++);
+    }
+    if (nruns == 2 && !cli->quiet && cli->format == GS_FORMAT_TABLE)
+        gs_report_compare(stdout, &runs[0], &runs[1]);
+    for (int i = 0; i < nruns; i++)
+        if (runs[i].reason != GS_REASON_CONVERGED) code = worse(code, EXIT_NOT_CONVERGED);
+    if (status == GS_OK && x)
+        status = gs_mm_write_vector(cli->output, x, p.A.n_rows, "gpusolve solution", &err);
+    if (status != GS_OK) {
+        if (err.msg[0])
+            fprintf(stderr, "gpusolve: %s\n", err.msg);
+        else
+            fprintf(stderr, "gpusolve: %s: %s\n", input ? input : cli->generate,
+                    gs_status_name((gs_status)status));
+        code = worse(code, exit_code_for(status));
+    }
+    for (int i = 0; i < nruns; i++) gs_run_free(&runs[i]);
+    free(x);
+    gs_problem_free(&p);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    gs_cli cli;
+    gs_error err = {0};
+    engines en = {0};
+    int code = EXIT_OK, printed = 0;
+    if (gs_cli_parse(argc, argv, &cli, &err) != GS_OK) {
+        fprintf(stderr, "gpusolve: %s\n", err.msg);
+        gs_cli_free(&cli);
+        return EXIT_INPUT;
+    }
+    if (cli.help || cli.version) {
+        if (cli.help) gs_cli_print_help(stdout);
+        else printf("gpusolve %s\n", GS_VERSION);
+        gs_cli_free(&cli);
+        return EXIT_OK;
+    }
+    if (cli.output && cli.n_inputs > 1) {
+        fprintf(stderr, "gpusolve: --output needs a single matrix (%d given)\n", cli.n_inputs);
+        gs_cli_free(&cli);
+        return EXIT_INPUT;
+    }
+    if (engines_open(&cli, &en, &err) != GS_OK) {
+        fprintf(stderr, "gpusolve: %s\n", err.msg);
+        code = EXIT_RUNTIME;
+    } else if (cli.generate) {
+        code = solve_problem(&cli, NULL, &en, &printed);
+    } else {
+        for (int i = 0; i < cli.n_inputs; i++)
+            code = worse(code, solve_problem(&cli, cli.inputs[i], &en, &printed));
+    }
+    for (int i = 0; i < en.count; i++) gs_engine_destroy(en.e[i]);
+    gs_cli_free(&cli);
+    return code;
+}

@@ -1,0 +1,49 @@
+/* mmio.h - Matrix Market reader and writer (NIST Matrix Market exchange
+ * format: https://math.nist.gov/MatrixMarket/formats.html), plain or gzip. */
+#ifndef GS_MMIO_H
+#define GS_MMIO_H
+
+#include <stdint.h>
+
+#include "csr.h"
+#include "error.h"
+
+typedef enum gs_mm_field { GS_MM_REAL, GS_MM_INTEGER, GS_MM_PATTERN } gs_mm_field;
+typedef enum gs_mm_symmetry {
+    GS_MM_GENERAL,
+    GS_MM_SYMMETRIC,
+    GS_MM_SKEW_SYMMETRIC
+} gs_mm_symmetry;
+
+typedef struct gs_mm_info {
+    int is_array;            /* 1 for the dense `array` format */
+    gs_mm_field field;
+    gs_mm_symmetry symmetry;
+    int64_t rows, cols;
+    int64_t entries_stored;  /* entries in the file (before expansion) */
+    int64_t duplicates;      /* coordinate entries summed into another */
+} gs_mm_info;
+
+/* Read a `coordinate` matrix into full CSR: symmetric and skew-symmetric
+ * storage expanded, duplicates summed, rows sorted; pattern files get value 1
+ * for every entry (so they can be solved with). `.gz` files (by content, not
+ * name) are read through zlib. complex/hermitian/array-matrix files are
+ * refused. Errors name the file and line. info may be NULL. */
+int gs_mm_read_csr(const char *path, gs_csr *A, gs_mm_info *info, gs_error *err);
+
+/* Read a dense vector: `array real general` n x 1 (or 1 x n), or a
+ * `coordinate` n x 1 file. *x is malloc'ed, *n set. */
+int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err);
+
+/* Write A as `coordinate real general` (or `pattern` when A->val is NULL);
+ * symmetric = 1 writes only the lower triangle under a `symmetric` header
+ * (caller guarantees A is symmetric). A path ending in .gz is gzip-compressed.
+ * comment (may be NULL) becomes a `%` line. Values are written with 17
+ * significant digits so that a round trip is exact. */
+int gs_mm_write_csr(const char *path, const gs_csr *A, int symmetric, const char *comment,
+                    gs_error *err);
+/* Write x as `array real general` n x 1. */
+int gs_mm_write_vector(const char *path, const double *x, int64_t n, const char *comment,
+                       gs_error *err);
+
+#endif

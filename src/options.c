@@ -1,0 +1,249 @@
+/* options.c - the option table, its parser and --help (options.h). */
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+#include "krylov.h"
+#include "precond.h"
+
+typedef enum opt_kind { OPT_FLAG, OPT_LONG, OPT_DOUBLE, OPT_STRING } opt_kind;
+
+typedef struct opt_decl {
+    const char *name;
+    char short_name;
+    const char *arg;           /* argument's name in --help, NULL for flags */
+    const char *default_value; /* parsed into the field before argv is read */
+    const char *help;
+    opt_kind kind;
+    size_t offset;             /* of the field in gs_cli */
+    double lo, hi;             /* range of a number */
+} opt_decl;
+
+#define F(field) offsetof(gs_cli, field)
+static const opt_decl options[] = {
+    {"precond", 'p', "NAME", "jacobi", "preconditioner (list below)", OPT_STRING, F(precond), 0, 0},
+    {"method", 'm', "NAME", "auto",
+     "cg|bicgstab|gmres|idr; auto: cg for symmetric input, else bicgstab", OPT_STRING,
+     F(method), 0, 0},
+    {"engine", 'e', "NAME", "auto",
+     "cpu|cuda|both; auto: cuda if a GPU is present, else cpu (with a notice)", OPT_STRING,
+     F(engine), 0, 0},
+    {"tol", 0, "X", "1e-8", "stop when ||r||_2 <= X ||b||_2", OPT_DOUBLE, F(tol), 0, 1},
+    {"maxit", 0, "N", "10000", "iteration limit", OPT_LONG, F(maxit), 1, 1e12},
+    {"restart", 0, "M", "30", "gmres restart length", OPT_LONG, F(restart), 1, 500},
+    {"idr-s", 0, "S", "4", "idr shadow space dimension", OPT_LONG, F(idr_s), 1, 64},
+    {"check-every", 0, "N", "1",
+     "read the residual norm back every N iterations (fewer host syncs)", OPT_LONG,
+     F(check_every), 1, 1000},
+    {"rhs", 0, "ones|ax1|FILE", "ones", "right-hand side: all ones, A*1, or a vector file",
+     OPT_STRING, F(rhs), 0, 0},
+    {"x0", 0, "zero|FILE", "zero", "initial guess", OPT_STRING, F(x0), 0, 0},
+    {"output", 'o', "FILE", NULL, "write the solution x (Matrix Market array)", OPT_STRING,
+     F(output), 0, 0},
+    {"format", 0, "NAME", "table", "report format: table|csv|json", OPT_STRING, F(format_name),
+     0, 0},
+    {"repeat", 0, "N", "1", "run N times; report the min and median of Tp, Ts, Tt", OPT_LONG,
+     F(repeat), 1, 10000},
+    {"generate", 'g', "SPEC", NULL, "solve a built-in problem instead of a file (below)",
+     OPT_STRING, F(generate), 0, 0},
+    {"write-matrix", 0, "FILE", NULL, "write the input matrix (e.g. a generated one) and go on",
+     OPT_STRING, F(write_matrix), 0, 0},
+    {"save-precond", 0, "PREFIX", NULL, "write the preconditioner's matrices as PREFIX_*.mtx",
+     OPT_STRING, F(save_precond), 0, 0},
+    {"no-graph", 0, NULL, NULL, "do not replay captured iterations (CUDA graphs)", OPT_FLAG,
+     F(no_graph), 0, 0},
+    {"verbose", 'v', NULL, NULL, "print the relative residual at every check", OPT_FLAG,
+     F(verbose), 0, 0},
+    {"quiet", 'q', NULL, NULL, "print nothing but errors (exit status only)", OPT_FLAG,
+     F(quiet), 0, 0},
+    {"version", 0, NULL, NULL, "print the version and exit", OPT_FLAG, F(version), 0, 0},
+    {"help", 'h', NULL, NULL, "print this help and exit", OPT_FLAG, F(help), 0, 0},
+};
+#undef F
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+static int opt_store(const opt_decl *o, const char *text, gs_cli *cli, gs_error *err)
+{
+    void *field = (char *)cli + o->offset;
+    char *end;
+    errno = 0;
+    switch (o->kind) {
+    case OPT_FLAG: *(int *)field = 1; return GS_OK;
+    case OPT_STRING: *(const char **)field = text; return GS_OK;
+    case OPT_DOUBLE: {
+        double v = strtod(text, &end);
+        if (end == text || *end || errno == ERANGE || !isfinite(v) || v <= o->lo || v >= o->hi)
+            return gs_error_set(err, GS_ERR_USAGE, "--%s: '%s' must be a number in (%g, %g)",
+                                o->name, text, o->lo, o->hi);
+        *(double *)field = v;
+        return GS_OK;
+    }
+    case OPT_LONG: {
+        long v = strtol(text, &end, 10);
+        if (end == text || *end || errno == ERANGE || v < o->lo || v > o->hi)
+            return gs_error_set(err, GS_ERR_USAGE, "--%s: '%s' must be an integer in [%.0f, %.0f]",
+                                o->name, text, o->lo, o->hi);
+        *(long *)field = v;
+        return GS_OK;
+    }
+    }
+    return GS_ERR_INTERNAL;
+}
+
+static const opt_decl *opt_find(const char *name, char short_name)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if ((name && strcmp(options[i].name, name) == 0) ||
+            (!name && short_name && options[i].short_name == short_name))
+            return &options[i];
+    return NULL;
+}
+
+static int cli_defaults(gs_cli *cli, gs_error *err)
+{
+    memset(cli, 0, sizeof *cli);
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (options[i].default_value) {
+            int status = opt_store(&options[i], options[i].default_value, cli, err);
+            if (status != GS_OK) return status;
+        }
+    return GS_OK;
+}
+
+/* Values that need more than a range check. */
+static int cli_validate(gs_cli *cli, gs_error *err)
+{
+    static const char *formats[] = {"table", "csv", "json"};
+    int ok = 0;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(cli->format_name, formats[i]) == 0) cli->format = (gs_format)i, ok = 1;
+    if (!ok)
+        return gs_error_set(err, GS_ERR_USAGE, "--format: '%s' is not one of table|csv|json",
+                            cli->format_name);
+    if (!gs_pc_find(cli->precond))
+        return gs_error_set(err, GS_ERR_USAGE, "--precond: unknown preconditioner '%s'",
+                            cli->precond);
+    if (strcmp(cli->method, "auto") != 0 && !gs_method_find(cli->method))
+        return gs_error_set(err, GS_ERR_USAGE, "--method: unknown method '%s'", cli->method);
+    if (strcmp(cli->engine, "auto") && strcmp(cli->engine, "cpu") &&
+        strcmp(cli->engine, "cuda") && strcmp(cli->engine, "both"))
+        return gs_error_set(err, GS_ERR_USAGE, "--engine: '%s' is not one of cpu|cuda|both|auto",
+                            cli->engine);
+    if (!cli->help && !cli->version && !cli->generate && cli->n_inputs == 0)
+        return gs_error_set(err, GS_ERR_USAGE,
+                            "no matrix given: name a .mtx file or use --generate SPEC "
+                            "(gpusolve --help)");
+    if (cli->generate && cli->n_inputs > 0)
+        return gs_error_set(err, GS_ERR_USAGE, "give either --generate or matrix files, not both");
+    return gs_pc_check_params(gs_pc_find(cli->precond), &cli->params, err);
+}
+
+/* One argv entry at *i (an option and maybe its value). */
+static int cli_parse_one(int argc, char **argv, int *i, gs_cli *cli, gs_error *err)
+{
+    const char *a = argv[*i], *value = NULL;
+    char name[64] = "";
+    const opt_decl *o = NULL;
+    if (a[1] == '-') { /* --name or --name=value */
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len >= sizeof name) len = sizeof name - 1;
+        memcpy(name, a + 2, len);
+        name[len] = '\0';
+        value = eq ? eq + 1 : NULL;
+        o = opt_find(name, 0);
+    } else if (a[2] == '\0') {
+        o = opt_find(NULL, a[1]);
+        snprintf(name, sizeof name, "%c", a[1]);
+    }
+    const int is_param = !o && a[1] == '-' && gs_pc_is_param(name);
+    if (!o && !is_param) return gs_error_set(err, GS_ERR_USAGE, "unknown option '%s'", a);
+    if (o && o->kind == OPT_FLAG) {
+        if (value) return gs_error_set(err, GS_ERR_USAGE, "--%s takes no value", o->name);
+        return opt_store(o, NULL, cli, err);
+    }
+    if (!value) {
+        if (*i + 1 >= argc) return gs_error_set(err, GS_ERR_USAGE, "%s needs a value", a);
+        value = argv[++*i];
+    }
+    if (o) return opt_store(o, value, cli, err);
+    /* A preconditioner parameter; gs_cli_free releases the name's copy. */
+    char *copy = strdup(name);
+    if (!copy) return gs_error_set(err, GS_ERR_NOMEM, "out of memory parsing options");
+    const int count_before = cli->params.count;
+    int status = gs_params_set(&cli->params, copy, value, err);
+    if (cli->params.count == count_before) free(copy); /* replaced an earlier setting */
+    return status;
+}
+
+int gs_cli_parse(int argc, char **argv, gs_cli *cli, gs_error *err)
+{
+    int status = cli_defaults(cli, err);
+    if (status != GS_OK) return status;
+    cli->inputs = gs_calloc((size_t)argc + 1, sizeof(char *), "argument list", err);
+    if (!cli->inputs) return GS_ERR_NOMEM;
+    int only_files = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_files && strcmp(a, "--") == 0) {
+            only_files = 1;
+        } else if (!only_files && a[0] == '-' && a[1] != '\0') {
+            status = cli_parse_one(argc, argv, &i, cli, err);
+            if (status != GS_OK) return status;
+        } else {
+            cli->inputs[cli->n_inputs++] = argv[i];
+        }
+    }
+    return cli_validate(cli, err);
+}
+
+void gs_cli_free(gs_cli *cli)
+{
+    for (int i = 0; i < cli->params.count; i++) free((char *)cli->params.name[i]);
+    free(cli->inputs);
+    memset(cli, 0, sizeof *cli);
+}
+
+void gs_cli_print_help(FILE *out)
+{
+    fprintf(out,
+            "usage: gpusolve [options] MATRIX.mtx[.gz] [MORE.mtx ...]\n"
+            "       gpusolve [options] --generate poisson3d:64\n\n"
+            "Solves A x = b with a preconditioned Krylov method and reports the setup (Tp),\n"
+            "solve (Ts) and total (Tt) times. Exit status: 0 converged, 1 bad usage or input,\n"
+            "2 not converged or breakdown, 3 runtime failure (CUDA, out of memory).\n\n"
+            "options:\n");
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_decl *o = &options[i];
+        char head[64];
+        if (o->short_name)
+            snprintf(head, sizeof head, "-%c, --%s%s%s", o->short_name, o->name,
+                     o->arg ? " " : "", o->arg ? o->arg : "");
+        else
+            snprintf(head, sizeof head, "    --%s%s%s", o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+        fprintf(out, "  %-30s %s", head, o->help);
+        if (o->default_value) fprintf(out, " [default: %s]", o->default_value);
+        fputc('\n', out);
+    }
+    fprintf(out, "\npreconditioners (-p) and their parameters:\n");
+    for (int i = 0; i < gs_pc_type_count(); i++) {
+        const gs_pc_type *t = gs_pc_type_at(i);
+        fprintf(out, "  %-12s %s%s\n", t->name, t->summary,
+                t->setup[GS_ENGINE_CUDA] ? "" : " (CPU engine only in this build)");
+        for (const gs_param_decl *d = t->params; d && d->name; d++) {
+            char head[64];
+            snprintf(head, sizeof head, "--%s X", d->name);
+            fprintf(out, "      %-26s %s [default: %s]\n", head, d->help, d->default_value);
+        }
+    }
+    fprintf(out, "\nmethods (-m):\n");
+    for (int i = 0; i < gs_method_type_count(); i++)
+        fprintf(out, "  %-12s %s\n", gs_method_type_at(i)->name, gs_method_type_at(i)->summary);
+    fprintf(out, "\nbuilt-in problems (--generate KIND:N or KIND:NXxNYxNZ):\n%s", gs_generate_help());
+}

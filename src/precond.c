@@ -1,0 +1,115 @@
+/* precond.c - the registry: the one list of preconditioners (precond.h), and
+ * the generic layer that creates, times, applies and destroys them. */
+#include "precond.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if GS_HAVE_CUDA
+#define CUDA_SETUP(fn) fn
+#else
+#define CUDA_SETUP(fn) NULL
+#endif
+
+/* Parameters are named as in the papers; each type lists only its own. */
+static const gs_pc_type registry[] = {
+    {"none", "no preconditioner (M = I)", NULL, {gs_none_setup, gs_none_setup}},
+    {"jacobi", "M = diag(A)^-1 (all papers' baseline)", NULL,
+     {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup)}},
+};
+
+const gs_pc_type *gs_pc_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
+        if (strcmp(registry[i].name, name) == 0) return &registry[i];
+    return NULL;
+}
+
+int gs_pc_type_count(void) { return (int)(sizeof registry / sizeof registry[0]); }
+
+const gs_pc_type *gs_pc_type_at(int i) { return &registry[i]; }
+
+static int type_has_param(const gs_pc_type *t, const char *name)
+{
+    for (const gs_param_decl *d = t->params; d && d->name; d++)
+        if (strcmp(d->name, name) == 0) return 1;
+    return 0;
+}
+
+int gs_pc_is_param(const char *name)
+{
+    for (int i = 0; i < gs_pc_type_count(); i++)
+        if (type_has_param(&registry[i], name)) return 1;
+    return 0;
+}
+
+int gs_pc_check_params(const gs_pc_type *type, const gs_params *params, gs_error *err)
+{
+    for (int i = 0; params && i < params->count; i++)
+        if (!type_has_param(type, params->name[i]))
+            return gs_error_set(err, GS_ERR_USAGE,
+                                "--%s is not a parameter of preconditioner '%s' "
+                                "(see gpusolve --help)",
+                                params->name[i], type->name);
+    return GS_OK;
+}
+
+int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
+                 const gs_csr *A, const gs_mat *A_eng, gs_pc **out, gs_error *err)
+{
+    *out = NULL;
+    gs_pc_setup_fn setup = type->setup[eng->ops->kind];
+    if (!setup)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "preconditioner '%s' has no setup on the %s engine yet", type->name,
+                            eng->ops->name);
+    gs_pc *pc = gs_calloc(1, sizeof *pc, "preconditioner", err);
+    if (!pc) return GS_ERR_NOMEM;
+    pc->type = type;
+    pc->eng = eng;
+    pc->params = params;
+    pc->A = A_eng;
+    int status = gs_pc_check_params(type, params, err);
+    if (status == GS_OK) status = setup(pc, A, err);
+    if (status == GS_OK) status = gs_engine_fail(eng, err);
+    if (status == GS_OK && !pc->apply)
+        status = gs_error_set(err, GS_ERR_INTERNAL, "preconditioner '%s' set no apply",
+                              type->name);
+    if (status != GS_OK) {
+        gs_pc_destroy(pc);
+        return status;
+    }
+    *out = pc;
+    return GS_OK;
+}
+
+void gs_pc_destroy(gs_pc *pc)
+{
+    if (!pc) return;
+    if (pc->destroy)
+        pc->destroy(pc);
+    else
+        free(pc->data);
+    free(pc);
+}
+
+int gs_pc_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
+{
+    if (pc->apply_dot) return pc->apply_dot(pc, r, z, slot);
+    int status = pc->apply(pc, r, z);
+    if (status != GS_OK || slot == GS_SLOT_NONE) return status;
+    return pc->eng->ops->dot(pc->eng, r, z, slot);
+}
+
+double gs_pc_stage_begin(gs_pc *pc)
+{
+    (void)pc;
+    return gs_now();
+}
+
+int gs_pc_stage_end(gs_pc *pc, const char *name, double t0)
+{
+    int status = pc->eng->ops->sync(pc->eng);
+    gs_stages_add(&pc->stages, name, gs_now() - t0);
+    return status;
+}

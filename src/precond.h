@@ -1,0 +1,86 @@
+/* precond.h - preconditioners as types in one registry (like PETSc's
+ * PCRegister). A type names its parameters and its two setups: the CPU
+ * reference (src/pc_<name>.c) and the CUDA setup (cuda/<name>.cu). A setup
+ * builds what the apply needs as engine objects and installs the apply; the
+ * apply is usually written once over the engine table (z = G^T (G r) is two
+ * spmv calls), so both engines share it. Adding a preconditioner is one line
+ * in precond.c plus its files: no switch on names anywhere else. */
+#ifndef GS_PRECOND_H
+#define GS_PRECOND_H
+
+#include <stdint.h>
+
+#include "csr.h"
+#include "engine.h"
+#include "error.h"
+#include "kvlist.h"
+#include "params.h"
+#include "timer.h"
+
+typedef struct gs_pc gs_pc;
+
+/* Builds pc->data and sets pc->apply (and optionally the other hooks) for A
+ * on pc->eng. A is the host matrix, pc->A the same matrix on the engine; the
+ * setup times its stages with gs_pc_stage_begin/end. */
+typedef int (*gs_pc_setup_fn)(gs_pc *pc, const gs_csr *A, gs_error *err);
+
+typedef struct gs_pc_type {
+    const char *name;            /* command-line name */
+    const char *summary;         /* one line for --help */
+    const gs_param_decl *params; /* NULL-terminated, may be NULL */
+    gs_pc_setup_fn setup[GS_ENGINE_KINDS]; /* per engine; NULL: not available there */
+} gs_pc_type;
+
+struct gs_pc {
+    const gs_pc_type *type;
+    gs_engine *eng;
+    const gs_params *params;
+    const gs_mat *A; /* A as already stored on eng (GPU setups gather from it) */
+    void *data;      /* the type's private state */
+
+    /* z = M r; r and z distinct. Set by the setup. */
+    int (*apply)(gs_pc *pc, const gs_vec *r, gs_vec *z);
+    /* Optional fused form: z = M r and S[slot] = r.z. NULL: apply then dot. */
+    int (*apply_dot)(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot);
+    /* Frees data's engine objects and data itself. NULL: free(data). */
+    void (*destroy)(gs_pc *pc);
+    /* --save-precond PREFIX: writes PREFIX_<X>.mtx files. NULL: unsupported. */
+    int (*save)(gs_pc *pc, const char *prefix, gs_error *err);
+
+    /* What the report shows, filled by the setup. */
+    char description[256]; /* parameters as used: "tau=0.01 k=2 delta=0.05" */
+    int64_t nnz;           /* nnz(M) as stored (FSAI: nnz(G)) */
+    double apply_bytes;    /* bytes one apply must move (for the floor), vectors included */
+    gs_stages stages;      /* setup stages, in order */
+    gs_kvlist extra;       /* type-specific report items */
+    int symmetric;         /* 1 if M is symmetric (CG may use it) */
+};
+
+/* The registry. */
+const gs_pc_type *gs_pc_find(const char *name);
+int gs_pc_type_count(void);
+const gs_pc_type *gs_pc_type_at(int i);
+/* 1 if name is a parameter of any registered preconditioner. */
+int gs_pc_is_param(const char *name);
+/* GS_ERR_USAGE if params name a parameter that type does not have. */
+int gs_pc_check_params(const gs_pc_type *type, const gs_params *params, gs_error *err);
+
+/* Create and set up a preconditioner of the given type on eng for A; the
+ * setup time (every stage, synchronised) lands in (*out)->stages. */
+int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
+                 const gs_csr *A, const gs_mat *A_eng, gs_pc **out, gs_error *err);
+void gs_pc_destroy(gs_pc *pc); /* NULL-safe */
+
+/* z = M r, and S[slot] = r.z when slot != GS_SLOT_NONE. */
+int gs_pc_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot);
+
+/* Stage timing for setups: begin returns a timestamp; end synchronises the
+ * engine (so GPU work is inside the stage) and adds the elapsed time. */
+double gs_pc_stage_begin(gs_pc *pc);
+int gs_pc_stage_end(gs_pc *pc, const char *name, double t0);
+
+/* Setups of the built-in types, referenced by the registry. */
+int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
+int gs_jacobi_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
+
+#endif

@@ -1,0 +1,198 @@
+/* report.c - the report of DESIGN.md ("Output"): the table a person reads,
+ * and CSV and JSON carrying every number of it for batch scripts. */
+#include "report.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *yes_no(int b) { return b ? "yes" : "no"; }
+
+static void print_time_row(FILE *out, const gs_run *r, const char *label, const double v[2])
+{
+    if (r->repeat > 1)
+        fprintf(out, "  %-28s %12.6f s %12.6f s\n", label, v[0], v[1]);
+    else
+        fprintf(out, "  %-28s %12.6f s\n", label, v[0]);
+}
+
+static void print_extra_table(FILE *out, const gs_kvlist *l)
+{
+    if (l->count == 0) return;
+    fprintf(out, "           ");
+    for (int i = 0; i < l->count; i++) {
+        if (l->kv[i].is_string)
+            fprintf(out, " %s=%s", l->kv[i].key, l->kv[i].str);
+        else
+            fprintf(out, " %s=%.6g", l->kv[i].key, l->kv[i].num);
+    }
+    fputc('\n', out);
+}
+
+static void report_table(FILE *out, const gs_run *r)
+{
+    const gs_problem *p = r->problem;
+    fprintf(out, "matrix     %s (%s)  n = %d  nnz = %lld  %s\n", p->name, p->field,
+            (int)p->A.n_rows, (long long)p->A.nnz, p->symmetric ? "symmetric" : "nonsymmetric");
+    fprintf(out, "read       %.6f s (not part of Tt)\n", p->read_seconds);
+    fprintf(out, "engine     %s: %s", r->engine, r->device);
+    if (r->bandwidth > 0) fprintf(out, ", copy bandwidth %.0f GB/s", r->bandwidth * 1e-9);
+    fputc('\n', out);
+    fprintf(out, "precond    %s: %s  nnz(M) = %lld  mu = %.3f\n", r->precond, r->precond_desc,
+            r->precond_nnz, r->mu);
+    print_extra_table(out, &r->extra);
+    fprintf(out, "method     %s  tol = %.3g  maxit = %ld", r->method, r->opts.tol, r->opts.maxit);
+    if (strcmp(r->method, "gmres") == 0) fprintf(out, "  restart = %d", r->opts.restart);
+    if (strcmp(r->method, "idr") == 0) fprintf(out, "  s = %d", r->opts.idr_s);
+    fputc('\n', out);
+    fputc('\n', out);
+    if (r->repeat > 1) fprintf(out, "  %-28s %14s %14s   (%d runs)\n", "", "min", "median", r->repeat);
+    print_time_row(out, r, "Tp  setup", r->tp);
+    for (int i = 0; i < r->stages.count; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "      %s", r->stages.stage[i].name);
+        fprintf(out, "  %-28s %12.6f s\n", label, r->stages.stage[i].seconds);
+    }
+    char label[64];
+    snprintf(label, sizeof label, "Ts  solve (%ld iterations)", r->iterations);
+    print_time_row(out, r, label, r->ts);
+    print_time_row(out, r, "Tt  total", r->tt);
+    fputc('\n', out);
+    fprintf(out, "converged  %s", yes_no(r->reason == GS_REASON_CONVERGED));
+    if (r->reason != GS_REASON_CONVERGED) fprintf(out, " (%s)", gs_reason_name(r->reason));
+    fprintf(out, "  relative residual %.3e  true relative residual %.3e\n", r->rel_residual,
+            r->true_residual);
+    if (r->reason == GS_REASON_BREAKDOWN)
+        fprintf(out, "breakdown  at iteration %ld: %s\n", r->breakdown_iteration, r->breakdown);
+    if (r->iterations > 0) {
+        fprintf(out, "iteration  %.2f us, %.2f MB moved", r->seconds_per_iteration * 1e6,
+                r->bytes_per_iteration * 1e-6);
+        if (r->floor_ratio > 0)
+            fprintf(out, ", floor %.2f us, %.2fx the floor",
+                    r->bytes_per_iteration / r->bandwidth * 1e6, r->floor_ratio);
+        fputc('\n', out);
+    }
+    fprintf(out, "memory     host peak %.1f MB", r->host_peak_bytes * 1e-6);
+    if (strcmp(r->engine, "cpu") != 0) fprintf(out, ", device peak %.1f MB", r->device_peak_bytes * 1e-6);
+    fprintf(out, "\n");
+}
+
+/* The same fields, in this order, for CSV and JSON. */
+typedef enum { V_STR, V_NUM, V_INT } vkind;
+typedef struct field { const char *name; vkind kind; const char *s; double d; long long i; } field;
+
+static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char *extra, size_t elen)
+{
+    const gs_problem *p = r->problem;
+    size_t used = 0;
+    stages[0] = extra[0] = '\0';
+    for (int i = 0; i < r->stages.count && used < slen; i++)
+        used += (size_t)snprintf(stages + used, slen - used, "%s%s=%.9g", i ? ";" : "",
+                                 r->stages.stage[i].name, r->stages.stage[i].seconds);
+    used = 0;
+    for (int i = 0; i < r->extra.count && used < elen; i++) {
+        const gs_kv *kv = &r->extra.kv[i];
+        if (kv->is_string)
+            used += (size_t)snprintf(extra + used, elen - used, "%s%s=%s", i ? ";" : "", kv->key, kv->str);
+        else
+            used += (size_t)snprintf(extra + used, elen - used, "%s%s=%.9g", i ? ";" : "", kv->key, kv->num);
+    }
+    int n = 0;
+#define S(nm, v) f[n++] = (field){nm, V_STR, v, 0, 0}
+#define D(nm, v) f[n++] = (field){nm, V_NUM, NULL, v, 0}
+#define I(nm, v) f[n++] = (field){nm, V_INT, NULL, 0, (long long)(v)}
+    S("matrix", p->name); I("n", p->A.n_rows); I("nnz", p->A.nnz);
+    S("symmetry", p->symmetric ? "symmetric" : "nonsymmetric"); S("field", p->field);
+    D("read_s", p->read_seconds); S("engine", r->engine); S("device", r->device);
+    D("bandwidth_Bps", r->bandwidth); S("precond", r->precond); S("precond_params", r->precond_desc);
+    I("nnz_M", r->precond_nnz); D("mu", r->mu); S("precond_extra", extra);
+    S("method", r->method); D("tol", r->opts.tol); I("maxit", r->opts.maxit);
+    I("restart", r->opts.restart); I("idr_s", r->opts.idr_s); I("repeat", r->repeat);
+    D("tp_min_s", r->tp[0]); D("tp_median_s", r->tp[1]); S("tp_stages", stages);
+    D("ts_min_s", r->ts[0]); D("ts_median_s", r->ts[1]);
+    D("tt_min_s", r->tt[0]); D("tt_median_s", r->tt[1]);
+    I("iterations", r->iterations); S("converged", yes_no(r->reason == GS_REASON_CONVERGED));
+    S("reason", gs_reason_name(r->reason)); I("breakdown_iteration", r->breakdown_iteration);
+    S("breakdown", r->breakdown); D("rel_residual", r->rel_residual);
+    D("true_rel_residual", r->true_residual); D("s_per_iteration", r->seconds_per_iteration);
+    D("bytes_per_iteration", r->bytes_per_iteration); D("floor_ratio", r->floor_ratio);
+    I("host_peak_bytes", r->host_peak_bytes); I("device_peak_bytes", r->device_peak_bytes);
+#undef S
+#undef D
+#undef I
+    return n;
+}
+
+#define MAX_FIELDS 48
+
+static void csv_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static void number(FILE *out, double d, int json)
+{
+    if (isfinite(d)) fprintf(out, "%.9g", d);
+    else fputs(json ? "null" : "nan", out);
+}
+
+void gs_report_print(FILE *out, gs_format format, const gs_run *r, int first)
+{
+    if (format == GS_FORMAT_TABLE) {
+        if (!first) fputc('\n', out);
+        report_table(out, r);
+        return;
+    }
+    field f[MAX_FIELDS];
+    char stages[1024], extra[1024];
+    const int n = run_fields(r, f, stages, sizeof stages, extra, sizeof extra);
+    const int json = format == GS_FORMAT_JSON;
+    if (!json && first)
+        for (int i = 0; i < n; i++) fprintf(out, "%s%s", f[i].name, i + 1 < n ? "," : "\n");
+    if (json) fputc('{', out);
+    for (int i = 0; i < n; i++) {
+        if (json) fprintf(out, "%s\"%s\": ", i ? ", " : "", f[i].name);
+        else if (i) fputc(',', out);
+        if (f[i].kind == V_STR) (json ? json_string : csv_string)(out, f[i].s);
+        else if (f[i].kind == V_INT) fprintf(out, "%lld", f[i].i);
+        else number(out, f[i].d, json);
+    }
+    if (json) fputc('}', out);
+    fputc('\n', out);
+}
+
+void gs_report_history(FILE *out, const gs_run *r)
+{
+    int step = r->opts.check_every > 0 ? r->opts.check_every : 1;
+    for (long i = 0; i < r->history_len; i++)
+        fprintf(out, "%s %s iteration %6ld  relative residual %.6e\n", r->engine, r->method,
+                i * step, r->history[i]);
+}
+
+void gs_report_compare(FILE *out, const gs_run *cpu, const gs_run *gpu)
+{
+    fprintf(out, "\nGPU versus CPU (%s, %s + %s)\n", cpu->problem->name, gpu->precond, gpu->method);
+    fprintf(out, "  %-8s %12s %12s %12s %8s\n", "", "Tp (s)", "Ts (s)", "Tt (s)", "iters");
+    fprintf(out, "  %-8s %12.6f %12.6f %12.6f %8ld\n", "CPU", cpu->tp[0], cpu->ts[0], cpu->tt[0],
+            cpu->iterations);
+    fprintf(out, "  %-8s %12.6f %12.6f %12.6f %8ld\n", "GPU", gpu->tp[0], gpu->ts[0], gpu->tt[0],
+            gpu->iterations);
+    fprintf(out, "  %-8s %11.1fx %11.1fx %11.1fx\n", "speedup", cpu->tp[0] / gpu->tp[0],
+            cpu->ts[0] / gpu->ts[0], cpu->tt[0] / gpu->tt[0]);
+}

@@ -1,0 +1,259 @@
+/* run.c - load a problem, and set up and solve it on one engine, timing Tp
+ * and Ts as DESIGN.md says (GPU phases measured after a synchronisation). */
+#include "run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "gen.h"
+#include "mmio.h"
+#include "precond.h"
+
+static const char *field_name(gs_mm_field f)
+{
+    return f == GS_MM_INTEGER ? "integer" : f == GS_MM_PATTERN ? "pattern" : "real";
+}
+
+/* b = 1, b = A 1 or a file; x0 = 0 or a file. */
+static int problem_vectors(const gs_cli *cli, gs_problem *p, gs_error *err)
+{
+    const int32_t n = p->A.n_rows;
+    int64_t len = 0;
+    p->b = gs_malloc((size_t)n * sizeof(double), "right-hand side", err);
+    p->x0 = gs_calloc((size_t)n, sizeof(double), "initial guess", err);
+    if (!p->b || !p->x0) return GS_ERR_NOMEM;
+    if (strcmp(cli->rhs, "ones") == 0 || strcmp(cli->rhs, "ax1") == 0) {
+        for (int32_t i = 0; i < n; i++) p->x0[i] = 1.0;
+        if (strcmp(cli->rhs, "ones") == 0)
+            memcpy(p->b, p->x0, (size_t)n * sizeof(double));
+        else
+            gs_csr_spmv(&p->A, p->x0, p->b);
+        memset(p->x0, 0, (size_t)n * sizeof(double));
+    } else {
+        free(p->b);
+        p->b = NULL;
+        int status = gs_mm_read_vector(cli->rhs, &p->b, &len, err);
+        if (status != GS_OK) return status;
+        if (len != n)
+            return gs_error_set(err, GS_ERR_INPUT, "--rhs %s: %lld entries, the matrix has %d rows",
+                                cli->rhs, (long long)len, (int)n);
+    }
+    if (strcmp(cli->x0, "zero") != 0) {
+        free(p->x0);
+        p->x0 = NULL;
+        int status = gs_mm_read_vector(cli->x0, &p->x0, &len, err);
+        if (status != GS_OK) return status;
+        if (len != n)
+            return gs_error_set(err, GS_ERR_INPUT, "--x0 %s: %lld entries, the matrix has %d rows",
+                                cli->x0, (long long)len, (int)n);
+    }
+    return GS_OK;
+}
+
+int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_error *err)
+{
+    memset(p, 0, sizeof *p);
+    int status;
+    double t0 = gs_now();
+    if (input) {
+        gs_mm_info info;
+        status = gs_mm_read_csr(input, &p->A, &info, err);
+        if (status != GS_OK) return status;
+        snprintf(p->name, sizeof p->name, "%s", input);
+        p->field = field_name(info.field);
+        if (p->A.n_rows != p->A.n_cols)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: matrix is %d x %d, not square", input,
+                                (int)p->A.n_rows, (int)p->A.n_cols);
+    } else {
+        status = gs_generate(cli->generate, &p->A, p->name, sizeof p->name, err);
+        if (status != GS_OK) return status;
+        p->field = "generated";
+    }
+    p->read_seconds = gs_now() - t0;
+    if (p->A.n_rows == 0)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: the matrix has no rows", p->name);
+    p->symmetric = gs_csr_is_symmetric(&p->A, 1e-12);
+    if (cli->write_matrix) {
+        status = gs_mm_write_csr(cli->write_matrix, &p->A, p->symmetric, p->name, err);
+        if (status != GS_OK) return status;
+    }
+    return problem_vectors(cli, p, err);
+}
+
+void gs_problem_free(gs_problem *p)
+{
+    gs_csr_free(&p->A);
+    free(p->b);
+    free(p->x0);
+    memset(p, 0, sizeof *p);
+}
+
+const char *gs_problem_default_method(const gs_problem *p)
+{
+    return p->symmetric ? "cg" : "bicgstab";
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void min_median(double *v, int n, double out[2])
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    out[0] = v[0];
+    out[1] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ||b - A x|| / ||b|| on the host, from the original matrix. */
+static double true_residual(const gs_csr *A, const double *b, const double *x)
+{
+    double *r = malloc((size_t)A->n_rows * sizeof(double));
+    if (!r) return NAN;
+    gs_csr_spmv(A, x, r);
+    double rr = 0, bb = 0;
+    for (int32_t i = 0; i < A->n_rows; i++) {
+        rr += (b[i] - r[i]) * (b[i] - r[i]);
+        bb += b[i] * b[i];
+    }
+    free(r);
+    return bb > 0 ? sqrt(rr / bb) : sqrt(rr);
+}
+
+typedef struct one_run {
+    double tp, ts;
+    gs_stages stages;
+} one_run;
+
+/* Tp: A to the engine and the preconditioner's setup; Ts: the solve. */
+static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
+                    const gs_method_type *method, double *x_host, one_run *t,
+                    gs_krylov_result *res, gs_error *err)
+{
+    gs_mat *A = NULL;
+    gs_pc *pc = NULL;
+    gs_vec *b = NULL, *x = NULL;
+    int status = GS_OK;
+    memset(t, 0, sizeof *t);
+    double t0 = gs_now();
+    GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
+    GS_TRY(e->ops->sync(e));
+    gs_stages_add(&t->stages, "transfer A", gs_now() - t0);
+    GS_TRY(gs_pc_create(gs_pc_find(cli->precond), e, &cli->params, &p->A, A, &pc, err));
+    for (int i = 0; i < pc->stages.count; i++)
+        gs_stages_add(&t->stages, pc->stages.stage[i].name, pc->stages.stage[i].seconds);
+    t->tp = gs_now() - t0;
+    double ts0 = gs_now();
+    GS_TRY(e->ops->vec_create(e, p->A.n_rows, &b));
+    GS_TRY(e->ops->vec_create(e, p->A.n_rows, &x));
+    GS_TRY(e->ops->vec_upload(e, b, p->b));
+    GS_TRY(e->ops->vec_upload(e, x, p->x0));
+    GS_TRY(method->solve(e, A, pc, b, x, &run->opts, res));
+    GS_TRY(e->ops->sync(e));
+    t->ts = gs_now() - ts0;
+    GS_TRY(e->ops->vec_download(e, x, x_host));
+    snprintf(run->precond_desc, sizeof run->precond_desc, "%s", pc->description);
+    run->precond_nnz = pc->nnz;
+    run->extra = pc->extra;
+    run->bytes_per_iteration = method->spmv_per_iteration *
+                                   (gs_csr_stream_bytes(&p->A, GS_FP64) + pc->apply_bytes) +
+                               gs_method_vector_accesses(method, &run->opts) * 8.0 * p->A.n_rows;
+    if (cli->save_precond) {
+        if (!pc->save)
+            status = gs_error_set(err, GS_ERR_UNSUPPORTED, "--save-precond: '%s' has nothing to save",
+                                  cli->precond);
+        else
+            status = pc->save(pc, cli->save_precond, err);
+    }
+cleanup:
+    if (status != GS_OK) gs_engine_fail(e, err);
+    gs_pc_destroy(pc);
+    e->ops->vec_destroy(e, b);
+    e->ops->vec_destroy(e, x);
+    e->ops->mat_destroy(e, A);
+    return status;
+}
+
+static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
+                       const char *method)
+{
+    memset(run, 0, sizeof *run);
+    run->problem = p;
+    snprintf(run->engine, sizeof run->engine, "%s", e->ops->name);
+    snprintf(run->device, sizeof run->device, "%s", e->device_name);
+    run->bandwidth = e->copy_bandwidth;
+    snprintf(run->precond, sizeof run->precond, "%s", cli->precond);
+    snprintf(run->method, sizeof run->method, "%s", method);
+    run->opts.tol = cli->tol;
+    run->opts.maxit = cli->maxit;
+    run->opts.restart = (int)cli->restart;
+    run->opts.idr_s = (int)cli->idr_s;
+    run->opts.check_every = cli->verbose ? 1 : (int)cli->check_every;
+    run->opts.record_history = cli->verbose;
+    run->opts.use_capture = !cli->no_graph;
+    run->repeat = (int)cli->repeat;
+}
+
+int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
+                 double *x_out, gs_error *err)
+{
+    const char *mname = strcmp(cli->method, "auto") ? cli->method : gs_problem_default_method(p);
+    const gs_method_type *method = gs_method_find(mname);
+    run_header(cli, p, e, run, mname);
+    const int nrep = run->repeat;
+    double *tp = calloc((size_t)nrep, sizeof(double)), *ts = calloc((size_t)nrep, sizeof(double));
+    double *tt = calloc((size_t)nrep, sizeof(double));
+    double *x = x_out ? x_out : malloc((size_t)p->A.n_rows * sizeof(double));
+    int status = GS_OK;
+    if (!tp || !ts || !tt || !x) {
+        status = gs_error_set(err, GS_ERR_NOMEM, "out of host memory for run records");
+        goto cleanup;
+    }
+    double best = INFINITY;
+    for (int i = 0; i < nrep; i++) {
+        one_run t;
+        gs_krylov_result res;
+        memset(&res, 0, sizeof res);
+        status = run_once(cli, p, e, run, method, x, &t, &res, err);
+        if (status != GS_OK) {
+            gs_krylov_result_free(&res);
+            goto cleanup;
+        }
+        tp[i] = t.tp, ts[i] = t.ts, tt[i] = t.tp + t.ts;
+        if (tt[i] < best) best = tt[i], run->stages = t.stages;
+        run->iterations = res.iterations;
+        run->reason = res.reason;
+        run->breakdown_iteration = res.breakdown_iteration;
+        snprintf(run->breakdown, sizeof run->breakdown, "%s", res.breakdown);
+        run->rel_residual = res.rel_residual;
+        free(run->history);
+        run->history = res.history, run->history_len = res.history_len;
+    }
+    min_median(tp, nrep, run->tp);
+    min_median(ts, nrep, run->ts);
+    min_median(tt, nrep, run->tt);
+    run->true_residual = true_residual(&p->A, p->b, x);
+    run->mu = p->A.nnz ? (double)run->precond_nnz / (double)p->A.nnz : 0;
+    if (run->iterations > 0) run->seconds_per_iteration = run->ts[0] / (double)run->iterations;
+    if (run->bandwidth > 0 && run->iterations > 0)
+        run->floor_ratio = run->seconds_per_iteration / (run->bytes_per_iteration / run->bandwidth);
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) run->host_peak_bytes = (size_t)ru.ru_maxrss * 1024;
+    run->device_peak_bytes = e->device_bytes_peak;
+cleanup:
+    free(tp);
+    free(ts);
+    free(tt);
+    if (x != x_out) free(x);
+    return status;
+}
+
+void gs_run_free(gs_run *run)
+{
+    free(run->history);
+    run->history = NULL;
+}

@@ -1,0 +1,67 @@
+/* run.h - one problem (matrix, right-hand side, initial guess) and one run
+ * of it on one engine: Tp (transfer + preconditioner setup), Ts (the Krylov
+ * solve) and everything the report prints. Data flows one way:
+ * read -> CSR on the host -> engine -> setup -> solve -> report. */
+#ifndef GS_RUN_H
+#define GS_RUN_H
+
+#include <stddef.h>
+
+#include "csr.h"
+#include "engine.h"
+#include "krylov.h"
+#include "kvlist.h"
+#include "options.h"
+#include "timer.h"
+
+typedef struct gs_problem {
+    char name[256];      /* file path or generated spec */
+    gs_csr A;
+    int symmetric;       /* numerically symmetric (relative 1e-12) */
+    const char *field;   /* "real", "integer", "pattern", "generated" */
+    double read_seconds; /* reading (or generating) A, outside Tt */
+    double *b, *x0;
+} gs_problem;
+
+typedef struct gs_run {
+    const gs_problem *problem;
+    char engine[16];
+    char device[128];
+    double bandwidth; /* bytes/s, 0 if not measured */
+    char precond[32];
+    char precond_desc[256];
+    long long precond_nnz;
+    double mu; /* nnz(M) / nnz(A) */
+    gs_kvlist extra;
+    char method[16];
+    gs_krylov_opts opts;
+    int repeat;
+    double tp[2], ts[2], tt[2]; /* min and median over the repeats */
+    gs_stages stages;           /* Tp's stages of the fastest run */
+    long iterations;
+    gs_reason reason;
+    long breakdown_iteration;
+    char breakdown[160];
+    double rel_residual, true_residual;
+    double *history;
+    long history_len;
+    double bytes_per_iteration; /* what one iteration must move */
+    double seconds_per_iteration, floor_ratio;
+    size_t host_peak_bytes, device_peak_bytes;
+} gs_run;
+
+/* Read (input != NULL) or generate (cli->generate) a problem; sets up b and
+ * x0 as the options say. Errors name the file and line or the option. */
+int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_error *err);
+void gs_problem_free(gs_problem *p);
+
+/* The method --method auto picks for p. */
+const char *gs_problem_default_method(const gs_problem *p);
+
+/* Set up and solve cli->repeat times on e; fills run (the last run's
+ * solution is written to x_out, length n, when x_out != NULL). */
+int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
+                 double *x_out, gs_error *err);
+void gs_run_free(gs_run *run);
+
+#endif

@@ -245,6 +245,7 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
     if (getrusage(RUSAGE_SELF, &ru) == 0) run->host_peak_bytes = (size_t)ru.ru_maxrss * 1024;
     run->device_peak_bytes = e->device_bytes_peak;
 cleanup:
+    if (status != GS_OK) gs_error_prefix(err, "%s: ", p->name);
     free(tp);
     free(ts);
     free(tt);

@@ -56,10 +56,13 @@ static inline void tu_tmpname(char *buf, size_t len, const char *suffix)
     int fd = mkstemp(buf);
     if (fd >= 0) close(fd);
     if (suffix && *suffix) {
-        char old[512];
-        snprintf(old, sizeof old, "%s", buf);
-        snprintf(buf, len, "%s%s", old, suffix);
-        rename(old, buf);
+        char old[64];
+        memcpy(old, buf, sizeof "/tmp/gs_test_XXXXXX"); /* mkstemp keeps the length */
+        size_t used = strlen(buf);
+        if (used + strlen(suffix) < len) {
+            memcpy(buf + used, suffix, strlen(suffix) + 1);
+            rename(old, buf);
+        }
     }
 }
 

@@ -1,0 +1,392 @@
+/* check_krylov.c - the Krylov methods on the CPU engine: convergence on SPD
+ * and nonsymmetric problems (generated and real), the stopping rule, the
+ * reasons (maxit, breakdown) and the engine operations they rely on. */
+#include <math.h>
+
+#include "engine.h"
+#include "gen.h"
+#include "krylov.h"
+#include "mmio.h"
+#include "precond.h"
+#include "testutil.h"
+
+typedef struct solve_out {
+    gs_krylov_result res;
+    double true_rel; /* ||b - A x|| / ||b|| on the host */
+    double *x;
+} solve_out;
+
+/* Solve A x = b (b = A * ones unless b given) with method / precond on the
+ * CPU engine. */
+static void solve(const gs_csr *A, const double *b_in, const char *method, const char *precond,
+                  const gs_krylov_opts *opts, solve_out *out)
+{
+    gs_error err = {0};
+    gs_engine *e = NULL;
+    gs_mat *Ae = NULL;
+    gs_pc *pc = NULL;
+    gs_vec *b = NULL, *x = NULL;
+    const int32_t n = A->n_rows;
+    double *bh = malloc((size_t)n * sizeof(double)), *ones = malloc((size_t)n * sizeof(double));
+    out->x = calloc((size_t)n, sizeof(double));
+    for (int32_t i = 0; i < n; i++) ones[i] = 1.0;
+    if (b_in) memcpy(bh, b_in, (size_t)n * sizeof(double));
+    else gs_csr_spmv(A, ones, bh);
+    ck_assert_int_eq(gs_engine_cpu_create(&e, &err), GS_OK);
+    ck_assert_int_eq(e->ops->mat_create(e, A, GS_FP64, &Ae), GS_OK);
+    gs_params params = {0};
+    ck_assert_msg(gs_pc_create(gs_pc_find(precond), e, &params, A, Ae, &pc, &err) == GS_OK, "%s",
+                  err.msg);
+    ck_assert_int_eq(e->ops->vec_create(e, n, &b), GS_OK);
+    ck_assert_int_eq(e->ops->vec_create(e, n, &x), GS_OK);
+    ck_assert_int_eq(e->ops->vec_upload(e, b, bh), GS_OK);
+    ck_assert_int_eq(e->ops->set(e, x, 0.0), GS_OK);
+    ck_assert_int_eq(gs_method_find(method)->solve(e, Ae, pc, b, x, opts, &out->res), GS_OK);
+    ck_assert_int_eq(e->ops->vec_download(e, x, out->x), GS_OK);
+    double *r = malloc((size_t)n * sizeof(double)), rr = 0, bb = 0;
+    gs_csr_spmv(A, out->x, r);
+    for (int32_t i = 0; i < n; i++) rr += (bh[i] - r[i]) * (bh[i] - r[i]), bb += bh[i] * bh[i];
+    out->true_rel = bb > 0 ? sqrt(rr / bb) : sqrt(rr);
+    free(r);
+    free(bh);
+    free(ones);
+    e->ops->vec_destroy(e, b);
+    e->ops->vec_destroy(e, x);
+    gs_pc_destroy(pc);
+    e->ops->mat_destroy(e, Ae);
+    gs_engine_destroy(e);
+}
+
+static gs_krylov_opts default_opts(void)
+{
+    gs_krylov_opts o = {.tol = 1e-8, .maxit = 5000, .restart = 30, .idr_s = 4,
+                        .check_every = 1, .record_history = 0, .use_capture = 1};
+    return o;
+}
+
+static void generated(const char *spec, gs_csr *A)
+{
+    gs_error err = {0};
+    char name[64];
+    ck_assert_msg(gs_generate(spec, A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
+}
+
+/* The recurrence's residual may drift from the true one by rounding: a
+ * factor 10 over tol (1e-8) leaves room for that on these well-scaled
+ * problems while still failing any wrong update. */
+static void assert_converged(const solve_out *o, double tol, const char *what)
+{
+    ck_assert_msg(o->res.reason == GS_REASON_CONVERGED, "%s: reason %s after %ld its", what,
+                  gs_reason_name(o->res.reason), o->res.iterations);
+    ck_assert_msg(o->res.rel_residual <= tol, "%s: rel residual %g", what, o->res.rel_residual);
+    ck_assert_msg(o->true_rel <= 10 * tol, "%s: true residual %g", what, o->true_rel);
+}
+
+static const char *methods[] = {"cg", "bicgstab", "gmres", "idr"};
+static const char *precs[] = {"none", "jacobi"};
+
+START_TEST(every_method_converges_on_spd_poisson)
+{
+    gs_csr A;
+    generated("poisson3d:10x9x8", &A);
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    const char *m = methods[_i / 2], *p = precs[_i % 2];
+    solve(&A, NULL, m, p, &o, &out);
+    char what[64];
+    snprintf(what, sizeof what, "%s+%s", m, p);
+    assert_converged(&out, o.tol, what);
+    /* b = A 1 so the solution is 1: the error is bounded by cond * residual */
+    for (int32_t i = 0; i < A.n_rows; i++) ck_assert_double_eq_tol(out.x[i], 1.0, 1e-5);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(nonsymmetric_methods_converge_on_convdiff)
+{
+    gs_csr A;
+    generated("convdiff3d:9", &A);
+    ck_assert(!gs_csr_is_symmetric(&A, 1e-12));
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    const char *m = methods[1 + _i / 2], *p = precs[_i % 2]; /* not cg */
+    solve(&A, NULL, m, p, &o, &out);
+    assert_converged(&out, o.tol, m);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(jacobi_helps_on_badly_scaled_spd)
+{
+    /* D A D with a wildly varying D: jacobi undoes the scaling exactly. */
+    gs_csr A;
+    generated("poisson3d:8", &A);
+    double *s = malloc((size_t)A.n_rows * sizeof(double));
+    tu_rng rng = tu_rng_seed(7);
+    for (int32_t i = 0; i < A.n_rows; i++) s[i] = pow(10.0, 3.0 * tu_uniform(&rng));
+    gs_csr_scale_symmetric(&A, s);
+    gs_krylov_opts o = default_opts();
+    solve_out none, jac;
+    solve(&A, NULL, "cg", "none", &o, &none);
+    solve(&A, NULL, "cg", "jacobi", &o, &jac);
+    assert_converged(&jac, o.tol, "cg+jacobi");
+    ck_assert_msg(jac.res.iterations < none.res.iterations, "jacobi %ld, none %ld",
+                  jac.res.iterations, none.res.iterations);
+    gs_krylov_result_free(&none.res);
+    gs_krylov_result_free(&jac.res);
+    free(none.x);
+    free(jac.x);
+    free(s);
+    gs_csr_free(&A);
+}
+END_TEST
+
+static int read_real(const char *name, gs_csr *A)
+{
+    if (!tu_matrices_dir()) return 0;
+    char path[1024];
+    tu_matrix_path(path, sizeof path, name);
+    gs_error err = {0};
+    ck_assert_msg(gs_mm_read_csr(path, A, NULL, &err) == GS_OK, "%s", err.msg);
+    return 1;
+}
+
+START_TEST(methods_converge_on_real_spd_matrix)
+{
+    gs_csr A;
+    if (!read_real("bcsstk14", &A)) {
+        fprintf(stderr, "skipped: ../shared/matrices not found\n");
+        return;
+    }
+    gs_krylov_opts o = default_opts();
+    o.maxit = 20000;
+    solve_out out;
+    solve(&A, NULL, methods[_i], "jacobi", &o, &out);
+    assert_converged(&out, o.tol, methods[_i]);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(methods_converge_on_real_nonsymmetric_matrix)
+{
+    gs_csr A;
+    if (!read_real("orsirr_1", &A)) {
+        fprintf(stderr, "skipped: ../shared/matrices not found\n");
+        return;
+    }
+    ck_assert(!gs_csr_is_symmetric(&A, 1e-12));
+    gs_krylov_opts o = default_opts();
+    o.maxit = 20000;
+    solve_out out;
+    solve(&A, NULL, methods[1 + _i], "jacobi", &o, &out);
+    assert_converged(&out, o.tol, methods[1 + _i]);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* diag(1, -1, 1, -1, ...) with b = 1: p'Ap = 0 at the first step. */
+static void indefinite_diagonal(int32_t n, gs_csr *A)
+{
+    gs_error err = {0};
+    ck_assert_int_eq(gs_csr_alloc(n, n, n, 1, A, &err), GS_OK);
+    for (int32_t i = 0; i < n; i++) {
+        A->row_ptr[i + 1] = i + 1;
+        A->col[i] = i;
+        A->val[i] = i % 2 ? -1.0 : 1.0;
+    }
+}
+
+START_TEST(cg_reports_indefinite_matrix_as_breakdown)
+{
+    gs_csr A;
+    indefinite_diagonal(40, &A);
+    double *b = malloc(40 * sizeof(double));
+    for (int i = 0; i < 40; i++) b[i] = 1.0;
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, "cg", "none", &o, &out);
+    ck_assert_int_eq(out.res.reason, GS_REASON_BREAKDOWN);
+    ck_assert_int_eq(out.res.breakdown_iteration, 1);
+    ck_assert_ptr_nonnull(strstr(out.res.breakdown, "not positive definite"));
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    free(b);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(cg_breakdown_on_real_indefinite_matrix)
+{
+    /* A symmetric indefinite matrix (negative diagonal entries among positive
+     * ones): CG must stop with a breakdown (p'Ap <= 0 at some step) rather
+     * than run silently to maxit. */
+    gs_csr A;
+    if (!read_real("reorientation_1", &A)) {
+        fprintf(stderr, "skipped: ../shared/matrices not found\n");
+        return;
+    }
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, NULL, "cg", "none", &o, &out);
+    ck_assert_msg(out.res.reason == GS_REASON_BREAKDOWN, "reason %s",
+                  gs_reason_name(out.res.reason));
+    ck_assert(out.res.breakdown_iteration >= 1 && out.res.breakdown_iteration < o.maxit);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(bicgstab_reports_rho_breakdown)
+{
+    /* A = [0 1; 1 0], b = e1: r0 = e1, v = A r0 = e2, r0'v = 0. */
+    gs_csr A;
+    gs_error err = {0};
+    int32_t rows[] = {0, 1}, cols[] = {1, 0};
+    double vals[] = {1.0, 1.0}, b[] = {1.0, 0.0};
+    ck_assert_int_eq(gs_csr_from_coo(2, 2, 2, rows, cols, vals, &A, &err), GS_OK);
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, "bicgstab", "none", &o, &out);
+    ck_assert_int_eq(out.res.reason, GS_REASON_BREAKDOWN);
+    ck_assert_int_eq(out.res.breakdown_iteration, 1);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(maxit_is_a_reason_not_an_error)
+{
+    gs_csr A;
+    generated("poisson3d:10", &A);
+    gs_krylov_opts o = default_opts();
+    o.maxit = 3;
+    solve_out out;
+    solve(&A, NULL, methods[_i], "jacobi", &o, &out);
+    ck_assert_int_eq(out.res.reason, GS_REASON_MAXIT);
+    ck_assert_int_eq(out.res.iterations, 3);
+    ck_assert(out.res.rel_residual > o.tol);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(zero_rhs_gives_zero_solution)
+{
+    gs_csr A;
+    generated("poisson3d:5", &A);
+    double *b = calloc((size_t)A.n_rows, sizeof(double));
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, methods[_i], "jacobi", &o, &out);
+    ck_assert_int_eq(out.res.reason, GS_REASON_CONVERGED);
+    ck_assert_int_eq(out.res.iterations, 0);
+    for (int32_t i = 0; i < A.n_rows; i++) ck_assert(out.x[i] == 0.0);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    free(b);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(check_every_and_history)
+{
+    /* Reading the residual every 4 iterations converges too; iterations are
+     * then a multiple of 4 and at least the count of a per-iteration check. */
+    gs_csr A;
+    generated("poisson3d:9", &A);
+    gs_krylov_opts o = default_opts();
+    o.record_history = 1;
+    solve_out every1, every4;
+    solve(&A, NULL, "cg", "jacobi", &o, &every1);
+    o.check_every = 4;
+    solve(&A, NULL, "cg", "jacobi", &o, &every4);
+    assert_converged(&every4, o.tol, "check every 4");
+    ck_assert_int_eq(every4.res.iterations % 4, 0);
+    ck_assert(every4.res.iterations >= every1.res.iterations);
+    ck_assert(every4.res.iterations < every1.res.iterations + 4);
+    /* one history entry per check, the initial residual included; CG's
+     * residual is not monotone, but the last entry is the final one */
+    ck_assert_int_eq(every1.res.history_len, every1.res.iterations + 1);
+    ck_assert_double_eq(every1.res.history[0], 1.0); /* x0 = 0: r0 = b */
+    ck_assert_double_eq(every1.res.history[every1.res.history_len - 1], every1.res.rel_residual);
+    gs_krylov_result_free(&every1.res);
+    gs_krylov_result_free(&every4.res);
+    free(every1.x);
+    free(every4.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gmres_restart_lengths)
+{
+    /* Full GMRES (restart >= iterations) never needs more iterations than a
+     * short restart on the same problem; both converge. */
+    gs_csr A;
+    generated("convdiff3d:7", &A);
+    gs_krylov_opts o = default_opts();
+    solve_out full, short_m;
+    o.restart = 300;
+    solve(&A, NULL, "gmres", "jacobi", &o, &full);
+    o.restart = 5;
+    solve(&A, NULL, "gmres", "jacobi", &o, &short_m);
+    assert_converged(&full, o.tol, "gmres(300)");
+    assert_converged(&short_m, o.tol, "gmres(5)");
+    ck_assert(full.res.iterations <= short_m.res.iterations);
+    gs_krylov_result_free(&full.res);
+    gs_krylov_result_free(&short_m.res);
+    free(full.x);
+    free(short_m.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(idr_s_values)
+{
+    gs_csr A;
+    generated("convdiff3d:7", &A);
+    gs_krylov_opts o = default_opts();
+    static const int s_values[] = {1, 2, 4, 8};
+    o.idr_s = s_values[_i];
+    solve_out out;
+    solve(&A, NULL, "idr", "jacobi", &o, &out);
+    assert_converged(&out, o.tol, "idr");
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+Suite *krylov_suite(void)
+{
+    Suite *s = suite_create("krylov");
+    TCase *tc = tcase_create("methods");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, every_method_converges_on_spd_poisson, 0, 8);
+    tcase_add_loop_test(tc, nonsymmetric_methods_converge_on_convdiff, 0, 6);
+    tcase_add_test(tc, jacobi_helps_on_badly_scaled_spd);
+    tcase_add_loop_test(tc, methods_converge_on_real_spd_matrix, 0, 4);
+    tcase_add_loop_test(tc, methods_converge_on_real_nonsymmetric_matrix, 0, 3);
+    tcase_add_test(tc, cg_reports_indefinite_matrix_as_breakdown);
+    tcase_add_test(tc, cg_breakdown_on_real_indefinite_matrix);
+    tcase_add_test(tc, bicgstab_reports_rho_breakdown);
+    tcase_add_loop_test(tc, maxit_is_a_reason_not_an_error, 0, 4);
+    tcase_add_loop_test(tc, zero_rhs_gives_zero_solution, 0, 4);
+    tcase_add_test(tc, check_every_and_history);
+    tcase_add_test(tc, gmres_restart_lengths);
+    tcase_add_loop_test(tc, idr_s_values, 0, 4);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(krylov_suite()); }

@@ -25,12 +25,14 @@ void gs_csr_free(gs_csr *A); /* frees arrays, zeroes the struct; NULL-safe */
 int gs_csr_copy(const gs_csr *A, gs_csr *out, gs_error *err);
 
 /* Build from coordinate triplets (0-based): sorts each row and sums
- * duplicates (patterns: duplicates merged). vals may be NULL (pattern). */
+ * duplicates (patterns: duplicates merged). vals may be NULL (pattern).
+ * Explicit zeros are kept. GS_ERR_INPUT naming the first triplet whose index
+ * is out of range. */
 int gs_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, const int32_t *rows,
                     const int32_t *cols, const double *vals, gs_csr *out, gs_error *err);
 
 /* Check the conventions above and that indices are in range; GS_ERR_INTERNAL
- * with the first offending row on failure. */
+ * with the first offending row (0-based) on failure. */
 int gs_csr_validate(const gs_csr *A, gs_error *err);
 
 int gs_csr_transpose(const gs_csr *A, gs_csr *AT, gs_error *err); /* AT = A^T */
@@ -42,16 +44,18 @@ int gs_csr_is_structurally_symmetric(const gs_csr *A);
  * structurally symmetric. */
 int gs_csr_is_symmetric(const gs_csr *A, double rtol);
 
-/* d[i] = a_ii (0 where the diagonal entry is not stored). Returns the number
- * of rows with no stored diagonal entry. */
+/* d[i] = a_ii (0 where the diagonal entry is not stored; 1 where stored in a
+ * pattern), d has n_rows entries. Returns the number of rows with no stored
+ * diagonal entry (rows i >= n_cols count as missing). */
 int32_t gs_csr_diagonal(const gs_csr *A, double *d);
 /* Index of a_ij in col/val, or -1. Binary search within row i. */
 int64_t gs_csr_find(const gs_csr *A, int32_t i, int32_t j);
 
-/* A <- diag(s) A diag(s) in place. */
+/* A <- diag(s) A diag(s) in place (A square, s has n_rows entries; a pattern
+ * is left unchanged). */
 void gs_csr_scale_symmetric(gs_csr *A, const double *s);
 /* s_i = 1/sqrt(|a_ii|): the scaling to unit diagonal. GS_ERR_INPUT naming the
- * row when a diagonal entry is zero or missing. */
+ * row (1-based, "row 7 ") when a diagonal entry is zero, non-finite or missing. */
 int gs_csr_unit_diagonal_scaling(const gs_csr *A, double *s, gs_error *err);
 
 /* Lower (j <= i) / upper (j >= i) triangle; include_diagonal = 0 drops j == i. */
@@ -61,9 +65,12 @@ int gs_csr_upper(const gs_csr *A, int include_diagonal, gs_csr *U, gs_error *err
 /* y = A x (OpenMP over rows). A must carry values. */
 void gs_csr_spmv(const gs_csr *A, const double *x, double *y);
 
-/* Pattern of C = A * B (symbolic product; values ignored, C->val = NULL). */
+/* Pattern of C = A * B (symbolic product; values ignored, C->val = NULL).
+ * GS_ERR_INTERNAL if A->n_cols != B->n_rows. Uses one B->n_cols marker array
+ * (4 bytes per column) per OpenMP thread. */
 int gs_csr_pattern_product(const gs_csr *A, const gs_csr *B, gs_csr *C, gs_error *err);
-/* Pattern of (E + |A|)^k when add_identity, of |A|^k otherwise; k >= 1. */
+/* Pattern of (E + |A|)^k when add_identity, of |A|^k otherwise; k >= 1 and A
+ * square, else GS_ERR_INTERNAL. Computed as k - 1 symbolic products. */
 int gs_csr_pattern_power(const gs_csr *A, int k, int add_identity, gs_csr *P, gs_error *err);
 /* Pattern union of A and B (same shape). */
 int gs_csr_pattern_union(const gs_csr *A, const gs_csr *B, gs_csr *C, gs_error *err);

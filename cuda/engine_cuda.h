@@ -1,0 +1,136 @@
+/* engine_cuda.h - internals of the CUDA engine shared by the files in cuda/
+ * (engine_cuda.cu, spmv.cu, and the preconditioners' CUDA setups): the vector
+ * and matrix types, device allocation with accounting, and building a gs_mat
+ * from CSR arrays that are already on the device. C++ only (nvcc). */
+#ifndef GS_ENGINE_CUDA_H
+#define GS_ENGINE_CUDA_H
+
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#include "cuda_check.h"
+#include "gs_cuda.h"
+
+extern "C" {
+#include "engine.h"
+}
+
+/* Launch shapes. Reductions use a capped, grid-stride grid so that the
+ * per-block partial sums fit one engine-owned buffer. */
+#define GS_CUDA_BLOCK 256
+#define GS_CUDA_MDOT_CHUNK 16 /* vectors per pass of mdot / maxpy */
+#define GS_CUDA_STAGE_BYTES ((size_t)8 << 20) /* pinned upload staging, two of them */
+
+struct gs_vec {
+    int64_t n;
+    double *d; /* device, n doubles (cudaMalloc: 256-byte aligned) */
+};
+
+typedef enum gs_cuda_format { GS_CUDA_SELL = 0, GS_CUDA_CSR = 1 } gs_cuda_format;
+typedef enum gs_cuda_tri { GS_CUDA_TRI_NONE = 0, GS_CUDA_TRI_LOWER = 1, GS_CUDA_TRI_UPPER = 2 } gs_cuda_tri;
+
+/* Sliced ELL with slice height C = 32 (SELL-C-sigma, Kreutzer et al. 2014):
+ * slice s holds rows 32s..32s+31 of the (possibly permuted) row order, its
+ * entries column-major: entry k of lane l is at slice_ptr[s] + 32 k + l, so a
+ * warp's loads of one k are 32 consecutive words. Padding has col = -1 and
+ * val = 0 and contributes exactly 0. perm[r] is the original row of sorted
+ * row r (NULL when sigma = 1, i.e. rows in their own order). */
+struct gs_mat {
+    int32_t n_rows, n_cols;
+    int64_t nnz;
+    gs_precision prec;
+    gs_cuda_format format;
+    char layout[24]; /* "SELL-32", "SELL-32-1024", "CSR" */
+    size_t bytes;    /* device bytes held (accounting) */
+
+    /* SELL-C-sigma */
+    int64_t n_slices, padded; /* padded = stored entries incl. padding */
+    int sigma;
+    int64_t *slice_ptr; /* n_slices + 1 */
+    int32_t *sell_col;
+    void *sell_val; /* double or float */
+    int32_t *perm;
+
+    /* CSR fallback (format == GS_CUDA_CSR) */
+    int64_t *row_ptr;
+    int32_t *csr_col;
+    void *csr_val;
+    int lanes; /* threads per row of the vector-CSR kernel */
+
+    /* Grid cap per SpMV variant (plain, dot, axpby): blocks resident at once,
+     * from the occupancy calculator, so the grid-stride loop runs one wave. */
+    unsigned max_blocks[3];
+
+    /* Triangular solves (cuSPARSE SpSV, analysis on first use) */
+    gs_cuda_tri tri;
+    int tri_zero_diag_row; /* 1-based row the CPU engine would report, 0: none */
+    int32_t *tri_row_ptr, *tri_col;
+    double *tri_val;
+    cusparseSpMatDescr_t tri_descr[2];     /* [unit_diagonal] */
+    cusparseSpSVDescr_t spsv[2];
+    void *spsv_buffer[2];
+    size_t spsv_bytes[2];
+};
+
+typedef struct gs_cuda_impl {
+    int device;
+    int sm_count;
+    int red_blocks; /* grid size cap of reduction kernels (8 blocks of 256 per SM) */
+    unsigned mdot_blocks, maxpy_blocks; /* their caps, from the occupancy calculator */
+    unsigned vec_caps[8];               /* the same for the vector kernels (run_vec) */
+    cudaStream_t stream;
+    cusparseHandle_t sparse;
+    double *S;             /* device, GS_MAX_SCALARS */
+    double *pinned;        /* host pinned, GS_MAX_SCALARS (scalar_read) */
+    char *stage[2];        /* host pinned, GS_CUDA_STAGE_BYTES each (uploads); may be NULL */
+    cudaEvent_t stage_free[2]; /* the DMA out of stage[b] has finished */
+    double *partials;      /* device, red_blocks * GS_CUDA_MDOT_CHUNK */
+    unsigned int *counter; /* device, last-block-done ticket */
+    int capturing;
+} gs_cuda_impl;
+
+static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }
+
+/* cudaMalloc / cudaFree with the engine's accounting (device_bytes_now and
+ * _peak). A failed allocation records GS_ERR_NOMEM naming what and how many
+ * bytes; bytes == 0 gives NULL and succeeds. gs_cuda_free needs the size
+ * that was allocated; NULL-safe. */
+int gs_cuda_alloc_at(gs_engine *e, void **p, size_t bytes, const char *what, const char *file,
+                     int line);
+void gs_cuda_free(gs_engine *e, void *p, size_t bytes);
+#define gs_cuda_alloc(e, p, bytes, what)                                                          \
+    gs_cuda_alloc_at((e), (void **)(p), (bytes), (what), __FILE__, __LINE__)
+
+/* Host-to-device copy of bytes from pageable src through the engine's pinned
+ * staging buffers (fast path for large transfers); src may be reused when it
+ * returns, the copy is ordered on the engine's stream. */
+int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes);
+
+/* Grid for a reduction over n items, per_block items a block: at least 1 (an
+ * empty reduction still writes its 0), at most red_blocks. */
+unsigned gs_cuda_red_grid(gs_engine *e, int64_t n, int64_t per_block);
+
+/* Build a matrix from device CSR arrays (row_ptr int64, sorted columns, fp64
+ * values); the arrays are copied, not taken over. tri: keep what cuSPARSE's
+ * triangular solve needs (the caller knows whether the matrix is lower or
+ * upper triangular). Used by mat_create and by the preconditioners' CUDA
+ * setups that build their factors on the device. */
+int gs_cuda_mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
+                                const int64_t *row_ptr, const int32_t *col, const double *val,
+                                gs_precision prec, gs_cuda_tri tri, gs_mat **out);
+
+/* Engine ops implemented in spmv.cu. */
+int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
+void gs_cuda_mat_destroy(gs_engine *e, gs_mat *A);
+int gs_cuda_spmv_dot(gs_engine *e, const gs_mat *A, const gs_vec *x, gs_vec *y, const gs_vec *w,
+                     int slot);
+int gs_cuda_spmv_axpby(gs_engine *e, gs_coef a, const gs_mat *A, const gs_vec *x, gs_coef b,
+                       gs_vec *y);
+int gs_cuda_trisolve(gs_engine *e, const gs_mat *T, int unit_diagonal, const gs_vec *b,
+                     gs_vec *x);
+
+/* Checks shared by the op implementations (GS_ERR_INTERNAL on a misuse). */
+int gs_cuda_check_slot(gs_engine *e, int slot, const char *op);
+int gs_cuda_check_coef(gs_engine *e, gs_coef k, const char *op);
+
+#endif

@@ -1,0 +1,49 @@
+/* gs_cuda.h - what C code may ask the CUDA engine beyond the engine table:
+ * how a matrix is stored on the device (for the report and the tests).
+ * Only in builds with CUDA (GS_HAVE_CUDA); plain C. */
+#ifndef GS_CUDA_H
+#define GS_CUDA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "engine.h"
+
+typedef enum gs_cuda_layout {
+    GS_CUDA_LAYOUT_AUTO = 0,        /* the rule in cuda/spmv.cu */
+    GS_CUDA_LAYOUT_SELL = 1,        /* SELL-32, rows in their own order */
+    GS_CUDA_LAYOUT_SELL_SORTED = 2, /* SELL-32-sigma: never chosen by the rule */
+    GS_CUDA_LAYOUT_CSR = 3          /* vector-CSR */
+} gs_cuda_layout;
+
+/* mat_create with the layout forced (benchmarks and tests of the rule);
+ * sigma: the sorting window of GS_CUDA_LAYOUT_SELL_SORTED, 0 for the default
+ * (1024). */
+int gs_cuda_mat_create_as(gs_engine *e, const gs_csr *A, gs_precision prec,
+                          gs_cuda_layout layout, int sigma, gs_mat **out);
+
+/* The device layout of A, e.g. "SELL-32" (rows in their own order),
+ * "SELL-32-1024" (rows sorted by length within windows of 1024 rows), "CSR"
+ * (vector-CSR fallback, 2..32 lanes a row). A must come from the CUDA engine. */
+const char *gs_cuda_mat_layout(const gs_mat *A);
+
+/* Jacobi's CUDA setup (cuda/jacobi.cu): the inverse diagonal read from
+ * pc->A on the device. Registered as jacobi's setup[GS_ENGINE_CUDA]. */
+struct gs_pc;
+int gs_jacobi_setup_cuda(struct gs_pc *pc, const gs_csr *A, gs_error *err);
+
+/* Entries stored (padding included) over nnz: 1.0 for CSR. */
+double gs_cuda_mat_fill_ratio(const gs_mat *A);
+
+/* Device bytes one SpMV reads from A's arrays (values, indices, slice
+ * pointers, permutation; padding included): the honest count for the floor. */
+double gs_cuda_mat_stream_bytes(const gs_mat *A);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,829 @@
+/* spmv.cu - the CUDA engine's matrices: SELL-C-sigma storage built on the
+ * device (Kreutzer, Hager, Wellein, Fehske, Bishop, SIAM J. Sci. Comput.
+ * 36(5) 2014), the SpMV kernels with their fused dot / axpby epilogues, the
+ * vector-CSR fallback, and exact triangular solves through cuSPARSE SpSV.
+ *
+ * Format rule (DESIGN.md: sliced ELL unless padding explodes). With slice
+ * height C = 32 and w_s the longest row of slice s, the stored entries are
+ * P = sum over real rows of w_{slice(i)}; fill = P / nnz; mean width P / n.
+ *   fill <= 2.0 and max_s w_s <= 2 x mean width + 1  -> SELL-32, rows in
+ *                                                       their own order;
+ *   otherwise                                        -> vector-CSR (2..32
+ *                                                       lanes a row).
+ * Rows sorted by length within windows (SELL-32-sigma) are built on request
+ * (gs_cuda_mat_create_as) but never chosen: on an H200 they lost to one of
+ * the two others in every case measured (docs/perf-notes.md, "CUDA engine";
+ * scripts/bench_engine.c): the permutation read, the scattered y writes and
+ * the loss of x locality across a warp's rows cost more than the padding
+ * saved (visiting the slices in a scrambled order, to spread each window's
+ * widest slices over the warps, lost more locality again). Measured, 2M
+ * rows: lengths uniform in 8 +- 8 (fill 1.98, even widths) SELL-32 133 us,
+ * CSR 171, sorted 139..175;
+ * 0.5% of rows of 40 among rows of 6 (fill 1.80, width ratio 3.6) SELL-32
+ * 163 us, CSR 112; 3D Poisson (fill 1.002): SELL-32 1.00x its byte floor,
+ * sorted 1.12x, CSR 2.2x. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include "engine_cuda.h"
+#include "gs_cuda.h"
+#include "reduce.cuh"
+
+#define SELL_C 32
+#define SELL_SIGMA 1024
+#define SELL_MAX_FILL 2.0
+#define SELL_MAX_WIDTH_RATIO 2.0
+
+enum { SPMV_PLAIN = 0, SPMV_DOT = 1, SPMV_AXPBY = 2 };
+
+/* ------------------------------------------------------------- the kernels */
+
+struct sell_args {
+    int64_t n_rows, n_slices;
+    const int64_t *__restrict__ slice_ptr;
+    const int32_t *__restrict__ col;
+    const int32_t *__restrict__ perm;
+};
+
+struct csr_args {
+    int64_t n_rows;
+    const int64_t *__restrict__ row_ptr;
+    const int32_t *__restrict__ col;
+};
+
+struct spmv_epilogue {
+    double *__restrict__ y;
+    const double *__restrict__ w; /* SPMV_DOT */
+    gs_coef ka, kb;               /* SPMV_AXPBY */
+    const double *S;
+    double *partials;
+    unsigned int *counter;
+    double *out;
+};
+
+/* y_row = sum (plain and dot: plus sum * w_row to the dot), or
+ * y_row = a sum + b y_row (y not read when b == 0, as the CPU engine). */
+template <int MODE>
+__device__ __forceinline__ double spmv_store(const spmv_epilogue &ep, int64_t row, double sum,
+                                             double a, double b)
+{
+    if (MODE == SPMV_AXPBY) {
+        ep.y[row] = b == 0.0 ? a * sum : a * sum + b * ep.y[row];
+        return 0.0;
+    }
+    ep.y[row] = sum;
+    return MODE == SPMV_DOT ? sum * ep.w[row] : 0.0;
+}
+
+/* One warp per slice, lane l on row 32 s + l; grid-stride over slices on a
+ * grid sized to the occupancy, so the dot's partial sums are few. Padding
+ * (col = -1) adds exactly 0 and never reads x. */
+template <typename V, int MODE>
+__global__ void __launch_bounds__(GS_CUDA_BLOCK)
+    sell_spmv_kernel(sell_args A, const V *__restrict__ val, const double *__restrict__ x,
+                     spmv_epilogue ep)
+{
+    double a = 1.0, b = 0.0, acc = 0.0;
+    if (MODE == SPMV_AXPBY) {
+        a = gs_coef_eval(ep.ka, ep.S);
+        b = gs_coef_eval(ep.kb, ep.S);
+    }
+    const int lane = threadIdx.x & 31;
+    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t s = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; s < A.n_slices;
+         s += nwarps) {
+        const int64_t beg = A.slice_ptr[s] + lane, end = A.slice_ptr[s + 1];
+        double sum = 0.0;
+#pragma unroll 4
+        for (int64_t k = beg; k < end; k += SELL_C) {
+            /* Loads without a branch on c, so that the unrolled iterations'
+             * loads are all in flight together; padding reads x[0]. */
+            const int32_t c = __ldg(A.col + k);
+            const double v = (double)__ldg(val + k);
+            const double xv = __ldg(x + (c < 0 ? 0 : c));
+            sum = fma(v, c < 0 ? 0.0 : xv, sum);
+        }
+        const int64_t r = s * SELL_C + lane;
+        if (r < A.n_rows) acc += spmv_store<MODE>(ep, A.perm ? A.perm[r] : r, sum, a, b);
+    }
+    if (MODE == SPMV_DOT) gs_reduce_finish1(acc, ep.partials, ep.counter, ep.out);
+}
+
+/* LANES threads per row (a power of two dividing 32), 32 / LANES rows per
+ * warp per step; every lane of a warp runs the same number of steps, so the
+ * shuffles see the full mask. */
+template <typename V, int MODE, int LANES>
+__global__ void __launch_bounds__(GS_CUDA_BLOCK)
+    csr_spmv_kernel(csr_args A, const V *__restrict__ val, const double *__restrict__ x,
+                    spmv_epilogue ep)
+{
+    double a = 1.0, b = 0.0, acc = 0.0;
+    if (MODE == SPMV_AXPBY) {
+        a = gs_coef_eval(ep.ka, ep.S);
+        b = gs_coef_eval(ep.kb, ep.S);
+    }
+    const int lane = threadIdx.x & 31, sub = lane % LANES;
+    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int rows_per_warp = 32 / LANES;
+    for (int64_t r0 = warp * rows_per_warp; r0 < A.n_rows; r0 += nwarps * rows_per_warp) {
+        const int64_t row = r0 + lane / LANES;
+        int64_t beg = 0, end = 0;
+        if (row < A.n_rows) {
+            beg = A.row_ptr[row];
+            end = A.row_ptr[row + 1];
+        }
+        double sum = 0.0;
+        for (int64_t k = beg + sub; k < end; k += LANES)
+            sum = fma((double)__ldg(val + k), __ldg(x + __ldg(A.col + k)), sum);
+#pragma unroll
+        for (int o = LANES / 2; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o, LANES);
+        if (sub == 0 && row < A.n_rows) acc += spmv_store<MODE>(ep, row, sum, a, b);
+    }
+    if (MODE == SPMV_DOT) gs_reduce_finish1(acc, ep.partials, ep.counter, ep.out);
+}
+
+/* ----------------------------------------------------------------- launch */
+
+/* Launch with the grid capped at the blocks the device holds at once (the
+ * occupancy of this very kernel, looked up on its first use and kept in the
+ * matrix): a grid-stride grid larger than that would run a second, mostly
+ * empty wave. */
+template <int MODE, typename Kernel, typename Args, typename V>
+static int launch_capped(gs_engine *e, const gs_mat *A, Kernel kernel, const char *name,
+                         unsigned grid, const Args &args, const V *val, const double *x,
+                         const spmv_epilogue &ep)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    gs_mat *m = (gs_mat *)A; /* the cap is a cache */
+    if (m->max_blocks[MODE] == 0) {
+        int per_sm = 0;
+        int status = CUDA_CALL(&e->err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                            &per_sm, kernel, GS_CUDA_BLOCK, 0));
+        if (status != GS_OK) return status;
+        m->max_blocks[MODE] = (unsigned)(per_sm > 0 ? per_sm : 1) * (unsigned)c->sm_count;
+    }
+    if (grid > m->max_blocks[MODE]) grid = m->max_blocks[MODE];
+    return gs_cuda_launch(&e->err, name, __FILE__, __LINE__, kernel, grid, GS_CUDA_BLOCK, 0,
+                          c->stream, args, val, x, ep);
+}
+
+template <typename V, int MODE>
+static int launch_sell(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep,
+                       unsigned grid)
+{
+    sell_args args = {A->n_rows, A->n_slices, A->slice_ptr, A->sell_col, A->perm};
+    return launch_capped<MODE>(e, A, sell_spmv_kernel<V, MODE>, "sell_spmv_kernel", grid, args,
+                               (const V *)A->sell_val, x, ep);
+}
+
+template <typename V, int MODE, int LANES>
+static int launch_csr_lanes(gs_engine *e, const gs_mat *A, const double *x,
+                            const spmv_epilogue &ep, unsigned grid)
+{
+    csr_args args = {A->n_rows, A->row_ptr, A->csr_col};
+    return launch_capped<MODE>(e, A, csr_spmv_kernel<V, MODE, LANES>, "csr_spmv_kernel", grid,
+                               args, (const V *)A->csr_val, x, ep);
+}
+
+template <typename V, int MODE>
+static int launch_csr(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep,
+                      unsigned grid)
+{
+    switch (A->lanes) {
+    case 2: return launch_csr_lanes<V, MODE, 2>(e, A, x, ep, grid);
+    case 4: return launch_csr_lanes<V, MODE, 4>(e, A, x, ep, grid);
+    case 8: return launch_csr_lanes<V, MODE, 8>(e, A, x, ep, grid);
+    case 16: return launch_csr_lanes<V, MODE, 16>(e, A, x, ep, grid);
+    default: return launch_csr_lanes<V, MODE, 32>(e, A, x, ep, grid);
+    }
+}
+
+/* Blocks: enough warps for every slice (or row group); at least one block,
+ * so that an empty product still writes its dot. The partial sums buffer
+ * holds red_blocks per value, which bounds the grid too. */
+static unsigned spmv_grid(gs_engine *e, const gs_mat *A)
+{
+    int64_t warps = A->format == GS_CUDA_SELL ? A->n_slices
+                                              : (A->n_rows + 32 / A->lanes - 1) / (32 / A->lanes);
+    int64_t blocks = (warps + GS_CUDA_BLOCK / 32 - 1) / (GS_CUDA_BLOCK / 32);
+    int64_t cap = gs_cuda_of(e)->red_blocks;
+    if (blocks > cap) blocks = cap;
+    return (unsigned)(blocks < 1 ? 1 : blocks);
+}
+
+template <int MODE>
+static int spmv_dispatch(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep)
+{
+    unsigned grid = spmv_grid(e, A);
+    if (A->format == GS_CUDA_SELL)
+        return A->prec == GS_FP32 ? launch_sell<float, MODE>(e, A, x, ep, grid)
+                                  : launch_sell<double, MODE>(e, A, x, ep, grid);
+    return A->prec == GS_FP32 ? launch_csr<float, MODE>(e, A, x, ep, grid)
+                              : launch_csr<double, MODE>(e, A, x, ep, grid);
+}
+
+/* The grid caps of the three variants, looked up once at creation: the
+ * occupancy calculator is a host call that must not be issued while a
+ * sequence is being captured. A zero grid computes the cap and launches
+ * nothing. */
+static int spmv_prepare(gs_engine *e, const gs_mat *A)
+{
+    spmv_epilogue ep = {NULL, NULL, gs_coef_const(1.0), gs_coef_const(0.0), NULL, NULL, NULL, NULL};
+    int status = GS_OK;
+    if (A->format == GS_CUDA_SELL) {
+        if (A->prec == GS_FP32) {
+            status = launch_sell<float, SPMV_PLAIN>(e, A, NULL, ep, 0);
+            if (status == GS_OK) status = launch_sell<float, SPMV_DOT>(e, A, NULL, ep, 0);
+            if (status == GS_OK) status = launch_sell<float, SPMV_AXPBY>(e, A, NULL, ep, 0);
+        } else {
+            status = launch_sell<double, SPMV_PLAIN>(e, A, NULL, ep, 0);
+            if (status == GS_OK) status = launch_sell<double, SPMV_DOT>(e, A, NULL, ep, 0);
+            if (status == GS_OK) status = launch_sell<double, SPMV_AXPBY>(e, A, NULL, ep, 0);
+        }
+    } else if (A->prec == GS_FP32) {
+        status = launch_csr<float, SPMV_PLAIN>(e, A, NULL, ep, 0);
+        if (status == GS_OK) status = launch_csr<float, SPMV_DOT>(e, A, NULL, ep, 0);
+        if (status == GS_OK) status = launch_csr<float, SPMV_AXPBY>(e, A, NULL, ep, 0);
+    } else {
+        status = launch_csr<double, SPMV_PLAIN>(e, A, NULL, ep, 0);
+        if (status == GS_OK) status = launch_csr<double, SPMV_DOT>(e, A, NULL, ep, 0);
+        if (status == GS_OK) status = launch_csr<double, SPMV_AXPBY>(e, A, NULL, ep, 0);
+    }
+    return status;
+}
+
+static int check_shapes(gs_engine *e, const gs_mat *A, const gs_vec *x, const gs_vec *y,
+                        const char *op)
+{
+    if (x->n == A->n_cols && y->n == A->n_rows) return GS_OK;
+    return gs_error_set(&e->err, GS_ERR_INTERNAL,
+                        "cuda %s: %d x %d matrix with x of length %lld and y of length %lld", op,
+                        (int)A->n_rows, (int)A->n_cols, (long long)x->n, (long long)y->n);
+}
+
+int gs_cuda_spmv_dot(gs_engine *e, const gs_mat *A, const gs_vec *x, gs_vec *y, const gs_vec *w,
+                     int slot)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int status = check_shapes(e, A, x, y, "spmv_dot");
+    if (status != GS_OK) return status;
+    spmv_epilogue ep = {y->d, NULL, gs_coef_const(1.0), gs_coef_const(0.0), c->S,
+                        c->partials, c->counter, NULL};
+    if (slot == GS_SLOT_NONE) return spmv_dispatch<SPMV_PLAIN>(e, A, x->d, ep);
+    const gs_vec *wv = w ? w : x;
+    status = gs_cuda_check_slot(e, slot, "spmv_dot");
+    if (status == GS_OK && wv->n != y->n)
+        status = gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda spmv_dot: y.w with lengths %lld, %lld",
+                              (long long)y->n, (long long)wv->n);
+    if (status != GS_OK) return status;
+    ep.w = wv->d;
+    ep.out = c->S + slot;
+    return spmv_dispatch<SPMV_DOT>(e, A, x->d, ep);
+}
+
+int gs_cuda_spmv_axpby(gs_engine *e, gs_coef a, const gs_mat *A, const gs_vec *x, gs_coef b,
+                       gs_vec *y)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int status = check_shapes(e, A, x, y, "spmv_axpby");
+    if (status == GS_OK) status = gs_cuda_check_coef(e, a, "spmv_axpby");
+    if (status == GS_OK) status = gs_cuda_check_coef(e, b, "spmv_axpby");
+    if (status != GS_OK) return status;
+    spmv_epilogue ep = {y->d, NULL, a, b, c->S, c->partials, c->counter, NULL};
+    return spmv_dispatch<SPMV_AXPBY>(e, A, x->d, ep);
+}
+
+/* ------------------------------------------------------ building a matrix */
+
+__global__ void row_length_kernel(const int64_t *__restrict__ row_ptr, int64_t n,
+                                  int32_t *__restrict__ len)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) len[i] = (int32_t)(row_ptr[i + 1] - row_ptr[i]);
+}
+
+/* size[s] = 32 * (longest row of slice s), rows taken through perm. */
+__global__ void slice_size_kernel(const int32_t *__restrict__ len, const int32_t *__restrict__ perm,
+                                  int64_t n, int64_t n_slices, int64_t *__restrict__ size)
+{
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t s = t >> 5;
+    if (s >= n_slices) return; /* whole warps leave together: n_slices * 32 threads */
+    const int64_t r = t;
+    int l = r < n ? len[perm ? perm[r] : r] : 0;
+    l = __reduce_max_sync(0xffffffffu, l);
+    if ((t & 31) == 0) size[s] = (int64_t)SELL_C * l;
+}
+
+/* key = (window, longest first): one radix sort orders every window. */
+__global__ void sort_key_kernel(const int32_t *__restrict__ len, int64_t n, int64_t sigma,
+                                unsigned long long *__restrict__ key, int32_t *__restrict__ idx)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    key[i] = ((unsigned long long)(i / sigma) << 32) | (0xffffffffu - (unsigned)len[i]);
+    idx[i] = (int32_t)i;
+}
+
+/* One thread per stored row of the SELL layout (ghost rows included). */
+template <typename V>
+__global__ void sell_fill_kernel(const int64_t *__restrict__ row_ptr,
+                                 const int32_t *__restrict__ col, const double *__restrict__ val,
+                                 const int32_t *__restrict__ perm, int64_t n, int64_t n_slices,
+                                 const int64_t *__restrict__ slice_ptr,
+                                 int32_t *__restrict__ sell_col, V *__restrict__ sell_val)
+{
+    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t s = r / SELL_C;
+    if (s >= n_slices) return;
+    const int64_t base = slice_ptr[s] + (r % SELL_C);
+    const int64_t width = (slice_ptr[s + 1] - slice_ptr[s]) / SELL_C;
+    int64_t beg = 0, len = 0;
+    if (r < n) {
+        const int64_t row = perm ? perm[r] : r;
+        beg = row_ptr[row];
+        len = row_ptr[row + 1] - beg;
+    }
+    for (int64_t k = 0; k < width; k++) {
+        const int64_t dst = base + k * SELL_C;
+        sell_col[dst] = k < len ? col[beg + k] : -1;
+        sell_val[dst] = k < len ? (V)val[beg + k] : (V)0;
+    }
+}
+
+template <typename V>
+__global__ void convert_values_kernel(const double *__restrict__ in, int64_t n, V *__restrict__ out)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (V)in[i];
+}
+
+/* Triangular factor for SpSV: int32 row pointers, fp64 values rounded
+ * through float when the matrix is stored in fp32 (as the CPU engine does). */
+__global__ void tri_copy_kernel(const int64_t *__restrict__ row_ptr, int64_t n, int64_t nnz,
+                                const double *__restrict__ val, int round_fp32,
+                                int32_t *__restrict__ row_ptr32, double *__restrict__ val_out)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) row_ptr32[i] = (int32_t)row_ptr[i];
+    if (i < nnz) val_out[i] = round_fp32 ? (double)(float)val[i] : val[i];
+}
+
+/* The row (1-based) whose zero or missing diagonal the CPU engine's
+ * substitution meets first: the lowest for a lower triangle (*first starts
+ * at n + 1), the highest for an upper one (*first starts at 0). */
+__global__ void zero_diagonal_kernel(const int32_t *__restrict__ row_ptr,
+                                     const int32_t *__restrict__ col,
+                                     const double *__restrict__ val, int64_t n, int upper,
+                                     int *__restrict__ first)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double d = 0.0;
+    for (int32_t k = row_ptr[i]; k < row_ptr[i + 1]; k++)
+        if (col[k] == i) d = val[k];
+    if (d != 0.0) return;
+    if (upper)
+        atomicMax(first, (int)i + 1);
+    else
+        atomicMin(first, (int)i + 1);
+}
+
+static unsigned blocks_for(int64_t threads)
+{
+    return (unsigned)((threads + GS_CUDA_BLOCK - 1) / GS_CUDA_BLOCK);
+}
+
+/* slice_ptr = [0, cumulative sizes]; returns P = stored entries and the
+ * padding measure over real rows (ghost rows of the last slice excluded). */
+static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t *sizes,
+                           int64_t *P, int64_t *P_real, int64_t *width_max)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int status = GS_OK;
+    void *tmp = NULL, *tmp_max = NULL;
+    size_t tmp_bytes = 0, tmp_max_bytes = 0;
+    int64_t host[3] = {0, 0, 0}, *d_max = NULL;
+    const int64_t ns = m->n_slices;
+    GS_TRY(CUDA_LAUNCH(&e->err, slice_size_kernel, blocks_for(ns * 32), GS_CUDA_BLOCK, 0, c->stream,
+                       len, (const int32_t *)m->perm, (int64_t)m->n_rows, ns, sizes));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(m->slice_ptr, 0, sizeof(int64_t), c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(NULL, tmp_bytes, sizes,
+                                                            m->slice_ptr + 1, ns, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, tmp_bytes, "SELL build: scan workspace"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(tmp, tmp_bytes, sizes,
+                                                            m->slice_ptr + 1, ns, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &d_max, sizeof(int64_t), "SELL build: widest slice"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceReduce::Max(NULL, tmp_max_bytes, sizes, d_max, ns,
+                                                     c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp_max, tmp_max_bytes, "SELL build: max workspace"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceReduce::Max(tmp_max, tmp_max_bytes, sizes, d_max, ns,
+                                                     c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&host[0], m->slice_ptr + ns, sizeof(int64_t),
+                                              cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&host[1], sizes + ns - 1, sizeof(int64_t),
+                                              cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&host[2], d_max, sizeof(int64_t),
+                                              cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    *P = host[0];
+    *P_real = host[0] - (ns * SELL_C - m->n_rows) * (host[1] / SELL_C);
+    *width_max = host[2] / SELL_C;
+cleanup:
+    gs_cuda_free(e, tmp_max, tmp_max_bytes);
+    gs_cuda_free(e, d_max, sizeof(int64_t));
+    gs_cuda_free(e, tmp, tmp_bytes);
+    return status;
+}
+
+/* perm = rows sorted by length (longest first) within windows of sigma. */
+static int sort_rows(gs_engine *e, gs_mat *m, const int32_t *len)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int64_t n = m->n_rows;
+    unsigned long long *key_in = NULL, *key_out = NULL;
+    int32_t *idx = NULL;
+    void *tmp = NULL;
+    size_t tmp_bytes = 0;
+    int status = GS_OK, end_bit = 32;
+    const int64_t sigma = m->sigma;
+    while (end_bit < 64 && ((n - 1) / sigma) >> (end_bit - 32)) end_bit++;
+    GS_TRY(gs_cuda_alloc(e, &key_in, n * sizeof *key_in, "SELL build: sort keys"));
+    GS_TRY(gs_cuda_alloc(e, &key_out, n * sizeof *key_out, "SELL build: sort keys"));
+    GS_TRY(gs_cuda_alloc(e, &idx, n * sizeof *idx, "SELL build: row indices"));
+    GS_TRY(gs_cuda_alloc(e, &m->perm, n * sizeof *m->perm, "SELL row permutation"));
+    m->bytes += n * sizeof *m->perm;
+    GS_TRY(CUDA_LAUNCH(&e->err, sort_key_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream, len,
+                       n, sigma, key_in, idx));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, key_in, key_out,
+                                                              idx, m->perm, n, 0, end_bit,
+                                                              c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, tmp_bytes, "SELL build: sort workspace"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, key_in, key_out,
+                                                              idx, m->perm, n, 0, end_bit,
+                                                              c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+cleanup:
+    gs_cuda_free(e, tmp, tmp_bytes);
+    gs_cuda_free(e, idx, n * sizeof *idx);
+    gs_cuda_free(e, key_out, n * sizeof *key_out);
+    gs_cuda_free(e, key_in, n * sizeof *key_in);
+    return status;
+}
+
+static int fill_sell(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
+                     const double *val)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
+    int status = gs_cuda_alloc(e, &m->sell_col, m->padded * sizeof(int32_t), "SELL column indices");
+    if (status == GS_OK)
+        status = gs_cuda_alloc(e, &m->sell_val, m->padded * vsize, "SELL values");
+    if (status != GS_OK) return status;
+    m->bytes += m->padded * (sizeof(int32_t) + vsize);
+    const unsigned grid = blocks_for(m->n_slices * SELL_C);
+    if (m->prec == GS_FP32)
+        return CUDA_LAUNCH(&e->err, sell_fill_kernel<float>, grid, GS_CUDA_BLOCK, 0, c->stream,
+                           row_ptr, col, val, (const int32_t *)m->perm, (int64_t)m->n_rows,
+                           m->n_slices, (const int64_t *)m->slice_ptr, m->sell_col,
+                           (float *)m->sell_val);
+    return CUDA_LAUNCH(&e->err, sell_fill_kernel<double>, grid, GS_CUDA_BLOCK, 0, c->stream,
+                       row_ptr, col, val, (const int32_t *)m->perm, (int64_t)m->n_rows,
+                       m->n_slices, (const int64_t *)m->slice_ptr, m->sell_col,
+                       (double *)m->sell_val);
+}
+
+/* Vector-CSR: a copy of the arrays, values in the stored precision; lanes
+ * per row = the power of two at or above the mean row length, 2 to 32. */
+static int fill_csr(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
+                    const double *val)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int64_t n = m->n_rows, nnz = m->nnz;
+    const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
+    int status = GS_OK;
+    m->format = GS_CUDA_CSR;
+    m->lanes = 2;
+    while (m->lanes < 32 && (double)m->lanes * (double)n < (double)nnz) m->lanes *= 2;
+    GS_TRY(gs_cuda_alloc(e, &m->row_ptr, (n + 1) * sizeof(int64_t), "CSR row pointers"));
+    GS_TRY(gs_cuda_alloc(e, &m->csr_col, nnz * sizeof(int32_t), "CSR column indices"));
+    GS_TRY(gs_cuda_alloc(e, &m->csr_val, nnz * vsize, "CSR values"));
+    m->bytes += (n + 1) * sizeof(int64_t) + nnz * (sizeof(int32_t) + vsize);
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->row_ptr, row_ptr, (n + 1) * sizeof(int64_t),
+                                              cudaMemcpyDeviceToDevice, c->stream)));
+    if (nnz > 0)
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->csr_col, col, nnz * sizeof(int32_t),
+                                                  cudaMemcpyDeviceToDevice, c->stream)));
+    if (m->prec == GS_FP32)
+        GS_TRY(CUDA_LAUNCH(&e->err, convert_values_kernel<float>, blocks_for(nnz), GS_CUDA_BLOCK,
+                           0, c->stream, val, nnz, (float *)m->csr_val));
+    else if (nnz > 0)
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->csr_val, val, nnz * sizeof(double),
+                                                  cudaMemcpyDeviceToDevice, c->stream)));
+cleanup:
+    return status;
+}
+
+static int keep_triangle(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
+                         const double *val)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int64_t n = m->n_rows, nnz = m->nnz;
+    const int upper = m->tri == GS_CUDA_TRI_UPPER;
+    int status = GS_OK, first = 0, *d_first = NULL;
+    if (nnz > INT32_MAX)
+        return gs_error_set(&e->err, GS_ERR_UNSUPPORTED,
+                            "cuda: triangular matrix with %lld entries exceeds cuSPARSE's int32 "
+                            "indices", (long long)nnz);
+    GS_TRY(gs_cuda_alloc(e, &m->tri_row_ptr, (n + 1) * sizeof(int32_t), "triangular row pointers"));
+    GS_TRY(gs_cuda_alloc(e, &m->tri_col, nnz * sizeof(int32_t), "triangular column indices"));
+    GS_TRY(gs_cuda_alloc(e, &m->tri_val, nnz * sizeof(double), "triangular values"));
+    m->bytes += (n + 1) * sizeof(int32_t) + nnz * (sizeof(int32_t) + sizeof(double));
+    if (nnz > 0)
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->tri_col, col, nnz * sizeof(int32_t),
+                                                  cudaMemcpyDeviceToDevice, c->stream)));
+    GS_TRY(CUDA_LAUNCH(&e->err, tri_copy_kernel, blocks_for((nnz > n ? nnz : n) + 1),
+                       GS_CUDA_BLOCK, 0, c->stream, row_ptr, n, nnz, val,
+                       m->prec == GS_FP32 ? 1 : 0, m->tri_row_ptr, m->tri_val));
+    GS_TRY(gs_cuda_alloc(e, &d_first, sizeof(int), "zero-diagonal flag"));
+    first = upper ? 0 : (int)n + 1;
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d_first, &first, sizeof(int),
+                                              cudaMemcpyHostToDevice, c->stream)));
+    GS_TRY(CUDA_LAUNCH(&e->err, zero_diagonal_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream,
+                       (const int32_t *)m->tri_row_ptr, (const int32_t *)m->tri_col,
+                       (const double *)m->tri_val, n, upper, d_first));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&first, d_first, sizeof(int),
+                                              cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    m->tri_zero_diag_row = first >= 1 && first <= n ? first : 0;
+cleanup:
+    gs_cuda_free(e, d_first, sizeof(int));
+    return status;
+}
+
+/* Choose the layout by the rule at the top of this file and build it;
+ * force (benchmarks, tests) overrides the rule. */
+static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
+                        const double *val, gs_cuda_layout force, int sigma)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int64_t n = m->n_rows;
+    int32_t *len = NULL;
+    int64_t *sizes = NULL, P = 0, P_real = 0, width = 0;
+    int status = GS_OK, use_sell = 0;
+    m->n_slices = (n + SELL_C - 1) / SELL_C;
+    m->sigma = 1;
+    if (n == 0 || force == GS_CUDA_LAYOUT_CSR) return fill_csr(e, m, row_ptr, col, val);
+    GS_TRY(gs_cuda_alloc(e, &len, n * sizeof(int32_t), "SELL build: row lengths"));
+    GS_TRY(gs_cuda_alloc(e, &sizes, m->n_slices * sizeof(int64_t), "SELL build: slice sizes"));
+    GS_TRY(gs_cuda_alloc(e, &m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t),
+                         "SELL slice pointers"));
+    m->bytes += (m->n_slices + 1) * sizeof(int64_t);
+    GS_TRY(CUDA_LAUNCH(&e->err, row_length_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream,
+                       row_ptr, n, len));
+    GS_TRY(build_slice_ptr(e, m, len, sizes, &P, &P_real, &width));
+    if (force == GS_CUDA_LAYOUT_AUTO) {
+        /* fill: bytes moved; width ratio: how unevenly the static slice to
+         * warp assignment is loaded (a few wide slices keep a few warps busy
+         * after the others finish). */
+        const double fill = m->nnz ? (double)P_real / (double)m->nnz : 1.0;
+        const double mean_width = (double)P_real / (double)n;
+        use_sell = fill <= SELL_MAX_FILL && (double)width <= SELL_MAX_WIDTH_RATIO * mean_width + 1.0;
+    } else {
+        use_sell = 1;
+    }
+    if (force == GS_CUDA_LAYOUT_SELL_SORTED) {
+        m->sigma = sigma > 0 ? sigma : SELL_SIGMA;
+        GS_TRY(sort_rows(e, m, len));
+        GS_TRY(build_slice_ptr(e, m, len, sizes, &P, &P_real, &width));
+    }
+    if (use_sell) {
+        m->format = GS_CUDA_SELL;
+        m->padded = P;
+        GS_TRY(fill_sell(e, m, row_ptr, col, val));
+    } else {
+        gs_cuda_free(e, m->perm, n * sizeof(int32_t));
+        gs_cuda_free(e, m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t));
+        m->bytes -= (m->perm ? n * sizeof(int32_t) : 0) + (m->n_slices + 1) * sizeof(int64_t);
+        m->perm = NULL;
+        m->slice_ptr = NULL;
+        m->sigma = 1;
+        GS_TRY(fill_csr(e, m, row_ptr, col, val));
+    }
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+cleanup:
+    gs_cuda_free(e, sizes, m->n_slices * sizeof(int64_t));
+    gs_cuda_free(e, len, n * sizeof(int32_t));
+    return status;
+}
+
+static int mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
+                               const int64_t *row_ptr, const int32_t *col, const double *val,
+                               gs_precision prec, gs_cuda_tri tri, gs_cuda_layout force,
+                               int sigma, gs_mat **out)
+{
+    *out = NULL;
+    if (gs_cuda_of(e)->capturing)
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda mat_create while capturing");
+    gs_mat *m = (gs_mat *)gs_calloc(1, sizeof *m, "matrix header", &e->err);
+    if (!m) return GS_ERR_NOMEM;
+    m->n_rows = n_rows;
+    m->n_cols = n_cols;
+    m->nnz = nnz;
+    m->prec = prec;
+    m->tri = tri;
+    int status = build_layout(e, m, row_ptr, col, val, force, sigma);
+    if (m->format == GS_CUDA_CSR)
+        snprintf(m->layout, sizeof m->layout, "CSR");
+    else if (m->perm)
+        snprintf(m->layout, sizeof m->layout, "SELL-32-%d", m->sigma);
+    else
+        snprintf(m->layout, sizeof m->layout, "SELL-32");
+    if (status == GS_OK) status = spmv_prepare(e, m);
+    if (status == GS_OK && tri != GS_CUDA_TRI_NONE) status = keep_triangle(e, m, row_ptr, col, val);
+    if (status != GS_OK) {
+        gs_cuda_mat_destroy(e, m);
+        return status;
+    }
+    *out = m;
+    return GS_OK;
+}
+
+int gs_cuda_mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
+                                const int64_t *row_ptr, const int32_t *col, const double *val,
+                                gs_precision prec, gs_cuda_tri tri, gs_mat **out)
+{
+    return mat_from_device_csr(e, n_rows, n_cols, nnz, row_ptr, col, val, prec, tri,
+                               GS_CUDA_LAYOUT_AUTO, 0, out);
+}
+
+/* Triangular as stored (the CPU engine's rule): lower if no entry lies
+ * above the diagonal, else upper if none lies below. */
+static gs_cuda_tri triangle_of(const gs_csr *A)
+{
+    int lower = 1, upper = 1;
+    if (A->n_rows != A->n_cols) return GS_CUDA_TRI_NONE;
+    for (int32_t i = 0; i < A->n_rows && (lower || upper); i++)
+        for (int64_t k = A->row_ptr[i]; k < A->row_ptr[i + 1]; k++) {
+            if (A->col[k] > i) lower = 0;
+            if (A->col[k] < i) upper = 0;
+        }
+    return lower ? GS_CUDA_TRI_LOWER : upper ? GS_CUDA_TRI_UPPER : GS_CUDA_TRI_NONE;
+}
+
+extern "C" int gs_cuda_mat_create_as(gs_engine *e, const gs_csr *A, gs_precision prec,
+                                      gs_cuda_layout layout, int sigma, gs_mat **out)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    *out = NULL;
+    if (e->ops->kind != GS_ENGINE_CUDA)
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "gs_cuda_mat_create_as: not a CUDA engine");
+    if (!A->val)
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda mat_create: matrix without values");
+    const int64_t n = A->n_rows, nnz = A->nnz;
+    int64_t *d_ptr = NULL;
+    int32_t *d_col = NULL;
+    double *d_val = NULL;
+    int status = GS_OK;
+    GS_TRY(gs_cuda_alloc(e, &d_ptr, (n + 1) * sizeof(int64_t), "matrix upload: row pointers"));
+    GS_TRY(gs_cuda_alloc(e, &d_col, nnz * sizeof(int32_t), "matrix upload: column indices"));
+    GS_TRY(gs_cuda_alloc(e, &d_val, nnz * sizeof(double), "matrix upload: values"));
+    GS_TRY(gs_cuda_upload(e, d_ptr, A->row_ptr, (n + 1) * sizeof(int64_t)));
+    if (nnz > 0) {
+        GS_TRY(gs_cuda_upload(e, d_col, A->col, nnz * sizeof(int32_t)));
+        GS_TRY(gs_cuda_upload(e, d_val, A->val, nnz * sizeof(double)));
+    }
+    GS_TRY(mat_from_device_csr(e, A->n_rows, A->n_cols, nnz, d_ptr, d_col, d_val, prec,
+                               triangle_of(A), layout, sigma, out));
+cleanup:
+    if (c->stream) cudaStreamSynchronize(c->stream); /* temporaries idle before the free */
+    gs_cuda_free(e, d_val, nnz * sizeof(double));
+    gs_cuda_free(e, d_col, nnz * sizeof(int32_t));
+    gs_cuda_free(e, d_ptr, (n + 1) * sizeof(int64_t));
+    return status;
+}
+
+int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out)
+{
+    return gs_cuda_mat_create_as(e, A, prec, GS_CUDA_LAYOUT_AUTO, 0, out);
+}
+
+void gs_cuda_mat_destroy(gs_engine *e, gs_mat *m)
+{
+    if (!m) return;
+    const int64_t n = m->n_rows, nnz = m->nnz;
+    const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
+    for (int u = 0; u < 2; u++) {
+        if (m->spsv[u]) cusparseSpSV_destroyDescr(m->spsv[u]);
+        if (m->tri_descr[u]) cusparseDestroySpMat(m->tri_descr[u]);
+        gs_cuda_free(e, m->spsv_buffer[u], m->spsv_bytes[u]);
+    }
+    gs_cuda_free(e, m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t));
+    gs_cuda_free(e, m->sell_col, m->padded * sizeof(int32_t));
+    gs_cuda_free(e, m->sell_val, m->padded * vsize);
+    gs_cuda_free(e, m->perm, n * sizeof(int32_t));
+    gs_cuda_free(e, m->row_ptr, (n + 1) * sizeof(int64_t));
+    gs_cuda_free(e, m->csr_col, nnz * sizeof(int32_t));
+    gs_cuda_free(e, m->csr_val, nnz * vsize);
+    gs_cuda_free(e, m->tri_row_ptr, (n + 1) * sizeof(int32_t));
+    gs_cuda_free(e, m->tri_col, nnz * sizeof(int32_t));
+    gs_cuda_free(e, m->tri_val, nnz * sizeof(double));
+    free(m);
+}
+
+/* --------------------------------------------------------------- trisolve */
+
+/* cuSPARSE SpSV analysis for one diagonal type, on first use: the
+ * descriptor, its buffer and the analysis are kept with the matrix. */
+static int spsv_prepare(gs_engine *e, gs_mat *m, int u, cusparseDnVecDescr_t vb,
+                        cusparseDnVecDescr_t vx)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const double one = 1.0;
+    cusparseFillMode_t fill = m->tri == GS_CUDA_TRI_LOWER ? CUSPARSE_FILL_MODE_LOWER
+                                                          : CUSPARSE_FILL_MODE_UPPER;
+    cusparseDiagType_t diag = u ? CUSPARSE_DIAG_TYPE_UNIT : CUSPARSE_DIAG_TYPE_NON_UNIT;
+    int status = GS_OK;
+    if (c->capturing)
+        return gs_error_set(&e->err, GS_ERR_INTERNAL,
+                            "cuda trisolve: first solve with a matrix (its analysis) while "
+                            "capturing; solve once before capturing");
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseCreateCsr(&m->tri_descr[u], m->n_rows, m->n_cols, m->nnz,
+                                                    m->tri_row_ptr, m->tri_col, m->tri_val,
+                                                    CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                                    CUSPARSE_INDEX_BASE_ZERO, CUDA_R_64F)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseSpMatSetAttribute(m->tri_descr[u], CUSPARSE_SPMAT_FILL_MODE,
+                                                            &fill, sizeof fill)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseSpMatSetAttribute(m->tri_descr[u], CUSPARSE_SPMAT_DIAG_TYPE,
+                                                            &diag, sizeof diag)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseSpSV_createDescr(&m->spsv[u])));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseSpSV_bufferSize(c->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                                          &one, m->tri_descr[u], vb, vx, CUDA_R_64F,
+                                                          CUSPARSE_SPSV_ALG_DEFAULT, m->spsv[u],
+                                                          &m->spsv_bytes[u])));
+    GS_TRY(gs_cuda_alloc(e, &m->spsv_buffer[u], m->spsv_bytes[u], "cuSPARSE SpSV buffer"));
+    m->bytes += m->spsv_bytes[u];
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseSpSV_analysis(c->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                                        &one, m->tri_descr[u], vb, vx, CUDA_R_64F,
+                                                        CUSPARSE_SPSV_ALG_DEFAULT, m->spsv[u],
+                                                        m->spsv_buffer[u])));
+cleanup:
+    return status;
+}
+
+int gs_cuda_trisolve(gs_engine *e, const gs_mat *T, int unit_diagonal, const gs_vec *b, gs_vec *x)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    gs_mat *m = (gs_mat *)T; /* the analysis is cached in the matrix */
+    const int u = unit_diagonal ? 1 : 0;
+    const double one = 1.0;
+    cusparseDnVecDescr_t vb = NULL, vx = NULL;
+    int status = GS_OK;
+    if (m->tri == GS_CUDA_TRI_NONE)
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "trisolve: matrix is not triangular");
+    if (b->n != m->n_rows || x->n != m->n_rows)
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda trisolve: vector lengths %lld, %lld "
+                            "for %d rows", (long long)b->n, (long long)x->n, (int)m->n_rows);
+    if (!u && m->tri_zero_diag_row > 0)
+        return gs_error_set(&e->err, GS_ERR_NUMERIC, "trisolve: zero diagonal in row %d",
+                            m->tri_zero_diag_row);
+    if (m->n_rows == 0) return GS_OK;
+    if (m->nnz == 0) /* unit diagonal, nothing else stored: x = b */
+        return CUDA_CALL(&e->err, cudaMemcpyAsync(x->d, b->d, b->n * sizeof(double),
+                                                  cudaMemcpyDeviceToDevice, c->stream));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseCreateDnVec(&vb, b->n, b->d, CUDA_R_64F)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseCreateDnVec(&vx, x->n, x->d, CUDA_R_64F)));
+    if (!m->spsv[u]) GS_TRY(spsv_prepare(e, m, u, vb, vx));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseSpSV_solve(c->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                                     &one, m->tri_descr[u], vb, vx, CUDA_R_64F,
+                                                     CUSPARSE_SPSV_ALG_DEFAULT, m->spsv[u])));
+cleanup:
+    if (vb) cusparseDestroyDnVec(vb);
+    if (vx) cusparseDestroyDnVec(vx);
+    return status;
+}
+
+/* ------------------------------------------------------------ for C code */
+
+extern "C" const char *gs_cuda_mat_layout(const gs_mat *A) { return A->layout; }
+
+extern "C" double gs_cuda_mat_fill_ratio(const gs_mat *A)
+{
+    if (A->format == GS_CUDA_CSR || A->nnz == 0) return 1.0;
+    return (double)A->padded / (double)A->nnz;
+}
+
+extern "C" double gs_cuda_mat_stream_bytes(const gs_mat *A)
+{
+    const double vsize = A->prec == GS_FP32 ? 4.0 : 8.0;
+    if (A->format == GS_CUDA_CSR)
+        return (double)A->nnz * (vsize + 4.0) + ((double)A->n_rows + 1.0) * 8.0;
+    return (double)A->padded * (vsize + 4.0) + ((double)A->n_slices + 1.0) * 8.0 +
+           (A->perm ? 4.0 * (double)A->n_rows : 0.0);
+}

@@ -28,7 +28,20 @@ typedef struct gs_mm_info {
  * storage expanded, duplicates summed, rows sorted; pattern files get value 1
  * for every entry (so they can be solved with). `.gz` files (by content, not
  * name) are read through zlib. complex/hermitian/array-matrix files are
- * refused. Errors name the file and line. info may be NULL. */
+ * refused. Errors name the file and line. info may be NULL.
+ *
+ * Details (mmio.c): content errors are GS_ERR_INPUT with the message
+ * "FILE:LINE: what" (a premature end of file names the file's last line);
+ * open/read failures are GS_ERR_IO "FILE: cannot ...: strerror". Values are
+ * bit for bit what strtod gives; nan, inf, values overflowing a double and
+ * hex floats are refused. A skew-symmetric file may store explicit zeros on
+ * the diagonal, not other values; pattern + skew-symmetric is refused (as in
+ * NIST's mm_is_valid). Entries in the "wrong" triangle of symmetric storage
+ * are mirrored like the others. duplicates counts stored entries summed into
+ * another (for symmetric storage, a_ij and a_ji stored both count once).
+ * Sizes must fit int32; a size line announcing more entries than
+ * rows*cols is refused. Pattern duplicates are merged (value 1, not 2).
+ * Parsing runs in parallel (OpenMP) on files of more than 256 KiB. */
 int gs_mm_read_csr(const char *path, gs_csr *A, gs_mm_info *info, gs_error *err);
 
 /* Read a dense vector: `array real general` n x 1 (or 1 x n), or a
@@ -39,7 +52,9 @@ int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err);
  * symmetric = 1 writes only the lower triangle under a `symmetric` header
  * (caller guarantees A is symmetric). A path ending in .gz is gzip-compressed.
  * comment (may be NULL) becomes a `%` line. Values are written with 17
- * significant digits so that a round trip is exact. */
+ * significant digits so that a round trip is exact.
+ * Every write is checked (a full disk is GS_ERR_IO); on failure the file may
+ * be left incomplete. A multi-line comment gives one `%` line per line. */
 int gs_mm_write_csr(const char *path, const gs_csr *A, int symmetric, const char *comment,
                     gs_error *err);
 /* Write x as `array real general` n x 1. */

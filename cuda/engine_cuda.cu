@@ -267,6 +267,31 @@ struct axpbypcz_op {
     }
 };
 
+/* y1 += a x1 and y2 += b x2; contribution y2.y2 (CG's x and r updates). */
+struct axpy2_op {
+    gs_coef ka, kb;
+    const double *x1, *x2;
+    double *y1, *y2;
+    double a, b;
+    __device__ void init(const double *S) { a = gs_coef_eval(ka, S); b = gs_coef_eval(kb, S); }
+    __device__ double pair(int64_t p)
+    {
+        const double2 u = ld2(x1, p), v = ld2(x2, p), y = ldw2(y1, p), z = ldw2(y2, p);
+        const double2 r1 = make_double2(y.x + a * u.x, y.y + a * u.y);
+        const double2 r2 = make_double2(z.x + b * v.x, z.y + b * v.y);
+        st2(y1, p, r1);
+        st2(y2, p, r2);
+        return r2.x * r2.x + r2.y * r2.y;
+    }
+    __device__ double one(int64_t i)
+    {
+        y1[i] += a * x1[i];
+        const double r = y2[i] + b * x2[i];
+        y2[i] = r;
+        return r * r;
+    }
+};
+
 struct dot_op {
     const double *x, *y;
     __device__ void init(const double *) {}
@@ -315,7 +340,7 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
 /* The vector kernels, by the index of their grid cap in gs_cuda_impl. */
 enum {
     VK_SET, VK_AXPBY, VK_AXPBY_DOT_W, VK_AXPBY_DOT_SELF, VK_AXPBYPCZ, VK_DOT, VK_PMULT,
-    VK_PMULT_DOT, VK_COUNT
+    VK_PMULT_DOT, VK_AXPY2, VK_AXPY2_DOT, VK_COUNT
 };
 
 /* One thread per index pair, grid-stride beyond the blocks the device holds
@@ -377,6 +402,22 @@ static int cuda_axpby_dot(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, g
     }
     axpby_op<1> op = {a, b, x->d, w->d, y->d, 0.0, 0.0};
     return run_vec<axpby_op<1>, true>(e, op, y->n, slot, VK_AXPBY_DOT_W, "axpby_dot_kernel");
+}
+
+static int cuda_axpy2_dot(gs_engine *e, gs_coef a, const gs_vec *x1, gs_vec *y1, gs_coef b,
+                          const gs_vec *x2, gs_vec *y2, int slot)
+{
+    int status = check_len(e, x1, y1, "axpy2_dot");
+    if (status == GS_OK) status = check_len(e, x2, y2, "axpy2_dot");
+    if (status == GS_OK) status = check_len(e, y1, y2, "axpy2_dot");
+    if (status == GS_OK) status = gs_cuda_check_coef(e, a, "axpy2_dot");
+    if (status == GS_OK) status = gs_cuda_check_coef(e, b, "axpy2_dot");
+    if (status == GS_OK && slot != GS_SLOT_NONE) status = gs_cuda_check_slot(e, slot, "axpy2_dot");
+    if (status != GS_OK) return status;
+    axpy2_op op = {a, b, x1->d, x2->d, y1->d, y2->d, 0.0, 0.0};
+    if (slot == GS_SLOT_NONE)
+        return run_vec<axpy2_op, false>(e, op, y2->n, 0, VK_AXPY2, "axpy2_kernel");
+    return run_vec<axpy2_op, true>(e, op, y2->n, slot, VK_AXPY2_DOT, "axpy2_dot_kernel");
 }
 
 static int cuda_axpby(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y)
@@ -696,6 +737,7 @@ static const gs_engine_ops cuda_ops = {
     cuda_axpbypcz,
     cuda_dot,
     cuda_axpby_dot,
+    cuda_axpy2_dot,
     cuda_pointwise_mult_dot,
     cuda_mdot,
     cuda_maxpy,
@@ -784,6 +826,8 @@ static int cuda_engine_init(gs_engine *e)
     GS_TRY((vec_cap<dot_op, true>(e, VK_DOT)));
     GS_TRY((vec_cap<pmult_op, false>(e, VK_PMULT)));
     GS_TRY((vec_cap<pmult_op, true>(e, VK_PMULT_DOT)));
+    GS_TRY((vec_cap<axpy2_op, false>(e, VK_AXPY2)));
+    GS_TRY((vec_cap<axpy2_op, true>(e, VK_AXPY2_DOT)));
 
     GS_TRY(CUDA_CALL(&e->err, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)));
     GS_TRY(CUSPARSE_CALL(&e->err, cusparseCreate(&c->sparse)));

@@ -77,7 +77,7 @@ typedef struct gs_cuda_impl {
     int sm_count;
     int red_blocks; /* grid size cap of reduction kernels (8 blocks of 256 per SM) */
     unsigned mdot_blocks, maxpy_blocks; /* their caps, from the occupancy calculator */
-    unsigned vec_caps[8];               /* the same for the vector kernels (run_vec) */
+    unsigned vec_caps[10];               /* the same for the vector kernels (run_vec) */
     cudaStream_t stream;
     cusparseHandle_t sparse;
     double *S;             /* device, GS_MAX_SCALARS */

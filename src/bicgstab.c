@@ -77,7 +77,7 @@ int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
     const long block = opts->check_every > 0 ? opts->check_every : 1;
     for (long it = 0; it < opts->maxit;) {
         const long nb = opts->maxit - it < block ? opts->maxit - it : block;
-        GS_TRY(kr_run_block(&k, bicgstab_body, &s, nb, block));
+        GS_TRY(kr_run_block(&k, bicgstab_body, &s, nb, block, 0));
         it += nb;
         double rv[5];
         GS_TRY(e->ops->scalar_read(e, KR_RR, 5, rv));

@@ -90,7 +90,8 @@ typedef struct gs_engine_ops {
     int (*mat_create)(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
     void (*mat_destroy)(gs_engine *e, gs_mat *A); /* NULL-safe */
 
-    /* --- vector operations (x, y, z, w distinct unless stated) --- */
+    /* --- vector operations (x, y, z, w distinct unless stated; y = a x + b y
+     * and its fused forms also accept x == y) --- */
     int (*set)(gs_engine *e, gs_vec *y, double value);                /* y = value  */
     int (*copy)(gs_engine *e, const gs_vec *x, gs_vec *y);            /* y = x      */
     int (*axpby)(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y);
@@ -101,6 +102,10 @@ typedef struct gs_engine_ops {
     /* y = a x + b y, then S[slot] = y.w (w == NULL means y.y). */
     int (*axpby_dot)(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y,
                      const gs_vec *w, int slot);
+    /* y1 = y1 + a x1 and y2 = y2 + b x2 in one pass, then S[slot] = y2.y2
+     * when slot != GS_SLOT_NONE (CG's x and r updates in one kernel). */
+    int (*axpy2_dot)(gs_engine *e, gs_coef a, const gs_vec *x1, gs_vec *y1, gs_coef b,
+                     const gs_vec *x2, gs_vec *y2, int slot);
     /* y = d .* x (elementwise), then S[slot] = x.y when slot != GS_SLOT_NONE. */
     int (*pointwise_mult_dot)(gs_engine *e, const gs_vec *d, const gs_vec *x, gs_vec *y,
                               int slot);

@@ -182,6 +182,23 @@ static int cpu_axpby_dot(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs
     return GS_OK;
 }
 
+static int cpu_axpy2_dot(gs_engine *e, gs_coef ka, const gs_vec *x1, gs_vec *y1, gs_coef kb,
+                         const gs_vec *x2, gs_vec *y2, int slot)
+{
+    const double a = coef_eval(e, ka), b = coef_eval(e, kb);
+    double s = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s)
+    for (int64_t i = 0; i < y2->n; i++) {
+        y1->x[i] += a * x1->x[i];
+        y2->x[i] += b * x2->x[i];
+        s += y2->x[i] * y2->x[i];
+    }
+    if (slot == GS_SLOT_NONE) return GS_OK;
+    if (bad_slot(e, slot)) return GS_ERR_INTERNAL;
+    slots(e)[slot] = s;
+    return GS_OK;
+}
+
 static int cpu_pointwise_mult_dot(gs_engine *e, const gs_vec *d, const gs_vec *x, gs_vec *y,
                                   int slot)
 {
@@ -316,6 +333,7 @@ static const gs_engine_ops cpu_ops = {
     .axpbypcz = cpu_axpbypcz,
     .dot = cpu_dot,
     .axpby_dot = cpu_axpby_dot,
+    .axpy2_dot = cpu_axpy2_dot,
     .pointwise_mult_dot = cpu_pointwise_mult_dot,
     .mdot = cpu_mdot,
     .maxpy = cpu_maxpy,

@@ -66,7 +66,7 @@ int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b
     k->res = res;
     k->bnorm = 0;
     k->history_cap = 0;
-    k->seq = NULL;
+    k->seq[0] = k->seq[1] = NULL;
     (void)b;
     return GS_OK;
 }
@@ -139,8 +139,9 @@ void kr_breakdown(kr_ctx *k, long it, const char *what)
 }
 
 /* Run body nb times; where the engine can record sequences, the first full
- * block is captured once and replayed after, so a block is one launch. */
-int kr_run_block(kr_ctx *k, kr_body_fn body, void *state, long nb, long block)
+ * block of each key is captured once and replayed after, so a block is one
+ * launch. */
+int kr_run_block(kr_ctx *k, kr_body_fn body, void *state, long nb, long block, int key)
 {
     gs_engine *e = k->e;
     int status = GS_OK;
@@ -149,23 +150,24 @@ int kr_run_block(kr_ctx *k, kr_body_fn body, void *state, long nb, long block)
         for (long i = 0; i < nb; i++) GS_TRY(body(k, state));
         return GS_OK;
     }
-    if (!k->seq) {
+    if (!k->seq[key]) {
         GS_TRY(k->ops->capture_begin(e));
         for (long i = 0; i < nb; i++) {
             status = body(k, state);
             if (status != GS_OK) break;
         }
-        int end_status = k->ops->capture_end(e, &k->seq);
+        int end_status = k->ops->capture_end(e, &k->seq[key]);
         if (status == GS_OK) status = end_status;
         if (status != GS_OK) goto cleanup;
     }
-    GS_TRY(k->ops->replay(e, k->seq));
+    GS_TRY(k->ops->replay(e, k->seq[key]));
 cleanup:
     return status;
 }
 
 void kr_finish(kr_ctx *k)
 {
-    if (k->seq) k->ops->seq_destroy(k->e, k->seq);
-    k->seq = NULL;
+    for (int i = 0; i < 2; i++)
+        if (k->seq[i]) k->ops->seq_destroy(k->e, k->seq[i]);
+    k->seq[0] = k->seq[1] = NULL;
 }

@@ -19,7 +19,7 @@ typedef struct kr_ctx {
     gs_krylov_result *res;
     double bnorm;
     long history_cap;
-    void *seq; /* captured iteration block, if any */
+    void *seq[2]; /* captured iteration blocks, by key (see kr_run_block) */
 } kr_ctx;
 
 typedef int (*kr_body_fn)(kr_ctx *k, void *state);
@@ -29,7 +29,10 @@ int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b
 int kr_initial_residual(kr_ctx *k, const gs_vec *b, gs_vec *x, gs_vec *r, int *done);
 int kr_check(kr_ctx *k, long it, double rr);
 void kr_breakdown(kr_ctx *k, long it, const char *what);
-int kr_run_block(kr_ctx *k, kr_body_fn body, void *state, long nb, long block);
+/* Run body nb times. Where the engine records sequences, a full block is
+ * captured once per key and replayed after: a method whose body alternates
+ * between two forms passes the form the block starts in as key (0 or 1). */
+int kr_run_block(kr_ctx *k, kr_body_fn body, void *state, long nb, long block, int key);
 void kr_finish(kr_ctx *k);
 
 double gs_gmres_vector_accesses(int restart);

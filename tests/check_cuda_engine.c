@@ -294,6 +294,50 @@ START_TEST(test_dots)
 }
 END_TEST
 
+/* axpy2_dot: y1 += a x1, y2 += b x2 and S = y2.y2, and without the dot. */
+START_TEST(test_axpy2_dot)
+{
+    engines_up();
+    tu_rng r = tu_rng_seed(17);
+    for (int t = 0; t < N_LENGTHS; t++) {
+        const int64_t n = lengths[t];
+        random_slots(&r);
+        double *x1 = randoms(&r, n), *y1 = randoms(&r, n), *x2 = randoms(&r, n), *y2 = randoms(&r, n);
+        gs_vec *cx1 = vec_from(cpu, x1, n), *cy1 = vec_from(cpu, y1, n);
+        gs_vec *cx2 = vec_from(cpu, x2, n), *cy2 = vec_from(cpu, y2, n);
+        gs_vec *gx1 = vec_from(gpu, x1, n), *gy1 = vec_from(gpu, y1, n);
+        gs_vec *gx2 = vec_from(gpu, x2, n), *gy2 = vec_from(gpu, y2, n);
+        gs_coef a = gs_coef_ratio(1.0, 10, 12), b = gs_coef_ratio(-1.0, 10, 12);
+        ck_assert_int_eq(gpu->ops->scalar_write(gpu, 26, 1, (double[]){NAN}), GS_OK);
+        ck_assert_int_eq(cpu->ops->axpy2_dot(cpu, a, cx1, cy1, b, cx2, cy2, 26), GS_OK);
+        ck_assert_int_eq(gpu->ops->axpy2_dot(gpu, a, gx1, gy1, b, gx2, gy2, 26), GS_OK);
+        double *c1 = vec_get(cpu, cy1, n), *g1 = vec_get(gpu, gy1, n);
+        double *c2 = vec_get(cpu, cy2, n), *g2 = vec_get(gpu, gy2, n);
+        /* one multiply-add per entry on both engines: equal up to an FMA's rounding */
+        double *s1 = malloc((size_t)n * sizeof(double)), *s2 = malloc((size_t)n * sizeof(double));
+        for (int64_t i = 0; i < n; i++) {
+            s1[i] = 4.0 * (fabs(x1[i]) + fabs(y1[i]));
+            s2[i] = 4.0 * (fabs(x2[i]) + fabs(y2[i]));
+        }
+        assert_close(g1, c1, s1, n, 1e-12, "axpy2_dot y1");
+        assert_close(g2, c2, s2, n, 1e-12, "axpy2_dot y2");
+        assert_dot(slot_get(gpu, 26), slot_get(cpu, 26), abs_dot(c2, c2, n) + 1e-12 * n, n,
+                   "axpy2_dot y2.y2");
+        ck_assert_int_eq(gpu->ops->scalar_write(gpu, 27, 1, (double[]){42.0}), GS_OK);
+        ck_assert_int_eq(gpu->ops->axpy2_dot(gpu, a, gx1, gy1, b, gx2, gy2, GS_SLOT_NONE), GS_OK);
+        ck_assert(slot_get(gpu, 27) == 42.0);
+        no_error(cpu), no_error(gpu);
+        free(x1), free(y1), free(x2), free(y2), free(c1), free(g1), free(c2), free(g2);
+        free(s1), free(s2);
+        cpu->ops->vec_destroy(cpu, cx1), cpu->ops->vec_destroy(cpu, cy1);
+        cpu->ops->vec_destroy(cpu, cx2), cpu->ops->vec_destroy(cpu, cy2);
+        gpu->ops->vec_destroy(gpu, gx1), gpu->ops->vec_destroy(gpu, gy1);
+        gpu->ops->vec_destroy(gpu, gx2), gpu->ops->vec_destroy(gpu, gy2);
+    }
+    engines_down();
+}
+END_TEST
+
 /* mdot and maxpy for k on both sides of the 16-vector chunk. */
 START_TEST(test_mdot_maxpy)
 {
@@ -933,6 +977,7 @@ static Suite *cuda_engine_suite(int have_gpu)
         tcase_add_test(tc, test_set_copy);
         tcase_add_test(tc, test_axpby_axpbypcz);
         tcase_add_test(tc, test_dots);
+        tcase_add_test(tc, test_axpy2_dot);
         tcase_add_test(tc, test_mdot_maxpy);
         tcase_add_test(tc, test_scalars);
         tcase_add_test(tc, test_spmv_random);

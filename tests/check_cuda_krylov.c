@@ -147,6 +147,15 @@ START_TEST(test_no_graph_and_blocks)
 }
 END_TEST
 
+/* CG keeps rho in two alternating slots: blocks of odd length start each
+ * replay on the other slot (two captured graphs), even blocks on the same. */
+START_TEST(test_cg_check_blocks)
+{
+    static const int blocks[] = {2, 3, 8};
+    compare("poisson3d:20", "cg", "jacobi", blocks[_i], 1);
+}
+END_TEST
+
 /* a problem larger than the reduction grids (several hundred blocks) */
 START_TEST(test_larger)
 {
@@ -165,6 +174,7 @@ static Suite *cuda_krylov_suite(int have_gpu)
         tcase_add_loop_test(tc, test_spd_poisson, 0, 8);
         tcase_add_loop_test(tc, test_convdiff, 0, 6);
         tcase_add_loop_test(tc, test_no_graph_and_blocks, 0, 4);
+        tcase_add_loop_test(tc, test_cg_check_blocks, 0, 3);
         tcase_add_test(tc, test_larger);
     }
     suite_add_tcase(s, tc);

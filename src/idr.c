@@ -29,28 +29,45 @@ double gs_idr_vector_accesses(int s)
     return (s * (3.0 * s + 21.0) + 11.0 + s + 1.0) / (s + 1.0);
 }
 
-/* P: s random vectors (fixed seed, so engines agree), orthonormalised. */
+/* Entry i of a fixed pseudo-random sequence in [-0.5, 0.5): splitmix64 of
+ * the index, so any thread can make any entry and every engine gets the
+ * same P. */
+static double idr_random(uint64_t i)
+{
+    uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0 - 0.5;
+}
+
+static double idr_host_dot(const double *x, const double *y, int64_t n)
+{
+    double d = 0;
+#pragma omp parallel for schedule(static) reduction(+ : d)
+    for (int64_t l = 0; l < n; l++) d += x[l] * y[l];
+    return d;
+}
+
+/* P: s random vectors, orthonormalised by modified Gram-Schmidt on the host
+ * (OpenMP; it is part of Ts, n s^2 work once per solve). */
 static int idr_shadow_space(kr_ctx *k, idr_ws *ws, int64_t n)
 {
     int status = GS_OK;
     double *p = gs_malloc((size_t)n * ws->s * sizeof(double), "idr shadow space", &k->e->err);
     if (!p) return GS_ERR_NOMEM;
-    uint64_t state = 0x2545F4914F6CDD1Dull;
-    for (int64_t i = 0; i < n * ws->s; i++) {
-        state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
-        p[i] = (double)((state * 2685821657736338717ull) >> 11) / 9007199254740992.0 - 0.5;
-    }
-    for (int j = 0; j < ws->s; j++) { /* modified Gram-Schmidt */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n * ws->s; i++) p[i] = idr_random((uint64_t)i);
+    for (int j = 0; j < ws->s; j++) {
         double *pj = p + (size_t)j * n;
         for (int i = 0; i < j; i++) {
             const double *pi = p + (size_t)i * n;
-            double d = 0;
-            for (int64_t l = 0; l < n; l++) d += pi[l] * pj[l];
+            const double d = idr_host_dot(pi, pj, n);
+#pragma omp parallel for schedule(static)
             for (int64_t l = 0; l < n; l++) pj[l] -= d * pi[l];
         }
-        double nrm = 0;
-        for (int64_t l = 0; l < n; l++) nrm += pj[l] * pj[l];
-        nrm = sqrt(nrm);
+        const double nrm = sqrt(idr_host_dot(pj, pj, n));
+#pragma omp parallel for schedule(static)
         for (int64_t l = 0; l < n; l++) pj[l] = nrm > 0 ? pj[l] / nrm : 0.0;
         GS_TRY(k->ops->vec_upload(k->e, ws->P[j], pj));
     }
@@ -129,10 +146,10 @@ static int idr_reduce(kr_ctx *k, idr_ws *ws, gs_vec *x, gs_vec *r, long *it, int
     GS_TRY(gs_pc_apply_dot(k->pc, r, ws->vhat, GS_SLOT_NONE));
     GS_TRY(o->spmv_dot(e, k->A, ws->vhat, ws->t, r, ws->slot_tt + 1)); /* t = A vhat, t'r */
     GS_TRY(o->dot(e, ws->t, ws->t, ws->slot_tt));
-    double v[2], rr;
-    GS_TRY(o->scalar_read(e, ws->slot_tt, 2, v));
-    GS_TRY(o->scalar_read(e, KR_RR, 1, &rr));
-    const double tt = v[0], tr = v[1];
+    double v[4 * IDR_MAX_S + 4], rr; /* one read: RR up to t'r (3s + 3 slots) */
+    GS_TRY(o->scalar_read(e, KR_RR, ws->slot_tt + 2 - KR_RR, v));
+    const double tt = v[ws->slot_tt - KR_RR], tr = v[ws->slot_tt + 1 - KR_RR];
+    rr = v[0];
     (*it)++;
     if (tt == 0.0 || tr == 0.0) {
         kr_breakdown(k, *it, "omega = 0 (t'r = 0 or t't = 0)");

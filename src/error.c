@@ -29,9 +29,10 @@ void gs_error_prefix(gs_error *err, const char *fmt, ...)
     int len = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
     if (len >= 0 && (size_t)len < sizeof err->msg) {
-        size_t room = sizeof err->msg - (size_t)len;
-        strncpy(err->msg + len, old, room - 1);
-        err->msg[sizeof err->msg - 1] = '\0';
+        size_t room = sizeof err->msg - (size_t)len - 1, keep = strlen(old);
+        if (keep > room) keep = room;
+        memcpy(err->msg + len, old, keep);
+        err->msg[(size_t)len + keep] = '\0';
     }
 }
 

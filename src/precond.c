@@ -15,7 +15,14 @@
 static const gs_pc_type registry[] = {
     {"none", "no preconditioner (M = I)", NULL, {gs_none_setup, gs_none_setup}},
     {"jacobi", "M = diag(A)^-1 (all papers' baseline)", NULL,
-     {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup)}},
+     {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup_cuda)}},
+    {"fsai", "factored sparse approximate inverse M = G^T G of an SPD matrix (Bernaschi et al. 2016)",
+     gs_fsai_params, {gs_fsai_setup_cpu, NULL}},
+    {"isai", "ILU(0) with incomplete sparse approximate inverses of L and U (Anzt et al. 2016)",
+     gs_isai_params, {gs_isai_setup_cpu, NULL}},
+    {"mic", "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",
+     gs_mic_params, {gs_mic_setup_cpu, NULL}},
+    /* registry end: add new types above this line */
 };
 
 const gs_pc_type *gs_pc_find(const char *name)

@@ -82,5 +82,19 @@ int gs_pc_stage_end(gs_pc *pc, const char *name, double t0);
 /* Setups of the built-in types, referenced by the registry. */
 int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_jacobi_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
+int gs_jacobi_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/jacobi.cu */
+
+/* The papers' preconditioners: parameters and CPU reference setups
+ * (src/pc_<name>.c); CUDA setups (cuda/<name>.cu) are declared there. */
+extern const gs_param_decl gs_fsai_params[];
+extern const gs_param_decl gs_spai_params[];
+extern const gs_param_decl gs_gspai_params[];
+extern const gs_param_decl gs_isai_params[];
+extern const gs_param_decl gs_mic_params[];
+int gs_fsai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
+int gs_spai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
+int gs_gspai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
+int gs_isai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
+int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
 
 #endif

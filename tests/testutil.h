@@ -94,4 +94,283 @@ static inline int tu_run_suite(Suite *s)
     return failed == 0 ? 0 : 1;
 }
 
+/* ---- preconditioner suites: build through the registry, solve, read back ----
+ * (appended for check_pc_spai / check_pc_gspai; usable by every pc suite) */
+#include <float.h>
+
+#include "engine.h"
+#include "krylov.h"
+#include "mmio.h"
+#include "precond.h"
+
+/* A CPU engine, A on it, and preconditioner `name` set up through the
+ * registry as src/run.c does. On failure everything is released and the
+ * status returned (err says why). */
+typedef struct tu_pc_run {
+    gs_engine *eng;
+    gs_mat *A;
+    gs_pc *pc;
+} tu_pc_run;
+
+static inline void tu_pc_release(tu_pc_run *r)
+{
+    gs_pc_destroy(r->pc);
+    if (r->eng) r->eng->ops->mat_destroy(r->eng, r->A);
+    gs_engine_destroy(r->eng);
+    memset(r, 0, sizeof *r);
+}
+
+static inline int tu_pc_build(const gs_csr *A, const char *name, const gs_params *params,
+                              tu_pc_run *r, gs_error *err)
+{
+    memset(r, 0, sizeof *r);
+    const gs_pc_type *type = gs_pc_find(name);
+    ck_assert_msg(type != NULL, "preconditioner '%s' is not registered", name);
+    int status = gs_engine_cpu_create(&r->eng, err);
+    if (status == GS_OK) status = r->eng->ops->mat_create(r->eng, A, GS_FP64, &r->A);
+    if (status == GS_OK) status = gs_pc_create(type, r->eng, params, A, r->A, &r->pc, err);
+    if (status != GS_OK) tu_pc_release(r);
+    return status;
+}
+
+/* Solve A x = A 1 from x0 = 0 with `method` (tol 1e-8, every iteration
+ * checked) preconditioned by `name`; res filled (free with
+ * gs_krylov_result_free). Returns the setup's or an engine's status. */
+static inline int tu_pc_solve(const gs_csr *A, const char *name, const gs_params *params,
+                              const char *method, long maxit, gs_krylov_result *res,
+                              gs_error *err)
+{
+    tu_pc_run r;
+    memset(res, 0, sizeof *res);
+    int status = tu_pc_build(A, name, params, &r, err);
+    if (status != GS_OK) return status;
+    const int32_t n = A->n_rows;
+    double *ones = malloc((size_t)n * sizeof(double)), *b = malloc((size_t)n * sizeof(double));
+    ck_assert(ones && b);
+    for (int32_t i = 0; i < n; i++) ones[i] = 1.0;
+    gs_csr_spmv(A, ones, b);
+    gs_vec *vb = NULL, *vx = NULL;
+    gs_krylov_opts opts = {1e-8, maxit, 30, 4, 1, 0, 0};
+    status = r.eng->ops->vec_create(r.eng, n, &vb);
+    if (status == GS_OK) status = r.eng->ops->vec_create(r.eng, n, &vx);
+    if (status == GS_OK) status = r.eng->ops->vec_upload(r.eng, vb, b);
+    if (status == GS_OK) status = r.eng->ops->set(r.eng, vx, 0.0);
+    if (status == GS_OK)
+        status = gs_method_find(method)->solve(r.eng, r.A, r.pc, vb, vx, &opts, res);
+    if (status != GS_OK) gs_engine_fail(r.eng, err);
+    r.eng->ops->vec_destroy(r.eng, vb);
+    r.eng->ops->vec_destroy(r.eng, vx);
+    tu_pc_release(&r);
+    free(ones);
+    free(b);
+    return status;
+}
+
+/* The matrix pc->save writes as PREFIX_<suffix>.mtx, read back (values are
+ * written with 17 digits, so exactly). */
+static inline void tu_pc_saved_matrix(gs_pc *pc, const char *suffix, gs_csr *M)
+{
+    char prefix[512], path[600];
+    gs_error err = {0};
+    tu_tmpname(prefix, sizeof prefix, "");
+    ck_assert_ptr_nonnull(pc->save);
+    ck_assert_msg(pc->save(pc, prefix, &err) == GS_OK, "save: %s", err.msg);
+    snprintf(path, sizeof path, "%s_%s.mtx", prefix, suffix);
+    ck_assert_msg(gs_mm_read_csr(path, M, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
+    remove(path);
+    remove(prefix);
+}
+
+/* A report item of pc->extra, or NULL. */
+static inline const gs_kv *tu_pc_extra(const gs_pc *pc, const char *key)
+{
+    for (int i = 0; i < pc->extra.count; i++)
+        if (strcmp(pc->extra.kv[i].key, key) == 0) return &pc->extra.kv[i];
+    return NULL;
+}
+
+/* Dense least-squares oracle: x = argmin ||A x - b||_2 for A m x n
+ * column-major (m >= n), by the normal equations G x = A^T b, G = A^T A,
+ * with a Cholesky factorisation in long double: no code and no method in
+ * common with a QR solver under test. Returns 0 if G is not numerically
+ * positive definite. *kappa gets an upper bound on cond_2(A), from
+ * ||G||_F ||G^-1||_F >= cond_2(G) = cond_2(A)^2 (at most n times too large);
+ * *tan_theta = ||A x - b|| / ||A x||. */
+static inline int tu_lsq_reference(int m, int n, const double *A, const double *b, double *x,
+                                   double *kappa, double *tan_theta)
+{
+    long double *L = calloc((size_t)n * n + 1, sizeof *L), *y = calloc((size_t)n + 1, sizeof *y);
+    long double *col = calloc((size_t)n + 1, sizeof *col);
+    ck_assert(L && y && col);
+    long double gnorm = 0, ginv_norm = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j <= i; j++) {                       /* L = tril(A^T A) */
+            long double s = 0;
+            for (int r = 0; r < m; r++) s += (long double)A[(size_t)i * m + r] * A[(size_t)j * m + r];
+            L[(size_t)i * n + j] = s;
+            gnorm += (i == j ? 1 : 2) * s * s;
+        }
+    int ok = 1;
+    for (int j = 0; j < n && ok; j++) {                      /* G = L L^T in place */
+        long double d = L[(size_t)j * n + j];
+        for (int k = 0; k < j; k++) d -= L[(size_t)j * n + k] * L[(size_t)j * n + k];
+        if (!(d > 0)) ok = 0;
+        else L[(size_t)j * n + j] = sqrtl(d);
+        for (int i = j + 1; i < n && ok; i++) {
+            long double s = L[(size_t)i * n + j];
+            for (int k = 0; k < j; k++) s -= L[(size_t)i * n + k] * L[(size_t)j * n + k];
+            L[(size_t)i * n + j] = s / L[(size_t)j * n + j];
+        }
+    }
+    /* solve G v = rhs with the factor: v overwrites rhs */
+#define TU_CHOL_SOLVE(v)                                                                   \
+    do {                                                                                   \
+        for (int i = 0; i < n; i++) {                                                      \
+            for (int k = 0; k < i; k++) (v)[i] -= L[(size_t)i * n + k] * (v)[k];           \
+            (v)[i] /= L[(size_t)i * n + i];                                                \
+        }                                                                                  \
+        for (int i = n - 1; i >= 0; i--) {                                                 \
+            for (int k = i + 1; k < n; k++) (v)[i] -= L[(size_t)k * n + i] * (v)[k];       \
+            (v)[i] /= L[(size_t)i * n + i];                                                \
+        }                                                                                  \
+    } while (0)
+    if (ok) {
+        for (int i = 0; i < n; i++) {                        /* y = A^T b */
+            y[i] = 0;
+            for (int r = 0; r < m; r++) y[i] += (long double)A[(size_t)i * m + r] * b[r];
+        }
+        TU_CHOL_SOLVE(y);
+        for (int e = 0; e < n; e++) {                        /* ||G^-1||_F, column by column */
+            for (int i = 0; i < n; i++) col[i] = i == e;
+            TU_CHOL_SOLVE(col);
+            for (int i = 0; i < n; i++) ginv_norm += col[i] * col[i];
+        }
+        long double rr = 0, axax = 0;
+        for (int r = 0; r < m; r++) {
+            long double ax = 0;
+            for (int j = 0; j < n; j++) ax += (long double)A[(size_t)j * m + r] * y[j];
+            axax += ax * ax;
+            rr += (ax - b[r]) * (ax - b[r]);
+        }
+        for (int j = 0; j < n; j++) x[j] = (double)y[j];
+        *kappa = (double)sqrtl(sqrtl(gnorm) * sqrtl(ginv_norm));
+        *tan_theta = axax > 0 ? (double)sqrtl(rr / axax) : INFINITY;
+    }
+#undef TU_CHOL_SOLVE
+    free(L);
+    free(y);
+    free(col);
+    return ok;
+}
+
+/* Relative error allowed between a backward-stable double-precision LS solve
+ * (Householder QR: Higham, Accuracy and Stability, 2nd ed., Thm 20.3, with
+ * column-wise backward error gamma(mn)) and the oracle above: to first order
+ * ||dx|| / ||x|| <= eps_A (2 kappa + kappa^2 tan_theta) (Wedin), eps_A taken
+ * as 10 m n u; plus the oracle's own error, n kappa^2 u_ld, times 10. */
+static inline double tu_lsq_tolerance(int m, int n, double kappa, double tan_theta)
+{
+    double eps_a = 10.0 * m * n * (DBL_EPSILON / 2);
+    return eps_a * (2 * kappa + kappa * kappa * tan_theta) +
+           10.0 * n * kappa * kappa * (double)LDBL_EPSILON;
+}
+
+/* The defining property of a static SPAI (min ||A M - I||_F column by
+ * column), checked on dense copies made here: with J_k the stored pattern of
+ * column k of M and I_k the rows stored in A(:,J_k), M(J_k,k) must equal the
+ * oracle's solution of min ||A(I_k,J_k) m - e_k(I_k)||_2 within
+ * tu_lsq_tolerance. With check_minimal, moving any one entry of m_k within
+ * J_k by +-delta must not reduce ||A m_k - e_k||_2 (all rows, long double);
+ * delta = 1e-6 ||m|| ||A(I,J)||_F / ||a_j|| makes the quadratic term
+ * delta^2 ||a_j||^2 exceed the gradient term 2 delta |a_j^T r| as long as m_k
+ * is accurate to 5e-7 relative, which the first check bounds. Dense n x n
+ * copies: keep n below ~1500. */
+typedef struct tu_spai_report {
+    double worst_ratio; /* max over columns of error / tolerance (must be <= 1) */
+    int worst_column;   /* 0-based */
+    double max_kappa;   /* largest cond_2(A(I,J)) bound met */
+    long perturbations; /* minimality checks made */
+} tu_spai_report;
+
+static inline tu_spai_report tu_check_spai_columns(const gs_csr *A, const gs_csr *M,
+                                                   int check_minimal)
+{
+    const int n = A->n_rows;
+    tu_spai_report rep = {0, -1, 0, 0};
+    double *Ad = calloc((size_t)n * n + 1, sizeof *Ad), *Md = calloc((size_t)n * n + 1, sizeof *Md);
+    unsigned char *Am = calloc((size_t)n * n + 1, 1), *Mm = calloc((size_t)n * n + 1, 1);
+    int *J = malloc((size_t)n * sizeof *J + 1), *I = malloc((size_t)n * sizeof *I + 1);
+    double *Ahat = malloc((size_t)n * n * sizeof *Ahat + 1), *rhs = malloc((size_t)n * sizeof *rhs + 1);
+    double *xref = malloc((size_t)n * sizeof *xref + 1), *mk = malloc((size_t)n * sizeof *mk + 1);
+    ck_assert(Ad && Md && Am && Mm && J && I && Ahat && rhs && xref && mk);
+    ck_assert_int_eq(M->n_rows, n);
+    for (int r = 0; r < n; r++) {
+        for (int64_t p = A->row_ptr[r]; p < A->row_ptr[r + 1]; p++)
+            Ad[(size_t)r * n + A->col[p]] = A->val[p], Am[(size_t)r * n + A->col[p]] = 1;
+        for (int64_t p = M->row_ptr[r]; p < M->row_ptr[r + 1]; p++)
+            Md[(size_t)r * n + M->col[p]] = M->val[p], Mm[(size_t)r * n + M->col[p]] = 1;
+    }
+    for (int k = 0; k < n; k++) {
+        int n2 = 0, n1 = 0, krow = -1;
+        for (int j = 0; j < n; j++)
+            if (Mm[(size_t)j * n + k]) J[n2++] = j;
+        ck_assert_msg(n2 > 0, "column %d of M is empty", k + 1);
+        for (int r = 0; r < n; r++) {
+            int in = 0;
+            for (int jj = 0; jj < n2 && !in; jj++) in = Am[(size_t)r * n + J[jj]];
+            if (in) {
+                if (r == k) krow = n1;
+                I[n1++] = r;
+            }
+        }
+        ck_assert_msg(krow >= 0, "column %d: row %d is not in I", k + 1, k + 1);
+        double fro = 0;
+        for (int jj = 0; jj < n2; jj++)
+            for (int ii = 0; ii < n1; ii++) {
+                double a = Ad[(size_t)I[ii] * n + J[jj]];
+                Ahat[(size_t)jj * n1 + ii] = a;
+                fro += a * a;
+            }
+        for (int ii = 0; ii < n1; ii++) rhs[ii] = ii == krow;
+        double kappa, tan_theta;
+        ck_assert_msg(tu_lsq_reference(n1, n2, Ahat, rhs, xref, &kappa, &tan_theta),
+                      "column %d: A(I,J) is singular for the oracle", k + 1);
+        double diff = 0, norm = 0;
+        for (int jj = 0; jj < n2; jj++) {
+            mk[jj] = Md[(size_t)J[jj] * n + k];
+            diff += (mk[jj] - xref[jj]) * (mk[jj] - xref[jj]);
+            norm += xref[jj] * xref[jj];
+        }
+        double ratio = sqrt(diff) / (sqrt(norm) * tu_lsq_tolerance(n1, n2, kappa, tan_theta));
+        if (!(ratio <= rep.worst_ratio)) rep.worst_ratio = ratio, rep.worst_column = k;
+        if (kappa > rep.max_kappa) rep.max_kappa = kappa;
+        if (!check_minimal) continue;
+        /* f(v) = ||A(I,J) v - e_k(I)||^2; rows outside I add a constant. */
+        for (int jj = 0; jj < n2; jj++) {
+            long double f[3];
+            double aj = 0;
+            for (int ii = 0; ii < n1; ii++) aj += Ahat[(size_t)jj * n1 + ii] * Ahat[(size_t)jj * n1 + ii];
+            const double delta = 1e-6 * sqrt(norm) * sqrt(fro) / sqrt(aj);
+            for (int s = 0; s < 3; s++) {
+                const double shift = s == 0 ? 0.0 : s == 1 ? delta : -delta;
+                f[s] = 0;
+                for (int ii = 0; ii < n1; ii++) {
+                    long double res = -(long double)rhs[ii];
+                    for (int q = 0; q < n2; q++)
+                        res += (long double)Ahat[(size_t)q * n1 + ii] *
+                               ((long double)mk[q] + (q == jj ? shift : 0.0));
+                    f[s] += res * res;
+                }
+            }
+            ck_assert_msg(f[1] >= f[0] && f[2] >= f[0],
+                          "column %d: moving m_%d,%d by +-%g lowers ||A m - e||", k + 1,
+                          J[jj] + 1, k + 1, delta);
+            rep.perturbations += 2;
+        }
+    }
+    free(Ad), free(Md), free(Am), free(Mm), free(J), free(I);
+    free(Ahat), free(rhs), free(xref), free(mk);
+    return rep;
+}
+
 #endif

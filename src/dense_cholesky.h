@@ -1,0 +1,21 @@
+/* dense_cholesky.h - Cholesky factorisation and solve of a small dense SPD
+ * matrix (the local systems A[P_i,P_i] w = e_m of FSAI, and any other small
+ * SPD block). Plain row-oriented (Cholesky-Crout) reference code; the paper's
+ * batched GPU kernel is in cuda/. Golub & Van Loan, Matrix Computations,
+ * 4th ed., Alg. 4.2.1; Higham, Accuracy and Stability, ch. 10. */
+#ifndef GS_DENSE_CHOLESKY_H
+#define GS_DENSE_CHOLESKY_H
+
+/* Factor A = L L^T in place. a is m x m, row-major with leading dimension m;
+ * only the lower triangle (a[i*m + j], j <= i) is read, and L overwrites it
+ * (the strict upper triangle is left untouched). Returns -1 when A is
+ * positive definite, else the 0-based index of the first pivot that is not
+ * positive (or not finite): the leading principal block of that size is not
+ * positive definite, and a is left partly overwritten. */
+int gs_dense_cholesky_factor(double *a, int m);
+
+/* Solve L L^T x = b in place (x holds b on entry), with L from
+ * gs_dense_cholesky_factor. */
+void gs_dense_cholesky_solve(const double *l, int m, double *x);
+
+#endif

@@ -1,0 +1,105 @@
+/* ilu0.c - ILU(0) of a CSR matrix: unit lower L and upper U on A's pattern.
+ * Saad, Iterative Methods for Sparse Linear Systems, 2nd ed., Alg. 10.4. */
+#include "ilu0.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Position of a_ii in each row; GS_ERR_INPUT naming the first row without. */
+static int ilu0_diagonal_positions(const gs_csr *A, int64_t *diag, gs_error *err)
+{
+    for (int32_t i = 0; i < A->n_rows; i++) {
+        diag[i] = gs_csr_find(A, i, i);
+        if (diag[i] < 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "ILU(0): row %d has no diagonal entry (the pivot u_%d,%d is "
+                                "structurally zero)", (int)i + 1, (int)i + 1, (int)i + 1);
+    }
+    return GS_OK;
+}
+
+/* Row i of the IKJ loop, in place on w (A's values): for k < i in row i,
+ * l_ik = w_ik / u_kk, then w_ij -= l_ik u_kj for j > k kept in row i.
+ * pos[j] is the index of column j in row i (-1 outside the pattern). */
+static int ilu0_row(const gs_csr *A, const int64_t *diag, int32_t i, int64_t *pos, double *w,
+                    gs_error *err)
+{
+    const int64_t begin = A->row_ptr[i], end = A->row_ptr[i + 1];
+    for (int64_t p = begin; p < end; p++) pos[A->col[p]] = p;
+    for (int64_t p = begin; p < end && A->col[p] < i; p++) {
+        const int32_t k = A->col[p];
+        w[p] /= w[diag[k]];                                 /* l_ik = a_ik / u_kk */
+        for (int64_t q = diag[k] + 1; q < A->row_ptr[k + 1]; q++)
+            if (pos[A->col[q]] >= 0) w[pos[A->col[q]]] -= w[p] * w[q]; /* a_ij -= l_ik u_kj */
+    }
+    for (int64_t p = begin; p < end; p++) pos[A->col[p]] = -1;
+    for (int64_t p = begin; p < end; p++)
+        if (!isfinite(w[p]))
+            return gs_error_set(err, GS_ERR_NUMERIC,
+                                "ILU(0): factor entry (%d, %d) = %g in row %d is not finite",
+                                (int)i + 1, (int)A->col[p] + 1, w[p], (int)i + 1);
+    if (w[diag[i]] == 0.0)
+        return gs_error_set(err, GS_ERR_NUMERIC,
+                            "ILU(0): zero pivot u_%d,%d in row %d (the incomplete "
+                            "factorisation breaks down there)",
+                            (int)i + 1, (int)i + 1, (int)i + 1);
+    return GS_OK;
+}
+
+/* Split the factorised values w into L (strict lower part plus a stored
+ * unit diagonal) and U (diagonal and upper part). */
+static int ilu0_split(const gs_csr *A, const int64_t *diag, const double *w, gs_csr *L,
+                      gs_csr *U, gs_error *err)
+{
+    int status = GS_OK;
+    int64_t nnz_strict_lower = 0;
+    for (int32_t i = 0; i < A->n_rows; i++) nnz_strict_lower += diag[i] - A->row_ptr[i];
+    GS_TRY(gs_csr_alloc(A->n_rows, A->n_rows, nnz_strict_lower + A->n_rows, 1, L, err));
+    GS_TRY(gs_csr_alloc(A->n_rows, A->n_rows, A->nnz - nnz_strict_lower, 1, U, err));
+    int64_t nl = 0, nu = 0;
+    for (int32_t i = 0; i < A->n_rows; i++) {
+        for (int64_t p = A->row_ptr[i]; p < diag[i]; p++, nl++)
+            L->col[nl] = A->col[p], L->val[nl] = w[p];
+        L->col[nl] = i, L->val[nl++] = 1.0;                 /* l_ii = 1 */
+        for (int64_t p = diag[i]; p < A->row_ptr[i + 1]; p++, nu++)
+            U->col[nu] = A->col[p], U->val[nu] = w[p];
+        L->row_ptr[i + 1] = nl;
+        U->row_ptr[i + 1] = nu;
+    }
+cleanup:
+    return status;
+}
+
+int gs_ilu0(const gs_csr *A, gs_csr *L, gs_csr *U, gs_error *err)
+{
+    int64_t *diag = NULL, *pos = NULL;
+    double *w = NULL;
+    int status = GS_OK;
+    memset(L, 0, sizeof *L);
+    memset(U, 0, sizeof *U);
+    if (A->n_rows != A->n_cols)
+        return gs_error_set(err, GS_ERR_INPUT, "ILU(0): the matrix is %d x %d, not square",
+                            (int)A->n_rows, (int)A->n_cols);
+    if (!A->val)
+        return gs_error_set(err, GS_ERR_INPUT, "ILU(0): the matrix has no values (a pattern)");
+    const int32_t n = A->n_rows;
+    diag = gs_malloc((size_t)n * sizeof *diag + 1, "ILU(0) diagonal positions", err);
+    pos = gs_malloc((size_t)n * sizeof *pos + 1, "ILU(0) row scatter", err);
+    w = gs_malloc((size_t)A->nnz * sizeof *w + 1, "ILU(0) values", err);
+    if (!diag || !pos || !w) GS_TRY(GS_ERR_NOMEM);
+    GS_TRY(ilu0_diagonal_positions(A, diag, err));
+    memcpy(w, A->val, (size_t)A->nnz * sizeof *w);
+    for (int32_t j = 0; j < n; j++) pos[j] = -1;
+    for (int32_t i = 0; i < n; i++) GS_TRY(ilu0_row(A, diag, i, pos, w, err));
+    GS_TRY(ilu0_split(A, diag, w, L, U, err));
+cleanup:
+    if (status != GS_OK) {
+        gs_csr_free(L);
+        gs_csr_free(U);
+    }
+    free(diag);
+    free(pos);
+    free(w);
+    return status;
+}

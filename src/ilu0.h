@@ -1,0 +1,20 @@
+/* ilu0.h - ILU(0): the incomplete LU factorisation of a square CSR matrix on
+ * its own pattern (Saad, Iterative Methods for Sparse Linear Systems, 2nd ed.,
+ * SIAM 2003, Alg. 10.4, the IKJ variant). Used by the isai preconditioner
+ * (Anzt et al., batched ISAI generation, ScalA 2016). */
+#ifndef GS_ILU0_H
+#define GS_ILU0_H
+
+#include "csr.h"
+#include "error.h"
+
+/* A ~ L U with (L U)_ij = a_ij for every (i, j) stored in A. L is unit lower
+ * triangular with its unit diagonal stored explicitly (so it can be
+ * multiplied with as well as solved with), U upper triangular with the
+ * pivots on its diagonal; together they have A's pattern (plus nothing).
+ * Errors: GS_ERR_INPUT for a non-square A or a row with no stored diagonal
+ * entry, GS_ERR_NUMERIC for a zero or non-finite pivot u_ii; the message
+ * names the row (1-based). On failure L and U are left empty. */
+int gs_ilu0(const gs_csr *A, gs_csr *L, gs_csr *U, gs_error *err);
+
+#endif

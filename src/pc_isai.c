@@ -1,0 +1,390 @@
+/* pc_isai.c - ILU(0) with incomplete sparse approximate inverses of its
+ * factors, ISAI(k): H. Anzt, E. Chow, T. Huckle, J. Dongarra, "Batched
+ * generation of incomplete sparse approximate inverses on GPUs", ScalA 2016
+ * (DOI 10.1109/ScalA.2016.11); ISAI itself: Anzt, Huckle, Braeckle,
+ * Dongarra, Parallel Computing 71 (2018).
+ *
+ * A ~ L U (ILU(0)); M_L ~ L^-1 on the pattern S of |L|^k with
+ * (L M_L - I)_ij = 0 for (i, j) in S, column by column: for column j with
+ * pattern J, L(J, J) M_L(J, j) = I(J, j), a small triangular system (the
+ * paper's Algorithm 1); M_U ~ U^-1 likewise. Apply: z = M_U (M_L r), or with
+ * s sweeps per factor x <- x + M (b - T x), or exact triangular solves
+ * (--trisolve exact, the paper's "trisol" column). Any column length works:
+ * the CPU reference has no 32-entry limit. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ilu0.h"
+#include "mmio.h"
+#include "precond.h"
+
+const gs_param_decl gs_isai_params[] = {
+    {"isai-power", "1", "k of ISAI(k): M_L, M_U on the patterns of |L|^k, |U|^k (1..8)"},
+    {"isai-sweeps", "0",
+     "fixed-point sweeps per factor after x = M b: x <- x + M (b - T x) (0..100)"},
+    {"trisolve", "isai",
+     "isai|exact: apply L, U by the ISAI products, or by exact triangular solves (trisol)"},
+    {"scale", "yes",
+     "yes|no: factorise S A S with S = diag(|a_ii|)^-1/2 (unit diagonal), then map the "
+     "factors back so M acts on A"},
+    {NULL, NULL, NULL},
+};
+
+typedef struct isai_data {
+    gs_csr L, U, ML, MU;       /* host factors of A itself (also when scaled) */
+    gs_mat *L_eng, *U_eng;     /* for sweeps and exact solves, else NULL */
+    gs_mat *ML_eng, *MU_eng;   /* for the ISAI apply, else NULL */
+    gs_vec *y, *t;             /* y = L-stage result; t = sweep residual */
+    long power, sweeps;
+    int exact, scaled;
+} isai_data;
+
+/* ---- generation: one small triangular solve per column ---- */
+
+/* Column j of M ~ T^-1, T lower: J = rows[0..m) ascending, rows[0] = j.
+ * Forward substitution on T(J, J) x = e_1; T(J_p, J_q) found by merging
+ * row J_p of T with J (both sorted). */
+static void isai_column_lower(const gs_csr *T, const int32_t *rows, int64_t m, double *x)
+{
+    for (int64_t p = 0; p < m; p++) {
+        const int32_t r = rows[p];
+        double sum = p == 0 ? 1.0 : 0.0, diag = 0.0;
+        int64_t q = 0, a = T->row_ptr[r];
+        while (a < T->row_ptr[r + 1] && q <= p) {
+            if (T->col[a] < rows[q])
+                a++;
+            else if (T->col[a] > rows[q])
+                q++;
+            else if (q == p)
+                diag = T->val[a++], q++;
+            else
+                sum -= T->val[a++] * x[q++];                /* - t_{J_p J_q} x_q */
+        }
+        x[p] = sum / diag;                                  /* diag = 0: Inf, caught */
+    }
+}
+
+/* Column j of M ~ T^-1, T upper: J ascending, rows[m-1] = j; backward
+ * substitution on T(J, J) x = e_m. */
+static void isai_column_upper(const gs_csr *T, const int32_t *rows, int64_t m, double *x)
+{
+    for (int64_t p = m - 1; p >= 0; p--) {
+        const int32_t r = rows[p];
+        double sum = p == m - 1 ? 1.0 : 0.0, diag = 0.0;
+        int64_t q = p, a = T->row_ptr[r];
+        while (a < T->row_ptr[r + 1] && q < m) {
+            if (T->col[a] < rows[q])
+                a++;
+            else if (T->col[a] > rows[q])
+                q++;
+            else if (q == p)
+                diag = T->val[a++], q++;
+            else
+                sum -= T->val[a++] * x[q++];
+        }
+        x[p] = sum / diag;
+    }
+}
+
+/* M ~ T^-1 on the pattern of |T|^k, T triangular with its diagonal stored.
+ * Columns are independent (the paper's batch): OpenMP over columns. The
+ * columns are built as the rows of M^T, then transposed. */
+static int isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
+                         gs_error *err)
+{
+    gs_csr S = {0}, MT = {0};
+    int status = GS_OK;
+    GS_TRY(gs_csr_pattern_power(T, k, 0, &S, err));
+    GS_TRY(gs_csr_transpose(&S, &MT, err));                 /* row j of MT: column j of S */
+    MT.val = gs_malloc((size_t)MT.nnz * sizeof(double) + 1, "ISAI values", err);
+    if (!MT.val) GS_TRY(GS_ERR_NOMEM);
+    int64_t lmax = 0;
+    int32_t bad = MT.n_rows;
+#pragma omp parallel for schedule(dynamic, 64) reduction(max : lmax) reduction(min : bad)
+    for (int32_t j = 0; j < MT.n_rows; j++) {
+        const int64_t b = MT.row_ptr[j], m = MT.row_ptr[j + 1] - b;
+        if (lower)
+            isai_column_lower(T, MT.col + b, m, MT.val + b);
+        else
+            isai_column_upper(T, MT.col + b, m, MT.val + b);
+        if (m > lmax) lmax = m;
+        for (int64_t p = 0; p < m; p++)
+            if (!isfinite(MT.val[b + p]) && j < bad) bad = j;
+    }
+    *longest = lmax;
+    if (bad < MT.n_rows)
+        GS_TRY(gs_error_set(err, GS_ERR_NUMERIC,
+                            "ISAI: column %d of M_%s is not finite (that column's small "
+                            "triangular system of %s overflows: the factor is too "
+                            "ill-conditioned)",
+                            (int)bad + 1, lower ? "L" : "U", lower ? "L" : "U"));
+    GS_TRY(gs_csr_transpose(&MT, M, err));
+cleanup:
+    gs_csr_free(&S);
+    gs_csr_free(&MT);
+    return status;
+}
+
+/* ---- scaling: factors of S A S mapped back to factors of A ---- */
+
+/* x_ij <- left_i x_ij right_j. A similarity (left = 1 / right) leaves the
+ * diagonal as it is: skip it, so that L keeps an exact unit diagonal. */
+static void scale_two_sided(gs_csr *X, const double *left, const double *right, int similarity)
+{
+#pragma omp parallel for schedule(static)
+    for (int32_t i = 0; i < X->n_rows; i++)
+        for (int64_t p = X->row_ptr[i]; p < X->row_ptr[i + 1]; p++)
+            if (!similarity || X->col[p] != i) X->val[p] *= left[i] * right[X->col[p]];
+}
+
+/* With ~ for the factors of S A S: L = S^-1 ~L S, U = S^-1 ~U S^-1 (the ILU(0)
+ * of A itself, by uniqueness), M_L = S^-1 ~M_L S, M_U = S ~M_U S, so that
+ * M_U M_L = S (~M_U ~M_L) S: the scaled preconditioner acting on A. */
+static int isai_unscale(isai_data *d, const double *s, gs_error *err)
+{
+    const int32_t n = d->L.n_rows;
+    double *sinv = gs_malloc((size_t)n * sizeof *sinv + 1, "inverse scaling", err);
+    if (!sinv) return GS_ERR_NOMEM;
+    for (int32_t i = 0; i < n; i++) sinv[i] = 1.0 / s[i];
+    scale_two_sided(&d->L, sinv, s, 1);
+    scale_two_sided(&d->U, sinv, sinv, 0);
+    if (d->ML.val) scale_two_sided(&d->ML, sinv, s, 1);
+    if (d->MU.val) scale_two_sided(&d->MU, s, s, 0);
+    free(sinv);
+    return GS_OK;
+}
+
+/* S = diag(|a_ii|)^-1/2 and As = S A S. */
+static int isai_scale(const gs_csr *A, double *s, gs_csr *As, gs_error *err)
+{
+    gs_error local = {0};
+    if (gs_csr_unit_diagonal_scaling(A, s, &local) != GS_OK)
+        return gs_error_set(err, local.status, "--scale yes: %s (--scale no factorises A "
+                            "unscaled)", local.msg);
+    int status = gs_csr_copy(A, As, err);
+    if (status == GS_OK) gs_csr_scale_symmetric(As, s);
+    return status;
+}
+
+/* ---- apply ---- */
+
+/* x ~ T^-1 b: x = M b, then sweeps x <- x + M (b - T x). */
+static int isai_solve(gs_pc *pc, const gs_mat *T, const gs_mat *M, const gs_vec *b, gs_vec *x)
+{
+    isai_data *d = pc->data;
+    const gs_engine_ops *o = pc->eng->ops;
+    int status = o->spmv_dot(pc->eng, M, b, x, NULL, GS_SLOT_NONE);
+    for (long s = 0; s < d->sweeps && status == GS_OK; s++) {
+        status = o->copy(pc->eng, b, d->t);                  /* t = b */
+        if (status == GS_OK)                                 /* t = b - T x */
+            status = o->spmv_axpby(pc->eng, gs_coef_const(-1), T, x, gs_coef_const(1), d->t);
+        if (status == GS_OK)                                 /* x = x + M t */
+            status = o->spmv_axpby(pc->eng, gs_coef_const(1), M, d->t, gs_coef_const(1), x);
+    }
+    return status;
+}
+
+static int isai_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
+{
+    isai_data *d = pc->data;
+    const gs_engine_ops *o = pc->eng->ops;
+    if (d->exact) {                                         /* z = U \ (L \ r) */
+        int status = o->trisolve(pc->eng, d->L_eng, 1, r, d->y);
+        return status == GS_OK ? o->trisolve(pc->eng, d->U_eng, 0, d->y, z) : status;
+    }
+    int status = isai_solve(pc, d->L_eng, d->ML_eng, r, d->y); /* y ~ L^-1 r */
+    return status == GS_OK ? isai_solve(pc, d->U_eng, d->MU_eng, d->y, z) : status;
+}
+
+static void isai_destroy(gs_pc *pc)
+{
+    isai_data *d = pc->data;
+    if (!d) return;
+    gs_engine *e = pc->eng;
+    e->ops->mat_destroy(e, d->L_eng);
+    e->ops->mat_destroy(e, d->U_eng);
+    e->ops->mat_destroy(e, d->ML_eng);
+    e->ops->mat_destroy(e, d->MU_eng);
+    e->ops->vec_destroy(e, d->y);
+    e->ops->vec_destroy(e, d->t);
+    gs_csr_free(&d->L);
+    gs_csr_free(&d->U);
+    gs_csr_free(&d->ML);
+    gs_csr_free(&d->MU);
+    free(d);
+}
+
+/* PREFIX_L.mtx, PREFIX_U.mtx and (unless --trisolve exact, which builds
+ * none) PREFIX_ML.mtx, PREFIX_MU.mtx: the factors of A (unscaled). */
+static int isai_save(gs_pc *pc, const char *prefix, gs_error *err)
+{
+    isai_data *d = pc->data;
+    const struct {
+        const char *suffix;
+        const gs_csr *M;
+        const char *what;
+    } files[] = {
+        {"L", &d->L, "gpusolve isai: ILU(0) factor L (unit lower, diagonal stored)"},
+        {"U", &d->U, "gpusolve isai: ILU(0) factor U"},
+        {"ML", &d->ML, "gpusolve isai: M_L ~ L^-1, (L M_L - I) = 0 on its pattern"},
+        {"MU", &d->MU, "gpusolve isai: M_U ~ U^-1, (U M_U - I) = 0 on its pattern"},
+    };
+    for (int f = 0; f < 4; f++) {
+        if (!files[f].M->row_ptr) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s_%s.mtx", prefix, files[f].suffix);
+        int status = gs_mm_write_csr(path, files[f].M, 0, files[f].what, err);
+        if (status != GS_OK) return status;
+    }
+    return GS_OK;
+}
+
+/* ---- setup ---- */
+
+typedef struct isai_options {
+    long power, sweeps;
+    int exact, scale;
+} isai_options;
+
+static int isai_read_options(const gs_params *p, isai_options *o, gs_error *err)
+{
+    const char *trisolve, *scale;
+    int status = GS_OK;
+    GS_TRY(gs_params_int(p, gs_isai_params, "isai-power", 1, 8, &o->power, err));
+    GS_TRY(gs_params_int(p, gs_isai_params, "isai-sweeps", 0, 100, &o->sweeps, err));
+    GS_TRY(gs_params_choice(p, gs_isai_params, "trisolve", "isai|exact", &trisolve, err));
+    GS_TRY(gs_params_choice(p, gs_isai_params, "scale", "yes|no", &scale, err));
+    o->exact = strcmp(trisolve, "exact") == 0;
+    o->scale = strcmp(scale, "yes") == 0;
+    if (o->exact && (o->sweeps > 0 || o->power != 1)) /* exact solves build no ISAI */
+        status = gs_error_set(err, GS_ERR_USAGE, "--%s %ld has no effect with --trisolve exact",
+                              o->sweeps > 0 ? "isai-sweeps" : "isai-power",
+                              o->sweeps > 0 ? o->sweeps : o->power);
+cleanup:
+    return status;
+}
+
+/* ILU(0) (of S A S when scaling), then ISAI of both factors, then back to A. */
+static int isai_build_host(gs_pc *pc, const gs_csr *A, const isai_options *o, isai_data *d,
+                           gs_error *err)
+{
+    gs_csr As = {0};
+    double *s = NULL;
+    int64_t longest_L = 0, longest_U = 0;
+    int status = GS_OK;
+    double t0;
+    if (o->scale) {
+        t0 = gs_pc_stage_begin(pc);
+        s = gs_malloc((size_t)A->n_rows * sizeof *s + 1, "isai scaling", err);
+        if (!s) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(isai_scale(A, s, &As, err));
+        GS_TRY(gs_pc_stage_end(pc, "scaling", t0));
+    }
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(gs_ilu0(o->scale ? &As : A, &d->L, &d->U, err));
+    GS_TRY(gs_pc_stage_end(pc, "ilu0", t0));
+    if (!o->exact) {
+        t0 = gs_pc_stage_begin(pc);
+        GS_TRY(isai_generate(&d->L, 1, (int)o->power, &d->ML, &longest_L, err));
+        GS_TRY(gs_pc_stage_end(pc, "isai L", t0));
+        t0 = gs_pc_stage_begin(pc);
+        GS_TRY(isai_generate(&d->U, 0, (int)o->power, &d->MU, &longest_U, err));
+        GS_TRY(gs_pc_stage_end(pc, "isai U", t0));
+        gs_kv_num(&pc->extra, "ML_longest_column", (double)longest_L);
+        gs_kv_num(&pc->extra, "MU_longest_column", (double)longest_U);
+    }
+    if (o->scale) {
+        t0 = gs_pc_stage_begin(pc);
+        GS_TRY(isai_unscale(d, s, err));
+        GS_TRY(gs_pc_stage_end(pc, "scaling", t0));
+    }
+cleanup:
+    gs_csr_free(&As);
+    free(s);
+    return status;
+}
+
+/* Engine objects: L, U for sweeps and exact solves; M_L, M_U for ISAI. */
+static int isai_upload(gs_pc *pc, isai_data *d)
+{
+    gs_engine *e = pc->eng;
+    const int need_factors = d->exact || d->sweeps > 0;
+    int status = GS_OK;
+    if (need_factors) {
+        GS_TRY(e->ops->mat_create(e, &d->L, GS_FP64, &d->L_eng));
+        GS_TRY(e->ops->mat_create(e, &d->U, GS_FP64, &d->U_eng));
+    }
+    if (!d->exact) {
+        GS_TRY(e->ops->mat_create(e, &d->ML, GS_FP64, &d->ML_eng));
+        GS_TRY(e->ops->mat_create(e, &d->MU, GS_FP64, &d->MU_eng));
+    }
+    GS_TRY(e->ops->vec_create(e, d->L.n_rows, &d->y));
+    if (d->sweeps > 0 && !d->exact) GS_TRY(e->ops->vec_create(e, d->L.n_rows, &d->t));
+cleanup:
+    return status;
+}
+
+/* What the report shows: nnz(M) and the bytes of one apply. */
+static void isai_describe(gs_pc *pc, const isai_data *d)
+{
+    const double n8 = 8.0 * d->L.n_rows;
+    const double bL = gs_csr_stream_bytes(&d->L, GS_FP64), bU = gs_csr_stream_bytes(&d->U, GS_FP64);
+    if (d->exact) {
+        pc->nnz = d->L.nnz + d->U.nnz;
+        pc->apply_bytes = bL + bU + 4 * n8;                 /* r, y twice, z */
+        snprintf(pc->description, sizeof pc->description,
+                 "ILU(0) with exact triangular solves (trisol), scale=%s",
+                 d->scaled ? "yes" : "no");
+    } else {
+        const double bML = gs_csr_stream_bytes(&d->ML, GS_FP64);
+        const double bMU = gs_csr_stream_bytes(&d->MU, GS_FP64);
+        pc->nnz = d->ML.nnz + d->MU.nnz + (d->sweeps > 0 ? d->L.nnz + d->U.nnz : 0);
+        /* M b: b, x; each sweep: copy (2), t = b - T x (3), x += M t (3). */
+        pc->apply_bytes = bML + bMU + 4 * n8 + d->sweeps * (bL + bU + bML + bMU + 16 * n8);
+        snprintf(pc->description, sizeof pc->description,
+                 "ILU(0)+ISAI(%ld), sweeps=%ld, scale=%s", d->power, d->sweeps,
+                 d->scaled ? "yes" : "no");
+        gs_kv_num(&pc->extra, "nnz_ML", (double)d->ML.nnz);
+        gs_kv_num(&pc->extra, "nnz_MU", (double)d->MU.nnz);
+    }
+    gs_kv_num(&pc->extra, "nnz_L", (double)d->L.nnz);
+    gs_kv_num(&pc->extra, "nnz_U", (double)d->U.nnz);
+    gs_kv_str(&pc->extra, "trisolve", d->exact ? "exact" : "isai");
+    pc->symmetric = 0;
+}
+
+int gs_isai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
+{
+    isai_options o;
+    isai_data *d = NULL;
+    double t0;
+    int status = GS_OK;
+    GS_TRY(isai_read_options(pc->params, &o, err));
+    if (A->n_rows != A->n_cols)
+        GS_TRY(gs_error_set(err, GS_ERR_INPUT, "the matrix is %d x %d, not square",
+                            (int)A->n_rows, (int)A->n_cols));
+    if (o.exact && !pc->eng->ops->trisolve)
+        GS_TRY(gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "--trisolve exact: the %s engine has no triangular solve",
+                            pc->eng->ops->name));
+    d = gs_calloc(1, sizeof *d, "isai", err);
+    if (!d) GS_TRY(GS_ERR_NOMEM);
+    pc->data = d;
+    pc->destroy = isai_destroy;
+    d->power = o.power, d->sweeps = o.sweeps, d->exact = o.exact, d->scaled = o.scale;
+    GS_TRY(isai_build_host(pc, A, &o, d, err));
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(isai_upload(pc, d));
+    GS_TRY(gs_pc_stage_end(pc, "upload", t0));
+    pc->apply = isai_apply;
+    pc->save = isai_save;
+    isai_describe(pc, d);
+cleanup:
+    if (status != GS_OK) {
+        gs_engine_fail(pc->eng, err);
+        gs_error_prefix(err, "isai: ");
+    }
+    return status;
+}

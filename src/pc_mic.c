@@ -1,0 +1,251 @@
+/* pc_mic.c - modified incomplete Cholesky M = L D L^T (root-free, L unit
+ * lower on the pattern of A's lower triangle), as in the MIC-preconditioned
+ * CG on the GPU (MICPCGA) for u_t = u_xx + u_yy + u_zz; the modification is
+ * Gustafsson's (BIT 18, 1978): dropped fill goes to the diagonal, times omega.
+ *
+ * Right-looking elimination: pivot k, d_k = current a_kk, l_ik = a_ik / d_k;
+ * every pair i >= j > k of column k updates a_ij -= l_ik d_k l_jk. When (i, j)
+ * is outside the pattern that fill is dropped, and with omega it is taken off
+ * both diagonals: a_ii -= omega l_ik d_k l_jk, a_jj -= omega l_ik d_k l_jk.
+ * Then (L D L^T)_ij = a_ij on the pattern off the diagonal, and the row sums
+ * of L D L^T - A are (1 - omega) times those of the dropped fill: omega = 1
+ * (MIC) gives L D L^T e = A e, omega = 0 is IC(0) with (L D L^T)_ii = a_ii.
+ * Apply: z = L^-T (D^-1 (L^-1 r)), two triangular solves on the engine. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mmio.h"
+#include "precond.h"
+
+const gs_param_decl gs_mic_params[] = {
+    {"omega", "1", "share of the dropped fill added to the diagonal: 1 = MIC, 0 = IC(0)"},
+    {"mic-shift", "0",
+     "factorise A + X diag(A) instead of A (X >= 0; a cure for non-positive pivots)"},
+    {NULL, NULL, NULL},
+};
+
+typedef struct mic_data {
+    gs_csr L;          /* unit lower, diagonal stored (host copy, for --save-precond) */
+    gs_csr LT;         /* L^T: what the elimination produces, row k = column k of L */
+    double *d;         /* D */
+    gs_mat *L_eng, *LT_eng;
+    gs_vec *dinv, *t, *u;
+    double omega, shift;
+} mic_data;
+
+/* GS_ERR_INPUT naming the first (row, column) where a_ij != a_ji (the same
+ * relative test, 1e-12, that makes the command line pick CG). */
+static int mic_check_symmetric(const gs_csr *A, gs_error *err)
+{
+    for (int32_t i = 0; i < A->n_rows; i++)
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+            const int32_t j = A->col[p];
+            const int64_t q = gs_csr_find(A, j, i);
+            const double aij = A->val[p], aji = q < 0 ? 0.0 : A->val[q];
+            if (fabs(aij - aji) > 1e-12 * fmax(fabs(aij), fabs(aji)))
+                return gs_error_set(err, GS_ERR_INPUT,
+                                    "A is not symmetric: a(%d,%d) = %g but a(%d,%d) = %g%s "
+                                    "(row %d, column %d); MIC needs a symmetric matrix",
+                                    (int)i + 1, (int)j + 1, aij, (int)j + 1, (int)i + 1, aji,
+                                    q < 0 ? " (not stored)" : "", (int)i + 1, (int)j + 1);
+        }
+    return GS_OK;
+}
+
+/* Upper triangle R = triu(A) (= L^T's pattern, row k = column k of tril(A)),
+ * each row starting with a positive diagonal; the shift scales it by 1 + X. */
+static int mic_upper(const gs_csr *A, double shift, gs_csr *R, gs_error *err)
+{
+    int status = gs_csr_upper(A, 1, R, err);
+    if (status != GS_OK) return status;
+    for (int32_t i = 0; i < R->n_rows; i++) {
+        const int64_t p = R->row_ptr[i];
+        if (p == R->row_ptr[i + 1] || R->col[p] != i)
+            return gs_error_set(err, GS_ERR_INPUT, "row %d has no diagonal entry: A is not "
+                                "positive definite", (int)i + 1);
+        if (!(R->val[p] > 0.0) || !isfinite(R->val[p]))
+            return gs_error_set(err, GS_ERR_INPUT, "row %d has diagonal entry %g: A is not "
+                                "positive definite", (int)i + 1, R->val[p]);
+        R->val[p] *= 1.0 + shift;                           /* a_ii + X a_ii */
+    }
+    return GS_OK;
+}
+
+/* Step k of the elimination on R's values: row k of R holds column k of the
+ * active submatrix. pos scatters row j of R (-1 elsewhere). */
+static int64_t mic_eliminate(gs_csr *R, int32_t k, double omega, int64_t *pos)
+{
+    const int64_t pk = R->row_ptr[k], end = R->row_ptr[k + 1];
+    const double dk = R->val[pk];
+    int64_t dropped = 0;
+    for (int64_t p = pk + 1; p < end; p++) {
+        const int32_t j = R->col[p];
+        for (int64_t q = R->row_ptr[j]; q < R->row_ptr[j + 1]; q++) pos[R->col[q]] = q;
+        for (int64_t q = p; q < end; q++) {                 /* i = col[q] >= j */
+            const double u = R->val[p] * R->val[q] / dk;    /* l_jk d_k l_ik */
+            const int32_t i = R->col[q];
+            if (pos[i] >= 0) {
+                R->val[pos[i]] -= u;                        /* a_ji -= l_jk d_k l_ik */
+            } else {                                        /* dropped fill at (j, i) */
+                R->val[R->row_ptr[j]] -= omega * u;         /* a_jj -= omega u */
+                R->val[R->row_ptr[i]] -= omega * u;         /* a_ii -= omega u */
+                dropped++;
+            }
+        }
+        for (int64_t q = R->row_ptr[j]; q < R->row_ptr[j + 1]; q++) pos[R->col[q]] = -1;
+    }
+    for (int64_t p = pk + 1; p < end; p++) R->val[p] /= dk; /* l_jk = a_kj / d_k */
+    R->val[pk] = 1.0;                                       /* l_kk = 1 */
+    return dropped;
+}
+
+/* L D L^T: R becomes L^T (unit diagonal stored), d gets D. */
+static int mic_factorise(gs_pc *pc, gs_csr *R, double *d, double omega, gs_error *err)
+{
+    const int32_t n = R->n_rows;
+    int64_t *pos = gs_malloc((size_t)n * sizeof *pos + 1, "mic scatter", err), dropped = 0;
+    if (!pos) return GS_ERR_NOMEM;
+    for (int32_t j = 0; j < n; j++) pos[j] = -1;
+    double min_ratio = INFINITY;
+    int status = GS_OK;
+    for (int32_t i = 0; i < n; i++) d[i] = R->val[R->row_ptr[i]]; /* a_ii (shifted) */
+    for (int32_t k = 0; k < n && status == GS_OK; k++) {
+        const double pivot = R->val[R->row_ptr[k]];
+        if (!(pivot > 0.0) || !isfinite(pivot)) {
+            status = gs_error_set(err, GS_ERR_NUMERIC,
+                                  "non-positive pivot d = %g in row %d (A is not positive "
+                                  "definite, or the incomplete factorisation broke down; "
+                                  "--mic-shift X factorises A + X diag(A) instead)",
+                                  pivot, (int)k + 1);
+            break;
+        }
+        min_ratio = fmin(min_ratio, pivot / d[k]);          /* d_k / a_kk */
+        d[k] = pivot;
+        dropped += mic_eliminate(R, k, omega, pos);
+    }
+    free(pos);
+    if (status == GS_OK) {
+        gs_kv_num(&pc->extra, "dropped_fill", (double)dropped);
+        gs_kv_num(&pc->extra, "min_pivot_ratio", min_ratio); /* min d_k / a_kk */
+    }
+    return status;
+}
+
+static int mic_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
+{
+    mic_data *m = pc->data;
+    const gs_engine_ops *o = pc->eng->ops;
+    int status = o->trisolve(pc->eng, m->L_eng, 1, r, m->t);          /* t = L \ r */
+    if (status == GS_OK)
+        status = o->pointwise_mult_dot(pc->eng, m->dinv, m->t, m->u, GS_SLOT_NONE); /* u = D^-1 t */
+    if (status == GS_OK) status = o->trisolve(pc->eng, m->LT_eng, 1, m->u, z); /* z = L^T \ u */
+    return status;
+}
+
+static void mic_destroy(gs_pc *pc)
+{
+    mic_data *m = pc->data;
+    if (!m) return;
+    gs_engine *e = pc->eng;
+    e->ops->mat_destroy(e, m->L_eng);
+    e->ops->mat_destroy(e, m->LT_eng);
+    e->ops->vec_destroy(e, m->dinv);
+    e->ops->vec_destroy(e, m->t);
+    e->ops->vec_destroy(e, m->u);
+    gs_csr_free(&m->L);
+    gs_csr_free(&m->LT);
+    free(m->d);
+    free(m);
+}
+
+/* PREFIX_L.mtx (unit lower, diagonal stored) and PREFIX_D.mtx (D). */
+static int mic_save(gs_pc *pc, const char *prefix, gs_error *err)
+{
+    mic_data *m = pc->data;
+    char path[4096], what[160];
+    snprintf(what, sizeof what, "gpusolve mic: M = L D L^T, L unit lower, omega=%g shift=%g",
+             m->omega, m->shift);
+    snprintf(path, sizeof path, "%s_L.mtx", prefix);
+    int status = gs_mm_write_csr(path, &m->L, 0, what, err);
+    snprintf(what, sizeof what, "gpusolve mic: D of M = L D L^T, omega=%g shift=%g", m->omega,
+             m->shift);
+    snprintf(path, sizeof path, "%s_D.mtx", prefix);
+    if (status == GS_OK) status = gs_mm_write_vector(path, m->d, m->L.n_rows, what, err);
+    return status;
+}
+
+static int mic_upload(gs_pc *pc, mic_data *m, gs_error *err)
+{
+    gs_engine *e = pc->eng;
+    const int32_t n = m->L.n_rows;
+    int status = GS_OK;
+    double *dinv = gs_malloc((size_t)n * sizeof *dinv + 1, "mic D^-1", err);
+    if (!dinv) return GS_ERR_NOMEM;
+    for (int32_t i = 0; i < n; i++) dinv[i] = 1.0 / m->d[i];
+    GS_TRY(e->ops->mat_create(e, &m->L, GS_FP64, &m->L_eng));
+    GS_TRY(e->ops->mat_create(e, &m->LT, GS_FP64, &m->LT_eng));
+    GS_TRY(e->ops->vec_create(e, n, &m->dinv));
+    GS_TRY(e->ops->vec_upload(e, m->dinv, dinv));
+    GS_TRY(e->ops->vec_create(e, n, &m->t));
+    GS_TRY(e->ops->vec_create(e, n, &m->u));
+cleanup:
+    free(dinv);
+    return status;
+}
+
+static void mic_describe(gs_pc *pc, const mic_data *m)
+{
+    const double n8 = 8.0 * m->L.n_rows;
+    pc->nnz = m->L.nnz; /* nnz(L), unit diagonal included = nnz(tril(A)), as FSAI's nnz(G) */
+    /* L \ r: r, t; D^-1 t: d, t, u; L^T \ u: u, z. */
+    pc->apply_bytes = gs_csr_stream_bytes(&m->L, GS_FP64) +
+                      gs_csr_stream_bytes(&m->LT, GS_FP64) + 7 * n8;
+    pc->symmetric = 1;
+    snprintf(pc->description, sizeof pc->description, "%s, omega=%g, shift=%g",
+             m->omega == 0 ? "IC(0)" : m->omega == 1 ? "MIC(0)" : "relaxed MIC(0)", m->omega,
+             m->shift);
+    gs_kv_num(&pc->extra, "omega", m->omega);
+    gs_kv_num(&pc->extra, "shift", m->shift);
+}
+
+int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
+{
+    mic_data *m = NULL;
+    double omega, shift, t0;
+    int status = GS_OK;
+    GS_TRY(gs_params_double(pc->params, gs_mic_params, "omega", 0, 1, &omega, err));
+    GS_TRY(gs_params_double(pc->params, gs_mic_params, "mic-shift", 0, 1e6, &shift, err));
+    if (A->n_rows != A->n_cols)
+        GS_TRY(gs_error_set(err, GS_ERR_INPUT, "the matrix is %d x %d, not square",
+                            (int)A->n_rows, (int)A->n_cols));
+    if (!A->val) GS_TRY(gs_error_set(err, GS_ERR_INPUT, "the matrix has no values"));
+    m = gs_calloc(1, sizeof *m, "mic", err);
+    if (!m) GS_TRY(GS_ERR_NOMEM);
+    pc->data = m;
+    pc->destroy = mic_destroy;
+    m->omega = omega, m->shift = shift;
+    m->d = gs_malloc((size_t)A->n_rows * sizeof *m->d + 1, "mic D", err);
+    if (!m->d) GS_TRY(GS_ERR_NOMEM);
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(mic_check_symmetric(A, err));
+    GS_TRY(mic_upper(A, shift, &m->LT, err));
+    GS_TRY(mic_factorise(pc, &m->LT, m->d, omega, err));
+    GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(gs_csr_transpose(&m->LT, &m->L, err));
+    GS_TRY(gs_pc_stage_end(pc, "transpose", t0));
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(mic_upload(pc, m, err));
+    GS_TRY(gs_pc_stage_end(pc, "upload", t0));
+    pc->apply = mic_apply;
+    pc->save = mic_save;
+    mic_describe(pc, m);
+cleanup:
+    if (status != GS_OK) {
+        gs_engine_fail(pc->eng, err);
+        gs_error_prefix(err, "mic: ");
+    }
+    return status;
+}

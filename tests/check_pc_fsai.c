@@ -1,0 +1,916 @@
+/* check_pc_fsai.c - static FSAI (src/pc_fsai.c) by the properties that
+ * define it (Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci. Comput. 2016,
+ * section 3): diag(G A G^T) = I (3.10); each row solves its local system,
+ * (G̃ A)_ij = δ_ij on the pattern (3.4); the pattern is the recursion (3.9);
+ * the postfilter is (3.11)-(3.13). Plus the dense Cholesky it relies on,
+ * the apply, fp32 storage, iterations against Jacobi, bad input and
+ * allocation failures. Tolerances are rounding-error bounds (Higham,
+ * "Accuracy and Stability of Numerical Algorithms", 2nd ed.: dot products
+ * (3.5), Cholesky Thm 10.3-10.4), stated where used; u = DBL_EPSILON / 2. */
+#include "dense_cholesky.h"
+#include "gen.h"
+#include "testutil.h"
+
+#define U_ROUND (DBL_EPSILON / 2)
+
+/* ---- parameters ---- */
+
+typedef struct fsai_args {
+    gs_params p;
+    char text[GS_MAX_PARAMS][40];
+} fsai_args;
+
+static void arg_set(fsai_args *a, const char *name, const char *value)
+{
+    snprintf(a->text[a->p.count], sizeof a->text[0], "%s", value);
+    ck_assert_int_eq(gs_params_set(&a->p, name, a->text[a->p.count], NULL), GS_OK);
+}
+
+/* tau, k, delta; a negative value leaves that parameter at its default. */
+static const gs_params *fsai_args_make(fsai_args *a, double tau, long k, double delta)
+{
+    char buf[40];
+    memset(a, 0, sizeof *a);
+    if (tau >= 0) snprintf(buf, sizeof buf, "%.17g", tau), arg_set(a, "tau", buf);
+    if (k >= 0) snprintf(buf, sizeof buf, "%ld", k), arg_set(a, "k", buf);
+    if (delta >= 0) snprintf(buf, sizeof buf, "%.17g", delta), arg_set(a, "delta", buf);
+    return &a->p;
+}
+
+/* ---- inputs ---- */
+
+static gs_csr generated(const char *spec)
+{
+    gs_csr A = {0};
+    gs_error err = {0};
+    char name[128];
+    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
+    return A;
+}
+
+/* Random symmetric n x n SPD matrix: ragged rows (a few dense ones), off-
+ * diagonal magnitudes spread over 10^[-3, 0] so that tau cuts inside rows,
+ * diagonal = sum of |off-diagonal| + [0.5, 1.5) (strictly diagonally
+ * dominant, so SPD), then scaled D A D with d_i in 10^[-1, 1] so that the
+ * prefilter's sqrt(a_ii a_jj) matters. */
+static gs_csr random_spd(tu_rng *r, int32_t n)
+{
+    int64_t cap = (int64_t)n * n + n;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v), *sum = calloc((size_t)n, sizeof *sum);
+    double *s = malloc((size_t)n * sizeof *s);
+    ck_assert(ri && ci && v && sum && s);
+    int64_t nz = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double density = tu_uniform(r) < 0.1 ? 0.5 : 0.08 * tu_uniform(r);
+        for (int32_t j = 0; j < i; j++) {
+            if (tu_uniform(r) >= density) continue;
+            double a = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -3.0 * tu_uniform(r));
+            ri[nz] = i, ci[nz] = j, v[nz++] = a;
+            ri[nz] = j, ci[nz] = i, v[nz++] = a;
+            sum[i] += fabs(a), sum[j] += fabs(a);
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        ri[nz] = i, ci[nz] = i, v[nz++] = sum[i] + 0.5 + tu_uniform(r);
+        s[i] = pow(10.0, 2.0 * tu_uniform(r) - 1.0);
+    }
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
+    gs_csr_scale_symmetric(&A, s);
+    free(ri), free(ci), free(v), free(sum), free(s);
+    return A;
+}
+
+/* ---- running fsai ---- */
+
+/* G as fsai builds it for A (setup must succeed); mu_G_hat into *mu_hat. */
+static gs_csr fsai_factor(const gs_csr *A, const gs_params *p, double *mu_hat)
+{
+    tu_pc_run run;
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_build(A, "fsai", p, &run, &err) == GS_OK, "fsai setup: %s", err.msg);
+    gs_csr G = {0};
+    tu_pc_saved_matrix(run.pc, "G", &G);
+    ck_assert_int_eq(G.nnz, run.pc->nnz);
+    const gs_kv *kv = tu_pc_extra(run.pc, "mu_G_hat");
+    ck_assert_ptr_nonnull(kv);
+    if (mu_hat) *mu_hat = kv->num;
+    tu_pc_release(&run);
+    return G;
+}
+
+/* Setup status for A with p; err gets the message. */
+static int fsai_status(const gs_csr *A, const gs_params *p, gs_error *err)
+{
+    tu_pc_run run;
+    int status = tu_pc_build(A, "fsai", p, &run, err);
+    if (status == GS_OK) tu_pc_release(&run);
+    return status;
+}
+
+static int32_t max_row_length(const gs_csr *A)
+{
+    int64_t m = 0;
+    for (int32_t i = 0; i < A->n_rows; i++)
+        if (A->row_ptr[i + 1] - A->row_ptr[i] > m) m = A->row_ptr[i + 1] - A->row_ptr[i];
+    return (int32_t)m;
+}
+
+/* G is lower triangular, every row ends with a positive diagonal entry. */
+static void check_lower_with_diagonal(const gs_csr *G, const char *label)
+{
+    for (int32_t i = 0; i < G->n_rows; i++) {
+        int64_t last = G->row_ptr[i + 1] - 1;
+        ck_assert_msg(last >= G->row_ptr[i] && G->col[last] == i && G->val[last] > 0,
+                      "%s: row %d of G does not end with a positive diagonal entry", label,
+                      (int)i + 1);
+    }
+}
+
+/* (A x)_j with x dense; *abs_out = (|A||x|)_j. */
+static double row_times(const gs_csr *A, int32_t j, const double *x, double *abs_out)
+{
+    double s = 0, a = 0;
+    for (int64_t p = A->row_ptr[j]; p < A->row_ptr[j + 1]; p++) {
+        s += A->val[p] * x[A->col[p]];
+        a += fabs(A->val[p] * x[A->col[p]]);
+    }
+    *abs_out = a;
+    return s;
+}
+
+/* The property (3.10): (G A G^T)_ii = g_i^T A g_i = 1 for every row.
+ * Tolerance: the setup divides row i by the computed sqrt(z^T A z); that
+ * quadratic form is m dot products of A's rows (length <= r) and one of
+ * length m, so its error is <= γ_{m+r} q with q = |g|^T |A| |g| (Higham
+ * (3.5)); the division by sqrt rounds each g_ij by <= 3u (6u on q); this
+ * test's own evaluation adds another γ_{m+r} q. First order: (2(m+r)+6) u q;
+ * we allow twice that for the second-order terms. */
+static void check_unit_diagonal(const gs_csr *A, const gs_csr *G, const char *label)
+{
+    const int32_t n = A->n_rows, r = max_row_length(A);
+    double *x = calloc((size_t)n, sizeof *x), worst = 0;
+    ck_assert_ptr_nonnull(x);
+    check_lower_with_diagonal(G, label);
+    for (int32_t i = 0; i < n; i++) {
+        const int64_t p0 = G->row_ptr[i], p1 = G->row_ptr[i + 1];
+        for (int64_t p = p0; p < p1; p++) x[G->col[p]] = G->val[p];
+        double d = 0, q = 0, abs_row;
+        for (int64_t p = p0; p < p1; p++) {
+            d += G->val[p] * row_times(A, G->col[p], x, &abs_row);   /* g^T A g */
+            q += fabs(G->val[p]) * abs_row;                          /* |g|^T |A| |g| */
+        }
+        for (int64_t p = p0; p < p1; p++) x[G->col[p]] = 0;
+        const double tol = 2.0 * (2.0 * ((double)(p1 - p0) + r) + 6.0) * U_ROUND * q;
+        ck_assert_msg(fabs(d - 1.0) <= tol,
+                      "%s: (G A G^T)_ii = %.17g in row %d, |error| %.3g > bound %.3g", label,
+                      d, (int)i + 1, fabs(d - 1.0), tol);
+        if (fabs(d - 1.0) > worst) worst = fabs(d - 1.0);
+    }
+    free(x);
+}
+
+/* The property (3.4): with g̃_i = g_ii g_i (= the local solution w of
+ * A[P,P] w = e_m, since g_i = w / sqrt(w_m) and g_ii = sqrt(w_m)),
+ * (g̃_i^T A)_j = (A g̃_i)_j = [j == i] for every j in P_i. Only for
+ * delta = 0 (no postfilter: G's row pattern is P_i).
+ * Off-diagonal tolerance, scale-free (||(A g̃)_off|| / ||g̃|| does not depend
+ * on g̃'s scaling): Cholesky's computed w solves (A_P + ΔA) w = e_m with
+ * ||ΔA||_2 <= γ_{3m+1} m ||A_P||_2 (Higham Thm 10.4 with || |L||L^T| ||_2 <=
+ * m ||A_P||_2), so ||(A_P w)_off||_2 <= γ_{3m+1} m ||A_P||_F ||w||_2; the
+ * scalings round each entry by <= 4u and this test's products add γ_m
+ * || |A_P| |g̃| || <= γ_m ||A_P||_F ||g̃||. Twice the first-order sum.
+ * Diagonal: g_ii (A g)_i = g^T A g - g_off^T (A g)_off, so its distance to 1
+ * is at most the unit-diagonal bound plus ||g_off|| ||(A g)_off||. */
+static void check_local_systems(const gs_csr *A, const gs_csr *G, const char *label)
+{
+    const int32_t n = A->n_rows, r = max_row_length(A);
+    const size_t len = (size_t)(n > 0 ? n : 1);
+    double *x = calloc(len, sizeof *x);
+    int32_t *in_p = calloc(len, sizeof *in_p);
+    ck_assert(x && in_p);
+    for (int32_t i = 0; i < n; i++) {
+        const int64_t p0 = G->row_ptr[i], p1 = G->row_ptr[i + 1];
+        const double m = (double)(p1 - p0), gii = G->val[p1 - 1];
+        double gnorm = 0, goff = 0, apf = 0, off = 0, diag = 0, q = 0, abs_row;
+        for (int64_t p = p0; p < p1; p++) {
+            x[G->col[p]] = gii * G->val[p];                         /* g̃ = g_ii g */
+            in_p[G->col[p]] = 1;
+            gnorm += x[G->col[p]] * x[G->col[p]];
+            if (p < p1 - 1) goff += G->val[p] * G->val[p];
+        }
+        for (int64_t p = p0; p < p1; p++) {
+            const int32_t j = G->col[p];
+            for (int64_t t = A->row_ptr[j]; t < A->row_ptr[j + 1]; t++)
+                if (in_p[A->col[t]]) apf += A->val[t] * A->val[t]; /* ||A_P||_F^2 */
+            const double agj = row_times(A, j, x, &abs_row);        /* (A g̃)_j */
+            q += fabs(G->val[p]) * abs_row / gii;
+            if (j == i)
+                diag = agj;
+            else
+                off += agj * agj;
+        }
+        gnorm = sqrt(gnorm), goff = sqrt(goff), apf = sqrt(apf), off = sqrt(off);
+        const double tol_off = 2.0 * ((3 * m + 1) * m + m + 4) * U_ROUND * apf * gnorm;
+        ck_assert_msg(off <= tol_off,
+                      "%s: row %d: ||(G̃ A)_ij, j in P_i, j != i|| = %.3g > bound %.3g", label,
+                      (int)i + 1, off, tol_off);
+        const double tol_diag =
+            2.0 * (2.0 * (m + r) + 6.0) * U_ROUND * q + goff * tol_off / gii;
+        ck_assert_msg(fabs(diag - 1.0) <= tol_diag,
+                      "%s: row %d: (G̃ A)_ii = %.17g, |error| %.3g > bound %.3g", label,
+                      (int)i + 1, diag, fabs(diag - 1.0), tol_diag);
+        for (int64_t p = p0; p < p1; p++) x[G->col[p]] = 0, in_p[G->col[p]] = 0;
+    }
+    free(x);
+    free(in_p);
+}
+
+/* The documented pattern, built here with csr.c's generic operations:
+ * Ã by (3.8), L_1 = Low(Ã), L_{p+1} = Low(pattern(L_p Ã)). */
+static gs_csr expected_pattern(const gs_csr *A, double tau, long k)
+{
+    gs_error err = {0};
+    const int32_t n = A->n_rows;
+    double *d = malloc((size_t)n * sizeof *d);
+    int32_t *ri = malloc((size_t)A->nnz * sizeof *ri), *ci = malloc((size_t)A->nnz * sizeof *ci);
+    ck_assert(d && ri && ci);
+    gs_csr_diagonal(A, d);
+    int64_t nz = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++)
+            if (A->col[p] == i || fabs(A->val[p]) > tau * sqrt(d[i] * d[A->col[p]]))
+                ri[nz] = i, ci[nz++] = A->col[p];
+    gs_csr At = {0}, L = {0}, P = {0};
+    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, NULL, &At, &err) == GS_OK);
+    ck_assert(gs_csr_lower(&At, 1, &L, &err) == GS_OK);
+    for (long p = 1; p < k; p++) {
+        ck_assert(gs_csr_pattern_product(&L, &At, &P, &err) == GS_OK);
+        gs_csr_free(&L);
+        ck_assert(gs_csr_lower(&P, 1, &L, &err) == GS_OK);
+        gs_csr_free(&P);
+    }
+    gs_csr_free(&At);
+    free(d), free(ri), free(ci);
+    return L;
+}
+
+static void check_same_pattern(const gs_csr *S, const gs_csr *G, const char *label)
+{
+    ck_assert_int_eq(S->n_rows, G->n_rows);
+    for (int32_t i = 0; i < S->n_rows; i++) {
+        int64_t a = S->row_ptr[i + 1] - S->row_ptr[i], b = G->row_ptr[i + 1] - G->row_ptr[i];
+        ck_assert_msg(a == b, "%s: row %d has %lld entries in G, %lld in the recursion", label,
+                      (int)i + 1, (long long)b, (long long)a);
+        for (int64_t t = 0; t < a; t++)
+            ck_assert_msg(S->col[S->row_ptr[i] + t] == G->col[G->row_ptr[i] + t],
+                          "%s: row %d: column %d of G, %d in the recursion", label, (int)i + 1,
+                          (int)G->col[G->row_ptr[i] + t] + 1, (int)S->col[S->row_ptr[i] + t] + 1);
+    }
+    ck_assert_int_eq(S->nnz, G->nnz);
+}
+
+/* All three properties of one setup (tau, k; delta = 0). */
+static void check_unfiltered(const gs_csr *A, double tau, long k, const char *what)
+{
+    char label[160];
+    snprintf(label, sizeof label, "%s tau=%g k=%ld", what, tau, k);
+    fsai_args a;
+    double mu_hat;
+    gs_csr G = fsai_factor(A, fsai_args_make(&a, tau, k, 0.0), &mu_hat);
+    gs_csr S = expected_pattern(A, tau, k);
+    check_same_pattern(&S, &G, label);
+    ck_assert_double_eq_tol(mu_hat, (double)G.nnz / (double)A->nnz, 1e-12);
+    check_unit_diagonal(A, &G, label);
+    check_local_systems(A, &G, label);
+    gs_csr_free(&S);
+    gs_csr_free(&G);
+}
+
+/* ---- dense Cholesky ---- */
+
+/* A = B B^T + I, m x m, row-major (B entries in [-1, 1)). */
+static double *random_dense_spd(tu_rng *r, int m)
+{
+    double *b = malloc((size_t)m * m * sizeof *b), *a = malloc((size_t)m * m * sizeof *a);
+    ck_assert(a && b);
+    for (int t = 0; t < m * m; t++) b[t] = 2 * tu_uniform(r) - 1;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++) {
+            double s = i == j ? 1.0 : 0.0;
+            for (int t = 0; t < m; t++) s += b[i * m + t] * b[j * m + t];
+            a[i * m + j] = s;
+        }
+    free(b);
+    return a;
+}
+
+/* Higham Thm 10.3: L L^T = A + ΔA, |ΔA| <= γ_{m+1} |L| |L^T|, checked
+ * entrywise; then the solve's residual against Thm 10.4 (normwise, with
+ * ||A||_F and || |L||L^T| || <= m ||A||_2 <= m ||A||_F), twice the bounds. */
+START_TEST(dense_cholesky_factor_and_solve)
+{
+    tu_rng r = tu_rng_seed(11);
+    const int sizes[] = {1, 2, 3, 7, 32, 33, 70};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        const int m = sizes[c];
+        double *a = random_dense_spd(&r, m), *l = malloc((size_t)m * m * sizeof *l);
+        double *x = malloc((size_t)m * sizeof *x), *b = malloc((size_t)m * sizeof *b);
+        ck_assert(l && x && b);
+        memcpy(l, a, (size_t)m * m * sizeof *l);
+        ck_assert_int_eq(gs_dense_cholesky_factor(l, m), -1);
+        const double gamma = (m + 1) * U_ROUND / (1 - (m + 1) * U_ROUND);
+        double anorm = 0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j <= i; j++) {
+                double s = 0, sa = 0;
+                for (int t = 0; t <= j; t++) {
+                    s += l[i * m + t] * l[j * m + t];
+                    sa += fabs(l[i * m + t] * l[j * m + t]);
+                }
+                ck_assert_msg(fabs(s - a[i * m + j]) <= 2 * gamma * sa,
+                              "m=%d: (L L^T)_%d%d = %.17g, a = %.17g", m, i, j, s, a[i * m + j]);
+            }
+        for (int t = 0; t < m * m; t++) anorm += a[t] * a[t];
+        anorm = sqrt(anorm);
+        for (int i = 0; i < m; i++) x[i] = b[i] = 2 * tu_uniform(&r) - 1;
+        gs_dense_cholesky_solve(l, m, x);
+        double res = 0, xn = 0;
+        for (int i = 0; i < m; i++) {
+            double s = -b[i];
+            for (int j = 0; j < m; j++) s += a[i * m + j] * x[j];
+            res += s * s, xn += x[i] * x[i];
+        }
+        const double tol = 2.0 * ((3.0 * m + 1) * m + m) * U_ROUND * anorm * sqrt(xn);
+        ck_assert_msg(sqrt(res) <= tol, "m=%d: ||A x - b|| = %.3g > %.3g", m, sqrt(res), tol);
+        free(a), free(l), free(x), free(b);
+    }
+}
+END_TEST
+
+/* The return value names the first pivot whose leading block is not
+ * positive definite (0-based), also for zero and NaN pivots. */
+START_TEST(dense_cholesky_reports_the_failing_pivot)
+{
+    const int m = 6;
+    double a[36];
+    for (int fail = 0; fail < m; fail++) {
+        for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 2.0 : 0.0;
+        if (fail == 0)
+            a[0] = -1.0;
+        else
+            a[fail * m + fail - 1] = a[(fail - 1) * m + fail] = 3.0; /* [[2,3],[3,2]] */
+        ck_assert_int_eq(gs_dense_cholesky_factor(a, m), fail);
+    }
+    for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 1.0 : 0.0;
+    a[3 * m + 3] = 0.0;
+    ck_assert_int_eq(gs_dense_cholesky_factor(a, m), 3);
+    for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 1.0 : 0.0;
+    a[4 * m + 2] = NAN;
+    ck_assert_int_eq(gs_dense_cholesky_factor(a, m), 4);
+}
+END_TEST
+
+/* ---- the defining properties ---- */
+
+START_TEST(fsai_properties_on_generated_problems)
+{
+    gs_csr P = generated("poisson3d:6"), N = generated("aniso3d:6x5x4"),
+           Q = generated("poisson3d27:4");
+    for (long k = 1; k <= 4; k++) check_unfiltered(&P, 0.0, k, "poisson3d:6");
+    /* aniso3d: |a_ij| / sqrt(a_ii a_jj) is 0.45 (x), 0.045 (y), 0.0045 (z): these
+     * taus keep all, drop z, drop y and z */
+    const double taus[] = {0.0, 0.02, 0.05};
+    for (int t = 0; t < 3; t++)
+        for (long k = 1; k <= 3; k++) check_unfiltered(&N, taus[t], k, "aniso3d:6x5x4");
+    check_unfiltered(&Q, 0.02, 2, "poisson3d27:4");
+    gs_csr_free(&P), gs_csr_free(&N), gs_csr_free(&Q);
+}
+END_TEST
+
+START_TEST(fsai_properties_on_random_spd_matrices)
+{
+    tu_rng r = tu_rng_seed(2016);
+    for (int trial = 0; trial < 6; trial++) {
+        gs_csr A = random_spd(&r, 40 + (int32_t)(tu_next(&r) % 90));
+        const double tau = trial % 3 == 0 ? 0.0 : 0.3 * tu_uniform(&r);
+        check_unfiltered(&A, tau, 1 + trial % 4, "random SPD");
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* Postfilter (3.11)-(3.13): against the unfiltered G0 of the same tau, k,
+ * row i of G_delta keeps exactly the diagonal and the entries with
+ * |g0_ij| > delta ||g0_i||_2, scaled by s = 1/sqrt(1 + ε^T A ε). The paper
+ * derives s from ε^T A g0 = 0 and g0^T A g0 = 1, which hold only up to the
+ * local solve's and the scaling's rounding; the setup divides by the exact
+ * z^T A z = 1 + ε^T A ε + (g0^T A g0 - 1) - 2 ε^T A g0 instead. So the ratio
+ * g_ij / (s g0_ij) must be 1 within half the relative size of those two
+ * terms (both computed here, sqrt halves a relative error) plus rounding
+ * (the two quadratic forms, 4 (m + r) u, and the scalings, 8u). Entries
+ * within 1e-9 ||g0|| of the threshold are not judged (rounding may flip them). */
+static void check_postfilter(const gs_csr *A, double tau, long k, double delta, const char *what)
+{
+    fsai_args a;
+    const int32_t n = A->n_rows, r = max_row_length(A);
+    gs_csr G0 = fsai_factor(A, fsai_args_make(&a, tau, k, 0.0), NULL);
+    gs_csr G = fsai_factor(A, fsai_args_make(&a, tau, k, delta), NULL);
+    check_unit_diagonal(A, &G, what);
+    double *eps = calloc((size_t)n, sizeof *eps), *g0 = calloc((size_t)n, sizeof *g0);
+    ck_assert(eps && g0);
+    for (int32_t i = 0; i < n; i++) {
+        const int64_t p0 = G0.row_ptr[i], p1 = G0.row_ptr[i + 1];
+        double norm = 0, abs_row;
+        for (int64_t p = p0; p < p1; p++) norm += G0.val[p] * G0.val[p];
+        norm = sqrt(norm);
+        int64_t q = G.row_ptr[i];
+        for (int64_t p = p0; p < p1; p++) {
+            const int32_t j = G0.col[p];
+            const int kept = q < G.row_ptr[i + 1] && G.col[q] == j;
+            const double v = fabs(G0.val[p]), thr = delta * norm;
+            g0[j] = G0.val[p];
+            if (!kept) eps[j] = G0.val[p];
+            q += kept;
+            if (j == i) {
+                ck_assert_msg(kept, "%s: row %d lost its diagonal", what, (int)i + 1);
+            } else if (fabs(v - thr) > 1e-9 * norm) {
+                ck_assert_msg(kept == (v > thr), "%s: row %d, column %d: |g0_ij| = %.3g, "
+                              "delta ||g0_i|| = %.3g, but %s", what, (int)i + 1, (int)j + 1,
+                              v, thr, kept ? "kept" : "dropped");
+            }
+        }
+        ck_assert_msg(q == G.row_ptr[i + 1], "%s: row %d of G has entries outside the pattern",
+                      what, (int)i + 1);
+        double eae = 0, eag = 0, gag = 0;
+        for (int64_t p = p0; p < p1; p++) {
+            const int32_t j = G0.col[p];
+            eae += eps[j] * row_times(A, j, eps, &abs_row);         /* ε^T A ε */
+            const double agj = row_times(A, j, g0, &abs_row);       /* (A g0)_j */
+            eag += eps[j] * agj;                                    /* ε^T A g0 */
+            gag += g0[j] * agj;                                     /* g0^T A g0 */
+        }
+        const double s = 1.0 / sqrt(1.0 + eae);                      /* (3.13) */
+        const double tol = 0.5 * (fabs(gag - 1.0) + 2.0 * fabs(eag)) / (1.0 + eae) +
+                           (4.0 * ((double)(p1 - p0) + r) + 8.0) * U_ROUND;
+        for (int64_t t = G.row_ptr[i]; t < G.row_ptr[i + 1]; t++) {
+            const double ratio = G.val[t] / (s * g0[G.col[t]]);
+            ck_assert_msg(fabs(ratio - 1.0) <= tol,
+                          "%s: row %d, column %d: g_ij / (g0_ij / sqrt(1 + ε^T A ε)) = %.17g, "
+                          "bound %.3g", what, (int)i + 1, (int)G.col[t] + 1, ratio, tol);
+        }
+        for (int64_t p = p0; p < p1; p++) eps[G0.col[p]] = g0[G0.col[p]] = 0;
+    }
+    free(eps), free(g0);
+    gs_csr_free(&G0), gs_csr_free(&G);
+}
+
+START_TEST(fsai_postfilter_is_the_papers_3_13)
+{
+    gs_csr P = generated("poisson3d:7"), N = generated("aniso3d:6x5x4");
+    tu_rng r = tu_rng_seed(313);
+    gs_csr R = random_spd(&r, 90);
+    const double deltas[] = {0.0035, 0.05, 0.2, 1.0};
+    for (int t = 0; t < 4; t++) {
+        check_postfilter(&P, 0.02, 3, deltas[t], "poisson3d:7");
+        check_postfilter(&N, 0.0, 3, deltas[t], "aniso3d:6x5x4");
+        check_postfilter(&R, 0.01, 2, deltas[t], "random SPD");
+    }
+    /* delta = 1 keeps only the diagonal: G = diag(A)^-1/2, i.e. M = Jacobi */
+    fsai_args a;
+    gs_csr G = fsai_factor(&P, fsai_args_make(&a, 0.0, 3, 1.0), NULL);
+    ck_assert_int_eq(G.nnz, P.n_rows);
+    gs_csr_free(&G);
+    gs_csr_free(&P), gs_csr_free(&N), gs_csr_free(&R);
+}
+END_TEST
+
+/* MANIFEST rows: name, rows, kind, field (first `max` SPD matrices with at
+ * most max_rows rows). */
+typedef struct manifest_row {
+    char name[64], kind[32], field[32];
+    long rows, nnz;
+} manifest_row;
+
+static int manifest_spd(manifest_row *out, int max, long max_rows)
+{
+    char path[1024], line[4096];
+    snprintf(path, sizeof path, "%s/MANIFEST.tsv", tu_matrices_dir());
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    int count = 0;
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f)); /* header */
+    while (count < max && fgets(line, sizeof line, f)) {
+        manifest_row m;
+        char sym[32];
+        long cols;
+        if (sscanf(line, "%63s %ld %ld %ld %31s %31s %31s", m.name, &m.rows, &cols, &m.nnz, sym,
+                   m.field, m.kind) != 7)
+            continue;
+        if (strcmp(m.kind, "SPD") == 0 && strcmp(m.field, "complex") != 0 && m.rows <= max_rows)
+            out[count++] = m;
+    }
+    fclose(f);
+    return count;
+}
+
+static gs_csr read_matrix(const char *name)
+{
+    char path[1024];
+    gs_csr A = {0};
+    gs_error err = {0};
+    tu_matrix_path(path, sizeof path, name);
+    ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
+    return A;
+}
+
+/* The same properties on every small real SPD matrix of the collection
+ * (structural, power network, mass matrices; condition numbers up to 4e12),
+ * without and with the postfilter. */
+START_TEST(fsai_properties_on_real_spd_matrices)
+{
+    if (!tu_matrices_dir()) {
+        printf("fsai_properties_on_real_spd_matrices: skipped (no ../shared/matrices; set "
+               "GS_MATRICES)\n");
+        return;
+    }
+    manifest_row rows[64];
+    int count = manifest_spd(rows, 64, 1500), checked = 0;
+    for (int c = 0; c < count; c++) {
+        gs_csr A = read_matrix(rows[c].name);
+        const long k = A.nnz > 6000 ? 1 : 2; /* keep the suite fast on the denser ones */
+        check_unfiltered(&A, 0.02, k, rows[c].name);
+        fsai_args a;
+        gs_csr G = fsai_factor(&A, fsai_args_make(&a, 0.02, k, 0.05), NULL);
+        check_unit_diagonal(&A, &G, rows[c].name);
+        gs_csr_free(&G);
+        gs_params defaults = {0}; /* tau 0.05, k 3, delta 0.0035 */
+        G = fsai_factor(&A, &defaults, NULL);
+        check_unit_diagonal(&A, &G, rows[c].name);
+        gs_csr_free(&G);
+        gs_csr_free(&A);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 10);
+}
+END_TEST
+
+/* ---- apply, precision, report ---- */
+
+/* z = G^T (G r) through the engine against the host product; the apply's
+ * dot slot is r.z. Host and engine sum the same terms, in possibly another
+ * order: |difference| <= 2 γ_{2r} (|G^T| |G| |r|) per entry (twice the
+ * bound for two products). fp32 storage rounds each g_ij once more (2^-24
+ * relative, u_32): the bound then uses u_32 for that term. */
+static void check_apply(const gs_csr *A, const char *precision)
+{
+    fsai_args a;
+    fsai_args_make(&a, 0.02, 2, 0.05);
+    arg_set(&a, "precond-precision", precision);
+    tu_pc_run run;
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_build(A, "fsai", &a.p, &run, &err) == GS_OK, "%s", err.msg);
+    gs_csr G = {0};
+    tu_pc_saved_matrix(run.pc, "G", &G);
+    const int32_t n = A->n_rows, rg = max_row_length(&G);
+    double *r = malloc((size_t)n * sizeof *r), *t = malloc((size_t)n * sizeof *t);
+    double *z = malloc((size_t)n * sizeof *z), *tz = malloc((size_t)n * sizeof *tz);
+    double *ta = calloc((size_t)n, sizeof *ta), *za = calloc((size_t)n, sizeof *za);
+    ck_assert(r && t && z && tz && ta && za);
+    tu_rng rng = tu_rng_seed(7);
+    for (int32_t i = 0; i < n; i++) r[i] = 2 * tu_uniform(&rng) - 1;
+    gs_csr_spmv(&G, r, t);
+    for (int32_t i = 0; i < n; i++) tz[i] = 0;
+    for (int32_t i = 0; i < n; i++)                                 /* tz = G^T t */
+        for (int64_t p = G.row_ptr[i]; p < G.row_ptr[i + 1]; p++) {
+            tz[G.col[p]] += G.val[p] * t[i];
+            ta[i] += fabs(G.val[p] * r[G.col[p]]);
+        }
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t p = G.row_ptr[i]; p < G.row_ptr[i + 1]; p++)
+            za[G.col[p]] += fabs(G.val[p]) * ta[i];                 /* |G^T| |G| |r| */
+    gs_engine *e = run.eng;
+    gs_vec *vr = NULL, *vz = NULL;
+    ck_assert_int_eq(e->ops->vec_create(e, n, &vr), GS_OK);
+    ck_assert_int_eq(e->ops->vec_create(e, n, &vz), GS_OK);
+    ck_assert_int_eq(e->ops->vec_upload(e, vr, r), GS_OK);
+    ck_assert_int_eq(gs_pc_apply_dot(run.pc, vr, vz, 0), GS_OK);
+    ck_assert_int_eq(e->ops->vec_download(e, vz, z), GS_OK);
+    double rz_engine, rz = 0, rz_abs = 0;
+    ck_assert_int_eq(e->ops->scalar_read(e, 0, 1, &rz_engine), GS_OK);
+    const double u_store = strcmp(precision, "single") == 0 ? 0x1p-24 : U_ROUND;
+    const double rel = 2.0 * (4.0 * rg * U_ROUND + 2.0 * u_store);
+    for (int32_t i = 0; i < n; i++) {
+        ck_assert_msg(fabs(z[i] - tz[i]) <= rel * za[i], "%s: z_%d = %.17g, host %.17g",
+                      precision, (int)i + 1, z[i], tz[i]);
+        rz += r[i] * z[i], rz_abs += fabs(r[i]) * za[i];
+    }
+    ck_assert_msg(fabs(rz_engine - rz) <= (rel + 2.0 * n * U_ROUND) * rz_abs,
+                  "%s: r.z %.17g, host %.17g", precision, rz_engine, rz);
+    e->ops->vec_destroy(e, vr), e->ops->vec_destroy(e, vz);
+    free(r), free(t), free(z), free(tz), free(ta), free(za);
+    gs_csr_free(&G);
+    tu_pc_release(&run);
+}
+
+START_TEST(fsai_apply_is_gt_g)
+{
+    gs_csr A = generated("poisson3d27:5");
+    check_apply(&A, "double");
+    check_apply(&A, "single");
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(fsai_reports_what_it_built)
+{
+    gs_csr A = generated("poisson3d:8");
+    fsai_args a;
+    tu_pc_run run;
+    gs_error err = {0};
+    ck_assert(tu_pc_build(&A, "fsai", fsai_args_make(&a, 0.02, 3, 0.05), &run, &err) == GS_OK);
+    gs_pc *pc = run.pc;
+    const char *stages[] = {"prefilter", "pattern", "gather+factorisation", "postfilter",
+                            "transpose", "upload"};
+    ck_assert_int_eq(pc->stages.count, 6);
+    for (int s = 0; s < 6; s++) ck_assert_str_eq(pc->stages.stage[s].name, stages[s]);
+    ck_assert_ptr_nonnull(strstr(pc->description, "tau=0.02 k=3 delta=0.05"));
+    const gs_kv *hat = tu_pc_extra(pc, "mu_G_hat"), *mu = tu_pc_extra(pc, "mu_G");
+    ck_assert(hat && mu);
+    ck_assert_double_eq_tol(mu->num, (double)pc->nnz / (double)A.nnz, 1e-12);
+    ck_assert(hat->num > mu->num); /* delta = 0.05 drops entries of poisson3d's G */
+    ck_assert(pc->symmetric);
+    gs_csr G = {0};
+    tu_pc_saved_matrix(pc, "G", &G);
+    /* G and G^T once each (same size), r and t read, t and z written */
+    ck_assert_double_eq(pc->apply_bytes, 2 * gs_csr_stream_bytes(&G, GS_FP64) + 32.0 * A.n_rows);
+    gs_csr_free(&G);
+    tu_pc_release(&run);
+    gs_csr_free(&A);
+    /* tau above every normalised coupling (1/26 in the 27-point stencil) leaves
+     * G = diag(A)^-1/2: M = G^T G is Jacobi */
+    A = generated("poisson3d27:5");
+    gs_params none = {0};
+    G = fsai_factor(&A, &none, NULL);
+    ck_assert_int_eq(G.nnz, A.n_rows);
+    for (int32_t i = 0; i < A.n_rows; i++)
+        ck_assert_double_eq_tol(G.val[i], 1.0 / sqrt(26.0), 4 * U_ROUND);
+    gs_csr_free(&G);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* ---- convergence against Jacobi ---- */
+
+static long cg_iterations(const gs_csr *A, const char *pc, const gs_params *p)
+{
+    gs_krylov_result res;
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_solve(A, pc, p, "cg", 20000, &res, &err) == GS_OK, "%s: %s", pc, err.msg);
+    ck_assert_msg(res.reason == GS_REASON_CONVERGED, "%s: CG did not converge (%s)", pc,
+                  gs_reason_name(res.reason));
+    long its = res.iterations;
+    gs_krylov_result_free(&res);
+    return its;
+}
+
+START_TEST(fsai_needs_fewer_iterations_than_jacobi)
+{
+    gs_params none = {0};
+    fsai_args single, a;
+    /* the 27-point stencil's couplings |a_ij| / sqrt(a_ii a_jj) = 1/26 are below
+     * the default tau (0.05), which would leave G diagonal (= Jacobi, see
+     * fsai_reports_what_it_built): it runs with tau = 0.02 */
+    const char *specs[] = {"poisson3d:16", "aniso3d:12", "poisson3d27:10"};
+    const double taus[] = {-1, -1, 0.02};
+    for (int s = 0; s < 3; s++) {
+        gs_csr A = generated(specs[s]);
+        long jac = cg_iterations(&A, "jacobi", &none);
+        long fsai = cg_iterations(&A, "fsai", fsai_args_make(&a, taus[s], -1, -1));
+        fsai_args_make(&single, taus[s], -1, -1);
+        arg_set(&single, "precond-precision", "single");
+        long fsai32 = cg_iterations(&A, "fsai", &single.p);
+        ck_assert_msg(fsai < jac && fsai32 < jac, "%s: fsai %ld (single %ld), jacobi %ld",
+                      specs[s], fsai, fsai32, jac);
+        gs_csr_free(&A);
+    }
+    if (!tu_matrices_dir()) {
+        printf("fsai_needs_fewer_iterations_than_jacobi: real matrices skipped (no "
+               "../shared/matrices)\n");
+        return;
+    }
+    /* SPD matrices of MANIFEST (structural, power network, ocean model; cond up
+     * to 2e11), with the defaults */
+    const char *names[] = {"bcsstk05", "bcsstk08", "bcsstk10", "bcsstk20",
+                           "bcsstk21", "nos3",     "1138_bus", "plat362"};
+    for (size_t s = 0; s < sizeof names / sizeof names[0]; s++) {
+        gs_csr A = read_matrix(names[s]);
+        long jac = cg_iterations(&A, "jacobi", &none);
+        long fsai = cg_iterations(&A, "fsai", &none);
+        ck_assert_msg(fsai < jac, "%s: fsai %ld, jacobi %ld", names[s], fsai, jac);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+static void expect_failure(const gs_csr *A, const gs_params *p, int status, const char *fragment,
+                           const char *fragment2)
+{
+    gs_error err = {0};
+    const int got = fsai_status(A, p, &err);
+    ck_assert_msg(got == status, "expected %s ('%s'), got %s: '%s'", gs_status_name(status),
+                  fragment, gs_status_name(got), err.msg);
+    ck_assert_msg(strstr(err.msg, fragment) != NULL, "message '%s' lacks '%s'", err.msg,
+                  fragment);
+    if (fragment2)
+        ck_assert_msg(strstr(err.msg, fragment2) != NULL, "message '%s' lacks '%s'", err.msg,
+                      fragment2);
+}
+
+/* Tridiagonal n x n, diagonal 2, off-diagonal -1 (SPD). */
+static gs_csr tridiagonal(int32_t n)
+{
+    int32_t *ri = malloc(3 * (size_t)n * sizeof *ri), *ci = malloc(3 * (size_t)n * sizeof *ci);
+    double *v = malloc(3 * (size_t)n * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t nz = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ri[nz] = i, ci[nz] = i, v[nz++] = 2.0;
+        if (i > 0) ri[nz] = i, ci[nz] = i - 1, v[nz++] = -1.0;
+        if (i + 1 < n) ri[nz] = i, ci[nz] = i + 1, v[nz++] = -1.0;
+    }
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+START_TEST(fsai_rejects_bad_input)
+{
+    gs_params none = {0};
+    fsai_args a;
+    gs_error err = {0};
+    /* nonsymmetric: convection-diffusion */
+    gs_csr C = generated("convdiff3d:5");
+    expect_failure(&C, &none, GS_ERR_INPUT, "fsai needs a symmetric matrix", NULL);
+    gs_csr_free(&C);
+    /* non-square: 3 x 4 */
+    {
+        int32_t ri[] = {0, 1, 2, 0}, ci[] = {0, 1, 2, 3};
+        double v[] = {1, 1, 1, 1};
+        gs_csr R = {0};
+        ck_assert(gs_csr_from_coo(3, 4, 4, ri, ci, v, &R, &err) == GS_OK);
+        expect_failure(&R, &none, GS_ERR_INPUT, "square", "3 x 4");
+        gs_csr_free(&R);
+    }
+    /* zero, missing and NaN diagonal entries, named by row */
+    gs_csr T = tridiagonal(50);
+    T.val[gs_csr_find(&T, 16, 16)] = 0.0;
+    expect_failure(&T, &none, GS_ERR_INPUT, "diagonal", "row 17");
+    T.val[gs_csr_find(&T, 16, 16)] = NAN;
+    expect_failure(&T, &none, GS_ERR_INPUT, "diagonal", "row 17");
+    T.val[gs_csr_find(&T, 16, 16)] = 2.0;
+    {
+        /* T without its diagonal entry in row 9, rebuilt from triplets */
+        gs_csr M = {0};
+        int32_t *ri = malloc((size_t)T.nnz * sizeof *ri), *ci = malloc((size_t)T.nnz * sizeof *ci);
+        double *v = malloc((size_t)T.nnz * sizeof *v);
+        ck_assert(ri && ci && v);
+        int64_t nz = 0;
+        for (int32_t i = 0; i < T.n_rows; i++)
+            for (int64_t p = T.row_ptr[i]; p < T.row_ptr[i + 1]; p++)
+                if (!(i == 8 && T.col[p] == 8)) ri[nz] = i, ci[nz] = T.col[p], v[nz++] = T.val[p];
+        ck_assert(gs_csr_from_coo(T.n_rows, T.n_cols, nz, ri, ci, v, &M, &err) == GS_OK);
+        expect_failure(&M, &none, GS_ERR_INPUT, "missing", "row 9");
+        free(ri), free(ci), free(v);
+        gs_csr_free(&M);
+    }
+    /* nonsymmetric values on a symmetric pattern: the first offending entry named */
+    T.val[gs_csr_find(&T, 11, 10)] = -1.5;
+    expect_failure(&T, &none, GS_ERR_INPUT, "fsai needs a symmetric matrix", "row 11, column 12");
+    T.val[gs_csr_find(&T, 11, 10)] = -1.0;
+    /* a negative diagonal entry: not SPD, named by row */
+    T.val[gs_csr_find(&T, 29, 29)] = -2.0;
+    expect_failure(&T, &none, GS_ERR_NUMERIC, "not positive definite", "row 30");
+    T.val[gs_csr_find(&T, 29, 29)] = 2.0;
+    /* symmetric, positive diagonal, indefinite: a_{37,36} = a_{36,37} = -3 makes
+     * row 37's local system [[2,-3],[-3,2]] (k = 1) indefinite at its pivot 2 */
+    T.val[gs_csr_find(&T, 36, 35)] = T.val[gs_csr_find(&T, 35, 36)] = -3.0;
+    expect_failure(&T, fsai_args_make(&a, 0.0, 1, 0.0), GS_ERR_NUMERIC, "row 37",
+                   "not positive definite");
+    expect_failure(&T, &none, GS_ERR_NUMERIC, "not positive definite", "row 37");
+    gs_csr_free(&T);
+    /* bad parameter values, named by --param */
+    gs_csr P = generated("poisson3d:4");
+    fsai_args_make(&a, -1, -1, -1);
+    arg_set(&a, "tau", "-0.1");
+    expect_failure(&P, &a.p, GS_ERR_USAGE, "--tau", "-0.1");
+    fsai_args_make(&a, -1, -1, -1);
+    arg_set(&a, "delta", "-1e-3");
+    expect_failure(&P, &a.p, GS_ERR_USAGE, "--delta", NULL);
+    expect_failure(&P, fsai_args_make(&a, 1.5, -1, -1), GS_ERR_USAGE, "--tau", NULL);
+    expect_failure(&P, fsai_args_make(&a, -1, 0, -1), GS_ERR_USAGE, "--k", NULL);
+    expect_failure(&P, fsai_args_make(&a, -1, 31, -1), GS_ERR_USAGE, "--k", NULL);
+    expect_failure(&P, fsai_args_make(&a, -1, -1, 2.0), GS_ERR_USAGE, "--delta", NULL);
+    fsai_args_make(&a, -1, -1, -1);
+    arg_set(&a, "k", "two");
+    expect_failure(&P, &a.p, GS_ERR_USAGE, "--k", "two");
+    fsai_args_make(&a, -1, -1, -1);
+    arg_set(&a, "precond-precision", "half");
+    expect_failure(&P, &a.p, GS_ERR_USAGE, "--precond-precision", NULL);
+    fsai_args_make(&a, -1, -1, -1);
+    arg_set(&a, "restart-fsai", "1");
+    expect_failure(&P, &a.p, GS_ERR_USAGE, "--restart-fsai", NULL);
+    gs_csr_free(&P);
+}
+END_TEST
+
+/* Real non-SPD symmetric matrices of the collection: refused, never a crash. */
+START_TEST(fsai_rejects_real_non_spd_matrices)
+{
+    if (!tu_matrices_dir()) {
+        printf("fsai_rejects_real_non_spd_matrices: skipped (no ../shared/matrices)\n");
+        return;
+    }
+    gs_params none = {0};
+    struct {
+        const char *name;
+        int status;
+        const char *fragment;
+    } cases[] = {
+        {"sherman1", GS_ERR_NUMERIC, "row 1"},         /* negative definite: a_11 < 0 */
+        {"bcsstm13", GS_ERR_INPUT, "diagonal"},        /* semi-definite, zero diagonal */
+        {"zenios", GS_ERR_INPUT, "row 1"},             /* every diagonal entry 0 */
+        {"reorientation_1", GS_ERR_NUMERIC, "row 1"},  /* KKT: a_11 < 0 */
+        {"tuma1", GS_ERR_INPUT, "diagonal"},           /* saddle point: missing diagonal */
+        {"can_1072", GS_ERR_NUMERIC, "not positive definite"}, /* pattern: all ones */
+        {"orsirr_1", GS_ERR_INPUT, "symmetric"},       /* nonsymmetric: entry named */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gs_csr A = read_matrix(cases[c].name);
+        gs_error err = {0};
+        ck_assert_msg(fsai_status(&A, &none, &err) == cases[c].status, "%s: %s", cases[c].name,
+                      err.msg);
+        ck_assert_msg(strstr(err.msg, cases[c].fragment) && strstr(err.msg, "row"),
+                      "%s: '%s' lacks '%s' or a row", cases[c].name, err.msg, cases[c].fragment);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* Every allocation of the setup can fail: GS_ERR_NOMEM, never a crash
+ * (run under valgrind/ASan for the leaks). */
+START_TEST(fsai_survives_allocation_failures)
+{
+    gs_csr A = generated("poisson3d:5");
+    fsai_args a;
+    fsai_args_make(&a, 0.02, 2, 0.05);
+    int status = GS_ERR_NOMEM;
+    long k;
+    for (k = 0; k < 500 && status != GS_OK; k++) {
+        gs_error err = {0};
+        gs_alloc_fail_after(k);
+        status = fsai_status(&A, &a.p, &err);
+        gs_alloc_fail_after(-1);
+        ck_assert_msg(status == GS_OK || status == GS_ERR_NOMEM, "k=%ld: %s (%s)", k,
+                      gs_status_name(status), err.msg);
+    }
+    ck_assert_int_eq(status, GS_OK);
+    ck_assert_int_gt(k, 10);
+    gs_csr_free(&A);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pc_fsai");
+    TCase *dense = tcase_create("dense_cholesky");
+    tcase_add_test(dense, dense_cholesky_factor_and_solve);
+    tcase_add_test(dense, dense_cholesky_reports_the_failing_pivot);
+    suite_add_tcase(s, dense);
+    TCase *prop = tcase_create("properties");
+    tcase_set_timeout(prop, 120);
+    tcase_add_test(prop, fsai_properties_on_generated_problems);
+    tcase_add_test(prop, fsai_properties_on_random_spd_matrices);
+    tcase_add_test(prop, fsai_postfilter_is_the_papers_3_13);
+    tcase_add_test(prop, fsai_properties_on_real_spd_matrices);
+    tcase_add_test(prop, fsai_apply_is_gt_g);
+    tcase_add_test(prop, fsai_reports_what_it_built);
+    suite_add_tcase(s, prop);
+    TCase *conv = tcase_create("convergence");
+    tcase_set_timeout(conv, 120);
+    tcase_add_test(conv, fsai_needs_fewer_iterations_than_jacobi);
+    suite_add_tcase(s, conv);
+    TCase *bad = tcase_create("bad_input");
+    tcase_set_timeout(bad, 60);
+    tcase_add_test(bad, fsai_rejects_bad_input);
+    tcase_add_test(bad, fsai_rejects_real_non_spd_matrices);
+    tcase_add_test(bad, fsai_survives_allocation_failures);
+    suite_add_tcase(s, bad);
+    return tu_run_suite(s);
+}

@@ -1,0 +1,567 @@
+/* check_pc_mic.c - the mic preconditioner (src/pc_mic.c), M = L D L^T, by
+ * its defining properties: off the diagonal (L D L^T)_ij = a_ij on A's
+ * pattern; on it, the dropped fill (the entries of L D L^T outside A's
+ * pattern) moved to the diagonal times omega, so that omega = 1 preserves
+ * row sums (L D L^T e = A e) and omega = 0 (IC(0)) reproduces a_ii; the
+ * apply solves M z = r; fewer CG iterations than Jacobi; bad input named. */
+#include "gen.h"
+#include "testutil.h"
+
+#define EPS DBL_EPSILON
+
+/* ---- inputs ---- */
+
+static gs_csr generated(const char *spec)
+{
+    gs_csr A;
+    char name[128];
+    gs_error err = {0};
+    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
+    return A;
+}
+
+static int real_matrix(const char *name, gs_csr *A)
+{
+    char path[1024];
+    gs_error err = {0};
+    if (!tu_matrices_dir()) {
+        fprintf(stderr, "skipped: no ../shared/matrices (set GS_MATRICES)\n");
+        return 0;
+    }
+    tu_matrix_path(path, sizeof path, name);
+    ck_assert_msg(gs_mm_read_csr(path, A, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
+    return 1;
+}
+
+static gs_csr from_triplets(int32_t m, int32_t n, int64_t count, const int32_t *rows,
+                            const int32_t *cols, const double *vals)
+{
+    gs_csr A;
+    gs_error err = {0};
+    ck_assert_msg(gs_csr_from_coo(m, n, count, rows, cols, vals, &A, &err) == GS_OK, "%s",
+                  err.msg);
+    return A;
+}
+
+static gs_params params_of(const char *const *kv)
+{
+    gs_params p = {0};
+    for (int i = 0; kv && kv[i]; i += 2) ck_assert(gs_params_set(&p, kv[i], kv[i + 1], NULL) == GS_OK);
+    return p;
+}
+
+/* ---- the preconditioner and what it saves ---- */
+
+typedef struct factors {
+    gs_csr L, LT;
+    double *d;
+} factors;
+
+static void build_ok(const gs_csr *A, const gs_params *p, tu_pc_run *r)
+{
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_build(A, "mic", p, r, &err) == GS_OK, "mic setup: %s", err.msg);
+}
+
+/* --save-precond: PREFIX_L.mtx (unit lower, diagonal stored), PREFIX_D.mtx. */
+static void save_and_read(gs_pc *pc, factors *f)
+{
+    char prefix[512], path[600];
+    gs_error err = {0};
+    int64_t n = 0;
+    tu_tmpname(prefix, sizeof prefix, "");
+    ck_assert_msg(pc->save(pc, prefix, &err) == GS_OK, "save: %s", err.msg);
+    snprintf(path, sizeof path, "%s_L.mtx", prefix);
+    ck_assert_msg(gs_mm_read_csr(path, &f->L, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
+    remove(path);
+    snprintf(path, sizeof path, "%s_D.mtx", prefix);
+    ck_assert_msg(gs_mm_read_vector(path, &f->d, &n, &err) == GS_OK, "%s: %s", path, err.msg);
+    remove(path);
+    remove(prefix);
+    ck_assert_int_eq(n, f->L.n_rows);
+    ck_assert(gs_csr_transpose(&f->L, &f->LT, NULL) == GS_OK);
+    for (int32_t i = 0; i < f->L.n_rows; i++) {
+        const int64_t last = f->L.row_ptr[i + 1] - 1;
+        ck_assert_msg(f->L.col[last] == i && f->L.val[last] == 1.0, "l_%d,%d is not a stored 1",
+                      i + 1, i + 1);
+        ck_assert_msg(f->d[i] > 0, "d_%d = %g", i + 1, f->d[i]);
+    }
+}
+
+static void factors_free(factors *f)
+{
+    gs_csr_free(&f->L), gs_csr_free(&f->LT);
+    free(f->d);
+}
+
+static factors factor_ok(const gs_csr *A, const char *omega, const char *shift)
+{
+    const char *kv[] = {"omega", omega, "mic-shift", shift, NULL};
+    gs_params p = params_of(kv);
+    tu_pc_run r;
+    factors f;
+    build_ok(A, &p, &r);
+    save_and_read(r.pc, &f);
+    tu_pc_release(&r);
+    return f;
+}
+
+/* ---- the defining property ---- */
+
+/* Row i of P = L D L^T: acc[j] = sum_k l_ik d_k l_jk, mag[j] the same sum
+ * of absolute values, cnt[j] its number of terms; touched lists the j. */
+typedef struct product_row {
+    double *acc, *mag;
+    int64_t *cnt;
+    int32_t *touched, count;
+} product_row;
+
+static void product_row_compute(const factors *f, int32_t i, product_row *pr)
+{
+    pr->count = 0;
+    for (int64_t p = f->L.row_ptr[i]; p < f->L.row_ptr[i + 1]; p++) {
+        const int32_t k = f->L.col[p];
+        const double lik_dk = f->L.val[p] * f->d[k];
+        for (int64_t q = f->LT.row_ptr[k]; q < f->LT.row_ptr[k + 1]; q++) {
+            const int32_t j = f->LT.col[q];
+            if (pr->cnt[j] == 0) pr->touched[pr->count++] = j;
+            pr->acc[j] += lik_dk * f->LT.val[q];
+            pr->mag[j] += fabs(lik_dk * f->LT.val[q]);
+            pr->cnt[j]++;
+        }
+    }
+}
+
+static void product_row_clear(product_row *pr)
+{
+    for (int32_t t = 0; t < pr->count; t++) {
+        const int32_t j = pr->touched[t];
+        pr->acc[j] = pr->mag[j] = 0, pr->cnt[j] = 0;
+    }
+}
+
+/* Checks, for every row i, with F = entries of L D L^T outside A's pattern:
+ *   (L D L^T)_ij = a_ij                       (i != j, (i, j) in A's pattern)
+ *   (L D L^T)_ii = (1 + X) a_ii - omega sum_j F_ij.
+ * Rounding: every term of the factorisation that reaches row i is one of
+ * the products l_ik d_k l_jk summed in acc (and the diagonal collects all of
+ * the row's dropped ones), each accumulation adding at most one rounding of
+ * the running value: |error| <= gamma_K * (magnitudes) with K the number of
+ * terms; the product evaluated here adds as much again. So bound =
+ * 8 K eps (sum of |terms| + |target|), K = cnt[j] off the diagonal and the
+ * row's total count on it. */
+static void check_ldlt(const gs_csr *A, const factors *f, double omega, double shift,
+                       const char *what)
+{
+    const int32_t n = A->n_rows;
+    product_row pr = {calloc(n, sizeof(double)), calloc(n, sizeof(double)),
+                      calloc(n, sizeof(int64_t)), calloc(n, sizeof(int32_t)), 0};
+    ck_assert(pr.acc && pr.mag && pr.cnt && pr.touched);
+    for (int32_t i = 0; i < n; i++) {
+        product_row_compute(f, i, &pr);
+        double outside = 0, row_mag = 0, aii = 0;
+        int64_t row_terms = 0;
+        for (int32_t t = 0; t < pr.count; t++) {
+            const int32_t j = pr.touched[t];
+            row_mag += pr.mag[j], row_terms += pr.cnt[j];
+            if (gs_csr_find(A, i, j) < 0) outside += pr.acc[j];
+        }
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+            const int32_t j = A->col[p];
+            if (j == i) {
+                aii = A->val[p];
+                continue;
+            }
+            const double bound = 8.0 * (double)(pr.cnt[j] + 1) * EPS * (pr.mag[j] + fabs(A->val[p]));
+            ck_assert_msg(fabs(pr.acc[j] - A->val[p]) <= bound,
+                          "%s: (L D L^T)_%d,%d = %.17g, a_ij = %.17g", what, i + 1, j + 1,
+                          pr.acc[j], A->val[p]);
+        }
+        const double want = (1.0 + shift) * aii - omega * outside;
+        const double bound = 8.0 * (double)(row_terms + 1) * EPS * (row_mag + fabs(aii) * (1 + shift));
+        ck_assert_msg(fabs(pr.acc[i] - want) <= bound,
+                      "%s: (L D L^T)_%d,%d = %.17g, expected a_ii - omega * fill = %.17g "
+                      "(bound %g)", what, i + 1, i + 1, pr.acc[i], want, bound);
+        product_row_clear(&pr);
+    }
+    free(pr.acc), free(pr.mag), free(pr.cnt), free(pr.touched);
+}
+
+/* The row sums themselves, as MIC is usually stated: L (D (L^T e)) = A e
+ * (+ X diag(A) e with a shift), evaluated with three products; bound as
+ * above with K_i = sum over k in row i of L of nnz(column k of L). */
+static void check_row_sums(const gs_csr *A, const factors *f, double shift, const char *what)
+{
+    const int32_t n = A->n_rows;
+    double *u = malloc(n * sizeof(double)), *umag = malloc(n * sizeof(double));
+    ck_assert(u && umag);
+    for (int32_t k = 0; k < n; k++) { /* u = D L^T e, row k of L^T = column k of L */
+        double s = 0, m = 0;
+        for (int64_t q = f->LT.row_ptr[k]; q < f->LT.row_ptr[k + 1]; q++)
+            s += f->LT.val[q], m += fabs(f->LT.val[q]);
+        u[k] = f->d[k] * s, umag[k] = f->d[k] * m;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        double y = 0, ymag = 0, ae = 0, aemag = 0, aii = 0;
+        int64_t terms = 0;
+        for (int64_t p = f->L.row_ptr[i]; p < f->L.row_ptr[i + 1]; p++) {
+            const int32_t k = f->L.col[p];
+            y += f->L.val[p] * u[k], ymag += fabs(f->L.val[p]) * umag[k];
+            terms += f->LT.row_ptr[k + 1] - f->LT.row_ptr[k];
+        }
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+            ae += A->val[p], aemag += fabs(A->val[p]);
+            if (A->col[p] == i) aii = A->val[p];
+        }
+        ae += shift * aii;
+        const double bound = 8.0 * (double)(terms + 1) * EPS * (ymag + aemag * (1 + shift));
+        ck_assert_msg(fabs(y - ae) <= bound, "%s: row %d: (L D L^T e)_i = %.17g, (A e)_i = %.17g",
+                      what, i + 1, y, ae);
+    }
+    free(u), free(umag);
+}
+
+static void check_mic_on(const gs_csr *A, const char *omega, const char *shift, const char *what)
+{
+    char label[256];
+    factors f = factor_ok(A, omega, shift);
+    snprintf(label, sizeof label, "%s omega=%s shift=%s", what, omega, shift);
+    /* L is A's lower triangle's pattern */
+    gs_csr T;
+    ck_assert(gs_csr_lower(A, 1, &T, NULL) == GS_OK);
+    ck_assert_int_eq(T.nnz, f.L.nnz);
+    for (int64_t p = 0; p < T.nnz; p++) ck_assert(T.col[p] == f.L.col[p]);
+    gs_csr_free(&T);
+    check_ldlt(A, &f, atof(omega), atof(shift), label);
+    if (atof(omega) == 1.0) check_row_sums(A, &f, atof(shift), label);
+    factors_free(&f);
+}
+
+START_TEST(mic_preserves_row_sums)
+{
+    const char *specs[] = {"poisson3d:8", "poisson3d:12", "aniso3d:9x6x5", "poisson3d27:5"};
+    for (int s = 0; s < 4; s++) {
+        gs_csr A = generated(specs[s]);
+        check_mic_on(&A, "1", "0", specs[s]);
+        gs_csr_free(&A);
+    }
+    /* real SPD matrices on which MIC(0) has positive pivots */
+    const char *names[] = {"nos4", "gr_30_30", "bcsstk22", "mesh1e1", "bcsstk02"};
+    for (int m = 0; m < 5; m++) {
+        gs_csr A;
+        if (!real_matrix(names[m], &A)) return;
+        check_mic_on(&A, "1", "0", names[m]);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+START_TEST(ic0_reproduces_a_on_its_pattern)
+{
+    const char *specs[] = {"poisson3d:8", "aniso3d:7", "poisson3d27:5"};
+    for (int s = 0; s < 3; s++) {
+        gs_csr A = generated(specs[s]);
+        check_mic_on(&A, "0", "0", specs[s]);
+        gs_csr_free(&A);
+    }
+    const char *names[] = {"1138_bus", "nos3", "bcsstm12", "lund_a", "bcsstk16", "s3rmt3m3"};
+    for (int m = 0; m < 6; m++) {
+        gs_csr A;
+        if (!real_matrix(names[m], &A)) return;
+        check_mic_on(&A, "0", "0", names[m]);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* omega in between and a shift: the same identity with (1 + X) a_ii and
+ * (1 - omega) of the fill left in the row sums. 1138_bus breaks down with
+ * omega = 1 and no shift (a non-M-matrix); X = 0.1 cures it. */
+START_TEST(relaxed_and_shifted)
+{
+    gs_csr A = generated("poisson3d:7");
+    check_mic_on(&A, "0.5", "0", "poisson3d:7");
+    check_mic_on(&A, "1", "0.25", "poisson3d:7");
+    gs_csr_free(&A);
+    if (!real_matrix("1138_bus", &A)) return;
+    check_mic_on(&A, "1", "0.1", "1138_bus");
+    const char *kv[] = {"mic-shift", "0.1", NULL};
+    gs_params p = params_of(kv);
+    tu_pc_run r;
+    build_ok(&A, &p, &r);
+    const gs_kv *shift = tu_pc_extra(r.pc, "shift");
+    ck_assert(shift && shift->num == 0.1);
+    tu_pc_release(&r);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* ---- the apply: z solves L D L^T z = r ---- */
+
+START_TEST(apply_solves_ldlt)
+{
+    const char *specs[] = {"poisson3d:9", "aniso3d:8"};
+    for (int s = 0; s < 2; s++) {
+        gs_csr A = generated(specs[s]);
+        const int32_t n = A.n_rows;
+        gs_params p = {0};
+        tu_pc_run r;
+        factors f;
+        build_ok(&A, &p, &r);
+        save_and_read(r.pc, &f);
+        double *rhs = malloc(n * sizeof(double)), *z = malloc(n * sizeof(double));
+        double *u = malloc(n * sizeof(double)), *umag = malloc(n * sizeof(double));
+        tu_rng g = tu_rng_seed(71 + s);
+        for (int32_t i = 0; i < n; i++) rhs[i] = tu_uniform(&g) - 0.5;
+        gs_vec *vr, *vz;
+        const gs_engine_ops *o = r.eng->ops;
+        ck_assert(o->vec_create(r.eng, n, &vr) == GS_OK && o->vec_create(r.eng, n, &vz) == GS_OK);
+        ck_assert(o->vec_upload(r.eng, vr, rhs) == GS_OK);
+        ck_assert(r.pc->apply(r.pc, vr, vz) == GS_OK);
+        ck_assert(o->vec_download(r.eng, vz, z) == GS_OK);
+        /* triangular substitution is backward stable (Higham Thm 8.5):
+         * |r - L D L^T z| <= (2 gamma_m + eps)(|L| D |L^T| |z|), m a row
+         * length; the host product here adds gamma_K: 8 K eps covers both */
+        for (int32_t k = 0; k < n; k++) {
+            double s1 = 0, m1 = 0;
+            for (int64_t q = f.LT.row_ptr[k]; q < f.LT.row_ptr[k + 1]; q++)
+                s1 += f.LT.val[q] * z[f.LT.col[q]], m1 += fabs(f.LT.val[q] * z[f.LT.col[q]]);
+            u[k] = f.d[k] * s1, umag[k] = f.d[k] * m1;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            double y = 0, ymag = 0;
+            int64_t terms = 0;
+            for (int64_t q = f.L.row_ptr[i]; q < f.L.row_ptr[i + 1]; q++) {
+                y += f.L.val[q] * u[f.L.col[q]], ymag += fabs(f.L.val[q]) * umag[f.L.col[q]];
+                terms += f.LT.row_ptr[f.L.col[q] + 1] - f.LT.row_ptr[f.L.col[q]];
+            }
+            ck_assert_msg(fabs(y - rhs[i]) <= 8.0 * (double)terms * EPS * (ymag + fabs(rhs[i])),
+                          "%s: row %d: (M z)_i = %.17g, r_i = %.17g", specs[s], i + 1, y, rhs[i]);
+        }
+        o->vec_destroy(r.eng, vr), o->vec_destroy(r.eng, vz);
+        free(rhs), free(z), free(u), free(umag);
+        factors_free(&f);
+        tu_pc_release(&r);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* ---- iterations: CG, b = A 1, x0 = 0, tol 1e-8 (tu_pc_solve) ---- */
+
+static long cg_iterations(const gs_csr *A, const char *name, const char *omega, int *converged)
+{
+    const char *kv[] = {"omega", omega, NULL};
+    gs_params p = params_of(strcmp(name, "mic") == 0 ? kv : NULL);
+    gs_krylov_result res;
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_solve(A, name, &p, "cg", 10000, &res, &err) == GS_OK, "%s: %s", name,
+                  err.msg);
+    *converged = res.reason == GS_REASON_CONVERGED;
+    long it = res.iterations;
+    gs_krylov_result_free(&res);
+    return it;
+}
+
+static void fewer_than_jacobi(const gs_csr *A, const char *omega, const char *what)
+{
+    int cj, cm;
+    long j = cg_iterations(A, "jacobi", NULL, &cj), m = cg_iterations(A, "mic", omega, &cm);
+    ck_assert_msg(cm, "%s: mic omega=%s did not converge", what, omega);
+    ck_assert_msg(!cj || m < j, "%s: mic omega=%s %ld iterations, jacobi %ld", what, omega, m, j);
+}
+
+START_TEST(fewer_iterations_than_jacobi)
+{
+    gs_csr A = generated("poisson3d:12");
+    fewer_than_jacobi(&A, "1", "poisson3d:12");
+    fewer_than_jacobi(&A, "0", "poisson3d:12");
+    gs_csr_free(&A);
+    /* MIC(0) where its pivots stay positive; IC(0) on others (MIC breaks
+     * down on these non-M-matrices: see docs/mic.md) */
+    const char *mic_names[] = {"nos4", "gr_30_30", "bcsstk22"};
+    const char *ic_names[] = {"1138_bus", "nos3", "bcsstk16"};
+    for (int m = 0; m < 3; m++) {
+        if (!real_matrix(mic_names[m], &A)) return;
+        fewer_than_jacobi(&A, "1", mic_names[m]);
+        gs_csr_free(&A);
+        if (!real_matrix(ic_names[m], &A)) return;
+        fewer_than_jacobi(&A, "0", ic_names[m]);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+static void expect_failure(const gs_csr *A, const char *const *kv, int status,
+                           const char *fragment)
+{
+    gs_params p = params_of(kv);
+    tu_pc_run r;
+    gs_error err = {0};
+    int got = tu_pc_build(A, "mic", &p, &r, &err);
+    ck_assert_msg(got == status, "status %d (%s), expected %d", got, err.msg, status);
+    ck_assert_msg(strstr(err.msg, fragment) != NULL, "message '%s' lacks '%s'", err.msg,
+                  fragment);
+}
+
+START_TEST(bad_input_named)
+{
+    /* non-square */
+    const int32_t rn[] = {0, 1, 2}, cn[] = {0, 1, 3};
+    const double vn[] = {1, 1, 1};
+    gs_csr R = from_triplets(3, 4, 3, rn, cn, vn);
+    expect_failure(&R, NULL, GS_ERR_INPUT, "3 x 4, not square");
+    gs_csr_free(&R);
+
+    /* nonsymmetric values: a_12 = 2, a_21 = 1 */
+    const int32_t ru[] = {0, 0, 1, 1, 2}, cu[] = {0, 1, 0, 1, 2};
+    double vu[] = {4, 2, 1, 4, 4};
+    gs_csr U = from_triplets(3, 3, 5, ru, cu, vu);
+    expect_failure(&U, NULL, GS_ERR_INPUT, "not symmetric");
+    expect_failure(&U, NULL, GS_ERR_INPUT, "row 1, column 2");
+    gs_csr_free(&U);
+
+    /* nonsymmetric pattern: a_31 stored, a_13 not */
+    const int32_t rp[] = {0, 1, 2, 2}, cp[] = {0, 1, 0, 2};
+    const double vp[] = {4, 4, 1, 4};
+    gs_csr P = from_triplets(3, 3, 4, rp, cp, vp);
+    expect_failure(&P, NULL, GS_ERR_INPUT, "row 3, column 1");
+    gs_csr_free(&P);
+
+    /* zero, negative and missing diagonal entries */
+    const int32_t rz[] = {0, 1, 1, 2, 2}, cz[] = {0, 1, 2, 1, 2};
+    double vz[] = {2, 2, 1, 1, 0};
+    gs_csr Z = from_triplets(3, 3, 5, rz, cz, vz);
+    expect_failure(&Z, NULL, GS_ERR_INPUT, "row 3 has diagonal entry 0");
+    Z.val[4] = -1;
+    expect_failure(&Z, NULL, GS_ERR_INPUT, "row 3 has diagonal entry -1");
+    gs_csr_free(&Z);
+    const int32_t rm[] = {0, 2}, cm[] = {0, 2};
+    const double vm[] = {1, 1};
+    gs_csr M = from_triplets(3, 3, 2, rm, cm, vm);
+    expect_failure(&M, NULL, GS_ERR_INPUT, "row 2 has no diagonal entry");
+    gs_csr_free(&M);
+
+    /* not positive definite, positive diagonal: [[1 2] [2 1]], d_2 = -3 */
+    const int32_t r2[] = {0, 0, 1, 1}, c2[] = {0, 1, 0, 1};
+    const double v2[] = {1, 2, 2, 1};
+    gs_csr S = from_triplets(2, 2, 4, r2, c2, v2);
+    const char *ic[] = {"omega", "0", NULL};
+    expect_failure(&S, NULL, GS_ERR_NUMERIC, "non-positive pivot d = -3 in row 2");
+    expect_failure(&S, ic, GS_ERR_NUMERIC, "non-positive pivot d = -3 in row 2");
+    gs_csr_free(&S);
+
+    /* indefinite 3D operator with a positive diagonal: 6 I - 2 (neighbours) */
+    gs_csr B = generated("poisson3d:5");
+    for (int64_t p = 0; p < B.nnz; p++)
+        if (B.val[p] < 0) B.val[p] = -2.0;
+    expect_failure(&B, NULL, GS_ERR_NUMERIC, "non-positive pivot");
+    expect_failure(&B, ic, GS_ERR_NUMERIC, "in row ");
+    /* NaN off the diagonal (symmetrically) */
+    gs_csr_free(&B);
+    B = generated("poisson3d:3");
+    B.val[gs_csr_find(&B, 4, 1)] = NAN;
+    B.val[gs_csr_find(&B, 1, 4)] = NAN;
+    expect_failure(&B, NULL, GS_ERR_NUMERIC, "row ");
+    gs_csr_free(&B);
+
+    /* real matrices: negative diagonal (sherman1), breakdown (1138_bus) */
+    gs_csr A;
+    if (!real_matrix("sherman1", &A)) return;
+    expect_failure(&A, NULL, GS_ERR_INPUT, "row 1 has diagonal entry");
+    gs_csr_free(&A);
+    if (!real_matrix("1138_bus", &A)) return;
+    expect_failure(&A, NULL, GS_ERR_NUMERIC, "--mic-shift");
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(bad_parameters_named)
+{
+    gs_csr A = generated("poisson3d:3");
+    const char *cases[][3] = {{"omega", "1.5", "--omega"},     {"omega", "-0.1", "--omega"},
+                              {"omega", "one", "--omega"},     {"mic-shift", "-1", "--mic-shift"},
+                              {"mic-shift", "x", "--mic-shift"}, {"isai-power", "1", "--isai-power"}};
+    for (int c = 0; c < 6; c++) {
+        const char *kv[] = {cases[c][0], cases[c][1], NULL};
+        expect_failure(&A, kv, GS_ERR_USAGE, cases[c][2]);
+    }
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(report_items)
+{
+    gs_csr A = generated("poisson3d:5"), T;
+    gs_params p = {0};
+    tu_pc_run r;
+    build_ok(&A, &p, &r);
+    const char *stages[] = {"factorisation", "transpose", "upload"};
+    ck_assert_int_eq(r.pc->stages.count, 3);
+    for (int s = 0; s < 3; s++) ck_assert_str_eq(r.pc->stages.stage[s].name, stages[s]);
+    ck_assert(gs_csr_lower(&A, 1, &T, NULL) == GS_OK);
+    ck_assert_int_eq(r.pc->nnz, T.nnz);
+    ck_assert(r.pc->symmetric);
+    ck_assert_ptr_nonnull(strstr(r.pc->description, "MIC(0)"));
+    ck_assert(tu_pc_extra(r.pc, "shift") && tu_pc_extra(r.pc, "shift")->num == 0);
+    ck_assert(tu_pc_extra(r.pc, "omega") && tu_pc_extra(r.pc, "omega")->num == 1);
+    ck_assert(tu_pc_extra(r.pc, "dropped_fill") && tu_pc_extra(r.pc, "dropped_fill")->num > 0);
+    tu_pc_release(&r);
+    gs_csr_free(&T);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* Every allocation of the setup made to fail in turn (error.h's injector):
+ * each failure is reported as GS_ERR_NOMEM, never a crash or a leak. */
+START_TEST(allocation_failures_reported)
+{
+    gs_csr A = generated("poisson3d:4");
+    const char *kv[] = {"omega", "1", NULL};
+    gs_params p = params_of(kv);
+    gs_engine *e;
+    gs_mat *Ae;
+    ck_assert(gs_engine_cpu_create(&e, NULL) == GS_OK);
+    ck_assert(e->ops->mat_create(e, &A, GS_FP64, &Ae) == GS_OK);
+    int k = 0;
+    for (;; k++) {
+        gs_pc *pc = NULL;
+        gs_error err = {0};
+        gs_error_clear(&e->err);
+        gs_alloc_fail_after(k);
+        int status = gs_pc_create(gs_pc_find("mic"), e, &p, &A, Ae, &pc, &err);
+        gs_alloc_fail_after(-1);
+        if (status == GS_OK) {
+            gs_pc_destroy(pc);
+            break;
+        }
+        ck_assert_msg(status == GS_ERR_NOMEM, "allocation %d: status %d (%s)", k, status, err.msg);
+        ck_assert_msg(strstr(err.msg, "out of host memory"), "allocation %d: '%s'", k, err.msg);
+        ck_assert_int_lt(k, 1000);
+    }
+    e->ops->mat_destroy(e, Ae);
+    gs_engine_destroy(e);
+    ck_assert_int_gt(k, 5);
+    gs_csr_free(&A);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pc_mic");
+    TCase *t = tcase_create("mic");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, mic_preserves_row_sums);
+    tcase_add_test(t, ic0_reproduces_a_on_its_pattern);
+    tcase_add_test(t, relaxed_and_shifted);
+    tcase_add_test(t, apply_solves_ldlt);
+    tcase_add_test(t, fewer_iterations_than_jacobi);
+    tcase_add_test(t, bad_input_named);
+    tcase_add_test(t, bad_parameters_named);
+    tcase_add_test(t, report_items);
+    tcase_add_test(t, allocation_failures_reported);
+    suite_add_tcase(s, t);
+    return tu_run_suite(s);
+}

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -379,6 +380,34 @@ int gs_csr_is_symmetric(const gs_csr *A, double rtol)
         }
     }
     return !asymmetric;
+}
+
+int gs_csr_require_symmetric(const gs_csr *A, double rtol, const char *who, gs_error *err)
+{
+    if (gs_csr_is_symmetric(A, rtol)) return GS_OK;
+    if (A->n_rows != A->n_cols || !A->val)
+        return gs_error_set(err, GS_ERR_INPUT, "%s needs a symmetric matrix", who);
+    for (int32_t i = 0; i < A->n_rows; i++)
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+            const int32_t j = A->col[p];
+            const int64_t q = gs_csr_find(A, j, i);
+            const double aij = A->val[p], aji = q >= 0 ? A->val[q] : 0.0;
+            if (!isfinite(aij))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: a_ij = %g is not finite in row %d, "
+                                    "column %d", who, aij, (int)i + 1, (int)j + 1);
+            if (fabs(aij - aji) <= rtol * fmax(fabs(aij), fabs(aji))) continue;
+            char a[40], b[40]; /* all digits only where %g hides the gap */
+            int digits = 6;
+            do {
+                snprintf(a, sizeof a, "%.*g", digits, aij);
+                snprintf(b, sizeof b, "%.*g", digits, aji);
+            } while (strcmp(a, b) == 0 && (digits += 11) <= 17);
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s needs a symmetric matrix: a_ij = %s but a_ji = %s%s in "
+                                "row %d, column %d",
+                                who, a, b, q < 0 ? " (not stored)" : "", (int)i + 1, (int)j + 1);
+        }
+    return gs_error_set(err, GS_ERR_INPUT, "%s needs a symmetric matrix", who);
 }
 
 /* ---- diagonal, lookup, scaling ---- */

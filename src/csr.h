@@ -44,6 +44,16 @@ int gs_csr_is_structurally_symmetric(const gs_csr *A);
  * structurally symmetric. */
 int gs_csr_is_symmetric(const gs_csr *A, double rtol);
 
+/* The relative tolerance under which the program calls a matrix symmetric
+ * (method auto-selection, fsai and mic input checks). */
+#define GS_SYMMETRY_RTOL 1e-12
+
+/* GS_OK if gs_csr_is_symmetric(A, rtol); else GS_ERR_INPUT with a message
+ * "WHO needs a symmetric matrix: a_ij = X but a_ji = Y in row i, column j"
+ * naming the first such entry (rows in order; 1-based), or naming the first
+ * entry that is NaN or Inf (which fails the symmetry test too). */
+int gs_csr_require_symmetric(const gs_csr *A, double rtol, const char *who, gs_error *err);
+
 /* d[i] = a_ii (0 where the diagonal entry is not stored; 1 where stored in a
  * pattern), d has n_rows entries. Returns the number of rows with no stored
  * diagonal entry (rows i >= n_cols count as missing). */

@@ -35,25 +35,6 @@ typedef struct mic_data {
     double omega, shift;
 } mic_data;
 
-/* GS_ERR_INPUT naming the first (row, column) where a_ij != a_ji (the same
- * relative test, 1e-12, that makes the command line pick CG). */
-static int mic_check_symmetric(const gs_csr *A, gs_error *err)
-{
-    for (int32_t i = 0; i < A->n_rows; i++)
-        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
-            const int32_t j = A->col[p];
-            const int64_t q = gs_csr_find(A, j, i);
-            const double aij = A->val[p], aji = q < 0 ? 0.0 : A->val[q];
-            if (fabs(aij - aji) > 1e-12 * fmax(fabs(aij), fabs(aji)))
-                return gs_error_set(err, GS_ERR_INPUT,
-                                    "A is not symmetric: a(%d,%d) = %g but a(%d,%d) = %g%s "
-                                    "(row %d, column %d); MIC needs a symmetric matrix",
-                                    (int)i + 1, (int)j + 1, aij, (int)j + 1, (int)i + 1, aji,
-                                    q < 0 ? " (not stored)" : "", (int)i + 1, (int)j + 1);
-        }
-    return GS_OK;
-}
-
 /* Upper triangle R = triu(A) (= L^T's pattern, row k = column k of tril(A)),
  * each row starting with a positive diagonal; the shift scales it by 1 + X. */
 static int mic_upper(const gs_csr *A, double shift, gs_csr *R, gs_error *err)
@@ -229,7 +210,7 @@ int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     m->d = gs_malloc((size_t)A->n_rows * sizeof *m->d + 1, "mic D", err);
     if (!m->d) GS_TRY(GS_ERR_NOMEM);
     t0 = gs_pc_stage_begin(pc);
-    GS_TRY(mic_check_symmetric(A, err));
+    GS_TRY(gs_csr_require_symmetric(A, GS_SYMMETRY_RTOL, "mic", err));
     GS_TRY(mic_upper(A, shift, &m->LT, err));
     GS_TRY(mic_factorise(pc, &m->LT, m->d, omega, err));
     GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));

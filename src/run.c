@@ -75,7 +75,7 @@ int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_erro
     p->read_seconds = gs_now() - t0;
     if (p->A.n_rows == 0)
         return gs_error_set(err, GS_ERR_INPUT, "%s: the matrix has no rows", p->name);
-    p->symmetric = gs_csr_is_symmetric(&p->A, 1e-12);
+    p->symmetric = gs_csr_is_symmetric(&p->A, GS_SYMMETRY_RTOL);
     if (cli->write_matrix) {
         status = gs_mm_write_csr(cli->write_matrix, &p->A, p->symmetric, p->name, err);
         if (status != GS_OK) return status;

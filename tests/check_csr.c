@@ -745,6 +745,28 @@ START_TEST(test_alloc_rejects_negative_sizes)
 }
 END_TEST
 
+/* gs_csr_require_symmetric names the first offending entry, 1-based. */
+START_TEST(test_require_symmetric_names_the_entry)
+{
+    gs_error err = {0};
+    const int32_t r[] = {0, 0, 1, 1, 2, 2}, c[] = {0, 2, 1, 2, 1, 2};
+    const double v[] = {4, 1, 4, 3, 3, 4}; /* a_13 stored, a_31 not */
+    gs_csr A;
+    ck_assert_int_eq(gs_csr_from_coo(3, 3, 6, r, c, v, &A, &err), GS_OK);
+    ck_assert_int_eq(gs_csr_require_symmetric(&A, GS_SYMMETRY_RTOL, "who", &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "who needs a symmetric matrix"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "row 1, column 3"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "not stored"));
+    gs_error_clear(&err);
+    A.val[gs_csr_find(&A, 0, 2)] = 0.0; /* now symmetric with an explicit zero */
+    ck_assert_int_eq(gs_csr_require_symmetric(&A, GS_SYMMETRY_RTOL, "who", &err), GS_OK);
+    A.val[gs_csr_find(&A, 1, 2)] = 3.0 * (1 + 1e-9); /* a relative gap of 1e-9 */
+    ck_assert_int_eq(gs_csr_require_symmetric(&A, GS_SYMMETRY_RTOL, "who", &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "row 2, column 3"));
+    gs_csr_free(&A);
+}
+END_TEST
+
 static Suite *csr_suite(void)
 {
     Suite *s = suite_create("csr");
@@ -753,6 +775,7 @@ static Suite *csr_suite(void)
     tcase_add_loop_test(tc, test_from_coo_matches_dense_accumulation, 0, 8);
     tcase_add_loop_test(tc, test_from_coo_long_rows, 0, 2);
     tcase_add_test(tc, test_from_coo_empty_and_bad_index);
+    tcase_add_test(tc, test_require_symmetric_names_the_entry);
     tcase_add_loop_test(tc, test_transpose, 0, 6);
     tcase_add_loop_test(tc, test_symmetry, 0, 6);
     tcase_add_loop_test(tc, test_diagonal_and_find, 0, 6);

@@ -127,8 +127,8 @@ static int idr_step(kr_ctx *k, idr_ws *ws, int kk, gs_vec *x, gs_vec *r, long *i
         goto cleanup;
     }
     const double beta = ws->f[kk] / ws->M[kk][kk];
-    GS_TRY(o->axpby_dot(e, gs_coef_const(-beta), ws->G[kk], gs_coef_const(1), r, NULL, KR_RR));
-    GS_TRY(o->axpby(e, gs_coef_const(beta), ws->U[kk], gs_coef_const(1), x));
+    GS_TRY(o->axpy2_dot(e, gs_coef_const(beta), ws->U[kk], x,     /* x += beta U_k */
+                        gs_coef_const(-beta), ws->G[kk], r, KR_RR)); /* r -= beta G_k */
     double rr;
     GS_TRY(o->scalar_read(e, KR_RR, 1, &rr));
     *done = kr_check(k, *it, rr);
@@ -159,8 +159,8 @@ static int idr_reduce(kr_ctx *k, idr_ws *ws, gs_vec *x, gs_vec *r, long *it, int
     const double rho = fabs(tr) / (sqrt(tt) * sqrt(rr));
     ws->om = tr / tt;
     if (rho < IDR_KAPPA) ws->om *= IDR_KAPPA / rho;
-    GS_TRY(o->axpby(e, gs_coef_const(ws->om), ws->vhat, gs_coef_const(1), x));
-    GS_TRY(o->axpby_dot(e, gs_coef_const(-ws->om), ws->t, gs_coef_const(1), r, NULL, KR_RR));
+    GS_TRY(o->axpy2_dot(e, gs_coef_const(ws->om), ws->vhat, x,  /* x += om vhat */
+                        gs_coef_const(-ws->om), ws->t, r, KR_RR)); /* r -= om t    */
     GS_TRY(o->scalar_read(e, KR_RR, 1, &rr));
     *done = kr_check(k, *it, rr);
 cleanup:

@@ -23,11 +23,11 @@
 #endif
 
 #include "dense_cholesky.h"
+#include "fsai.h"
 #include "mmio.h"
 #include "precond.h"
 
 /* Symmetry test: the same relative tolerance run.c uses to choose CG. */
-#define FSAI_SYMMETRY_RTOL 1e-12
 
 /* Defaults (docs/fsai.md, "Defaults"): tau = 5e-2 and delta = 3.5e-3 are the
  * paper's Table 5 row for PFlow_742, its densest matrix (50 nonzeros per row,
@@ -51,18 +51,8 @@ const gs_param_decl gs_fsai_params[] = {
     {NULL, NULL, NULL},
 };
 
-typedef struct fsai_data {
-    gs_csr G;           /* host copy of G, kept for --save-precond */
-    gs_mat *G_eng;      /* G on the engine */
-    gs_mat *GT_eng;     /* G^T on the engine */
-    gs_vec *t;          /* t = G r */
-} fsai_data;
-
-typedef struct fsai_options {
-    double tau, delta;
-    long k;
-    gs_precision prec;
-} fsai_options;
+typedef gs_fsai_data fsai_data;       /* src/fsai.h */
+typedef gs_fsai_options fsai_options;
 
 /* The first failure of a parallel loop over rows: the smallest row wins, so
  * the message does not depend on the thread count. */
@@ -110,7 +100,7 @@ static int32_t fsai_failed_row(const fsai_failure *f)
     return row;
 }
 
-static int fsai_read_options(const gs_pc *pc, fsai_options *o, gs_error *err)
+int gs_fsai_read_options(const gs_pc *pc, fsai_options *o, gs_error *err)
 {
     const char *precision;
     int status = gs_params_double(pc->params, gs_fsai_params, "tau", 0.0, 1.0, &o->tau, err);
@@ -125,39 +115,16 @@ static int fsai_read_options(const gs_pc *pc, fsai_options *o, gs_error *err)
     return status;
 }
 
-/* The first a_ij (rows in order) whose mirror a_ji differs by more than
- * FSAI_SYMMETRY_RTOL relative (a missing mirror counts as 0), for the message. */
-static int fsai_asymmetry(const gs_csr *A, gs_error *err)
-{
-    for (int32_t i = 0; i < A->n_rows; i++)
-        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
-            int32_t j = A->col[p];
-            int64_t q = gs_csr_find(A, j, i);
-            double aij = A->val[p], aji = q >= 0 ? A->val[q] : 0.0;
-            if (fabs(aij - aji) <= FSAI_SYMMETRY_RTOL * fmax(fabs(aij), fabs(aji))) continue;
-            char a[40], b[40];                   /* all digits only where %g hides the gap */
-            int digits = 6;
-            do {
-                snprintf(a, sizeof a, "%.*g", digits, aij);
-                snprintf(b, sizeof b, "%.*g", digits, aji);
-            } while (strcmp(a, b) == 0 && (digits += 11) <= 17);
-            return gs_error_set(err, GS_ERR_INPUT,
-                                "fsai needs a symmetric matrix: a_ij = %s but a_ji = %s in "
-                                "row %d, column %d (use spai or isai for nonsymmetric matrices)",
-                                a, b, (int)i + 1, (int)j + 1);
-        }
-    return gs_error_set(err, GS_ERR_INPUT, "fsai needs a symmetric matrix");
-}
-
 /* A square, symmetric, with values and a positive diagonal (d = diag(A)). */
-static int fsai_check_input(const gs_csr *A, double *d, gs_error *err)
+int gs_fsai_check_input(const gs_csr *A, double *d, gs_error *err)
 {
     if (A->n_rows != A->n_cols)
         return gs_error_set(err, GS_ERR_INPUT, "fsai needs a square matrix (A is %d x %d)",
                             (int)A->n_rows, (int)A->n_cols);
     if (!A->val)
         return gs_error_set(err, GS_ERR_INPUT, "fsai needs a matrix with values");
-    if (!gs_csr_is_symmetric(A, FSAI_SYMMETRY_RTOL)) return fsai_asymmetry(A, err);
+    int status = gs_csr_require_symmetric(A, GS_SYMMETRY_RTOL, "fsai", err);
+    if (status != GS_OK) return status;
     gs_csr_diagonal(A, d);
     for (int32_t i = 0; i < A->n_rows; i++) {
         if (d[i] == 0.0 || !isfinite(d[i]))
@@ -514,7 +481,7 @@ cleanup:
 }
 
 /* z = G^T (G r), and S[slot] = r.z. */
-static int fsai_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
+int gs_fsai_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
 {
     fsai_data *d = pc->data;
     const gs_engine_ops *ops = pc->eng->ops;
@@ -523,12 +490,12 @@ static int fsai_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
     return ops->spmv_dot(pc->eng, d->GT_eng, d->t, z, r, slot);                  /* z = G^T t */
 }
 
-static int fsai_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
+int gs_fsai_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
 {
-    return fsai_apply_dot(pc, r, z, GS_SLOT_NONE);
+    return gs_fsai_apply_dot(pc, r, z, GS_SLOT_NONE);
 }
 
-static void fsai_destroy(gs_pc *pc)
+void gs_fsai_destroy(gs_pc *pc)
 {
     fsai_data *d = pc->data;
     if (!d) return;
@@ -599,16 +566,16 @@ int gs_fsai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     fsai_data *d = gs_calloc(1, sizeof *d, "fsai", err);
     if (!d) return GS_ERR_NOMEM;
     pc->data = d;
-    pc->destroy = fsai_destroy;
-    GS_TRY(fsai_read_options(pc, &o, err));
+    pc->destroy = gs_fsai_destroy;
+    GS_TRY(gs_fsai_read_options(pc, &o, err));
     diag = gs_malloc(((size_t)A->n_rows + 1) * sizeof *diag, "fsai diagonal", err);
     if (!diag) GS_TRY(GS_ERR_NOMEM);
-    GS_TRY(fsai_check_input(A, diag, err));
+    GS_TRY(gs_fsai_check_input(A, diag, err));
     snprintf(pc->description, sizeof pc->description, "tau=%g k=%ld delta=%g precision=%s",
              o.tau, o.k, o.delta, o.prec == GS_FP32 ? "single" : "double");
     GS_TRY(fsai_build(pc, A, diag, &o, d, err));
-    pc->apply = fsai_apply;
-    pc->apply_dot = fsai_apply_dot;
+    pc->apply = gs_fsai_apply;
+    pc->apply_dot = gs_fsai_apply_dot;
     pc->save = fsai_save;
     pc->nnz = d->G.nnz;
     pc->symmetric = 1;

@@ -17,7 +17,7 @@ static const gs_pc_type registry[] = {
     {"jacobi", "M = diag(A)^-1 (all papers' baseline)", NULL,
      {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup_cuda)}},
     {"fsai", "factored sparse approximate inverse M = G^T G of an SPD matrix (Bernaschi et al. 2016)",
-     gs_fsai_params, {gs_fsai_setup_cpu, NULL}},
+     gs_fsai_params, {gs_fsai_setup_cpu, CUDA_SETUP(gs_fsai_setup_cuda)}},
     {"isai", "ILU(0) with incomplete sparse approximate inverses of L and U (Anzt et al. 2016)",
      gs_isai_params, {gs_isai_setup_cpu, NULL}},
     {"mic", "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",

@@ -83,6 +83,7 @@ int gs_pc_stage_end(gs_pc *pc, const char *name, double t0);
 int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_jacobi_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_jacobi_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/jacobi.cu */
+int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);   /* cuda/fsai.cu */
 
 /* The papers' preconditioners: parameters and CPU reference setups
  * (src/pc_<name>.c); CUDA setups (cuda/<name>.cu) are declared there. */

@@ -150,7 +150,8 @@ static inline int tu_pc_solve(const gs_csr *A, const char *name, const gs_params
     for (int32_t i = 0; i < n; i++) ones[i] = 1.0;
     gs_csr_spmv(A, ones, b);
     gs_vec *vb = NULL, *vx = NULL;
-    gs_krylov_opts opts = {1e-8, maxit, 30, 4, 1, 0, 0};
+    gs_krylov_opts opts = {.tol = 1e-8, .maxit = maxit, .restart = 30, .idr_s = 4,
+                           .check_every = 1};
     status = r.eng->ops->vec_create(r.eng, n, &vb);
     if (status == GS_OK) status = r.eng->ops->vec_create(r.eng, n, &vx);
     if (status == GS_OK) status = r.eng->ops->vec_upload(r.eng, vb, b);

@@ -1,0 +1,620 @@
+/* fsai.cu - static FSAI, M = G^T G ~ A^-1, set up entirely on the GPU:
+ * the CUDA setup of the reference in src/pc_fsai.c (same parameters, same
+ * G up to rounding). Bernaschi, Bisson, Fantozzi, Janna, "Factored sparse
+ * approximate inverse preconditioned CG on GPUs", SIAM J. Sci. Comput. 38(1)
+ * 2016, sections 3-4.
+ *
+ * Stages (the paper's Fig. 5 split), each timed after a synchronisation:
+ *   transfer       A's CSR to the device (the gather and postfilter read it)
+ *   prefilter      input checks (symmetry, positive diagonal), Ã (3.8), L_1
+ *   pattern        L_{p+1} = Low(L_p Ã), k - 1 warp-centric products (fsai_pattern.cu)
+ *   gather         A[P_i,P_i], one thread per element        (fsai_factor.cu)
+ *   factorisation  batched Cholesky, g_i = w / sqrt(w_m)      (fsai_factor.cu)
+ *   postfilter     (3.11)-(3.13), scaled by the computed z^T A z as the reference
+ *   transpose      G^T by cuSPARSE csr2csc
+ *   layout         G and G^T as engine matrices (sliced ELL)
+ * Apply: the reference's z = G^T (G r) (src/fsai.h), unchanged. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cub/cub.cuh>
+
+#include "fsai_cuda.h"
+
+extern "C" {
+#include "mmio.h"
+}
+
+#define FULL_MASK 0xffffffffu
+#define ROW_WARPS 8 /* warps (rows) per 256-thread block of the row kernels */
+
+/* ------------------------------------------------------------- helpers */
+
+int fsai_dcsr_alloc_rows(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what)
+{
+    m->n = n;
+    int status = gs_cuda_alloc(e, &m->rp, ((size_t)n + 1) * sizeof(int64_t), what);
+    if (status == GS_OK)
+        status = CUDA_CALL(&e->err, cudaMemsetAsync(m->rp, 0, ((size_t)n + 1) * sizeof(int64_t),
+                                                    gs_cuda_of(e)->stream));
+    return status;
+}
+
+int fsai_dcsr_alloc_entries(gs_engine *e, fsai_dcsr *m, int64_t nnz, size_t vsize,
+                            const char *what)
+{
+    m->nnz = nnz;
+    int status = gs_cuda_alloc(e, &m->col, (size_t)nnz * sizeof(int32_t), what);
+    if (status == GS_OK && vsize > 0) {
+        status = gs_cuda_alloc(e, &m->val, (size_t)nnz * vsize, what);
+        if (status == GS_OK) m->vsize = vsize;
+    }
+    return status;
+}
+
+void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m)
+{
+    if (!m) return;
+    gs_cuda_free(e, m->rp, ((size_t)m->n + 1) * sizeof(int64_t));
+    gs_cuda_free(e, m->col, (size_t)m->nnz * sizeof(int32_t));
+    gs_cuda_free(e, m->val, (size_t)m->nnz * m->vsize);
+    *m = fsai_dcsr{};
+}
+
+int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int status = CUDA_CALL(&e->err, cudaMemcpyAsync(h, d, sizeof *h, cudaMemcpyDeviceToHost,
+                                                    c->stream));
+    if (status == GS_OK) status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
+    return status;
+}
+
+int fsai_exclusive_scan(gs_engine *e, int64_t *in, int64_t *out, int64_t count)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    void *tmp = NULL;
+    size_t bytes = 0;
+    int status = GS_OK;
+    /* scan count + 1 items, in[count] = 0: out[count] is the total */
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(in + count, 0, sizeof(int64_t), c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::ExclusiveSum((void *)NULL, bytes, in, out,
+                                                            count + 1, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai: scan workspace"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::ExclusiveSum(tmp, bytes, in, out, count + 1,
+                                                            c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream))); /* tmp idle before the free */
+cleanup:
+    gs_cuda_free(e, tmp, bytes);
+    return status;
+}
+
+int fsai_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    void *tmp = NULL;
+    size_t bytes = 0;
+    int status = GS_OK;
+    *nnz = 0;
+    if (n == 0) return GS_OK;
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum((void *)NULL, bytes, rp + 1, rp + 1,
+                                                            n, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai: scan workspace"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(tmp, bytes, rp + 1, rp + 1, n,
+                                                            c->stream)));
+    GS_TRY(fsai_read_int64(e, rp + n, nnz));
+cleanup:
+    gs_cuda_free(e, tmp, bytes);
+    return status;
+}
+
+template <typename T>
+static __device__ inline T warp_sum(T v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+/* Position of column j in the sorted cols[0..m), or -1. */
+static __device__ inline int64_t find_col(const int32_t *__restrict__ cols, int64_t m, int32_t j)
+{
+    int64_t a = 0, b = m - 1;
+    while (a <= b) {
+        const int64_t mid = a + (b - a) / 2;
+        if (cols[mid] == j) return mid;
+        if (cols[mid] < j) a = mid + 1;
+        else b = mid - 1;
+    }
+    return -1;
+}
+
+/* ----------------------------------------------------------- prefilter */
+
+/* One warp per row: diag[i] = a_ii (0 if missing), *bad = 1 when row i
+ * breaks symmetry (|a_ij - a_ji| <= rtol max(|a_ij|, |a_ji|), a missing
+ * mirror read as 0: gs_csr_is_symmetric's test) or a_ii is not positive and
+ * finite. The host reference then words the message. */
+__global__ void fsai_check_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                  const int32_t *__restrict__ col, const double *__restrict__ val,
+                                  double *__restrict__ diag, int *bad)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (i >= n) return;
+    double d = 0.0;
+    bool ok = true;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32) {
+        const int32_t j = col[p];
+        const double aij = val[p];
+        if (j == i) {
+            d = aij;
+            continue;
+        }
+        const int64_t q = find_col(col + rp[j], rp[j + 1] - rp[j], i);
+        const double aji = q >= 0 ? val[rp[j] + q] : 0.0;
+        if (!(fabs(aij - aji) <= GS_SYMMETRY_RTOL * fmax(fabs(aij), fabs(aji)))) ok = false;
+    }
+    d = warp_sum(d); /* one lane holds a_ii, the others 0 */
+    ok = __all_sync(FULL_MASK, ok);
+    if (lane == 0) {
+        diag[i] = d;
+        if (!ok || !(d > 0.0) || !isfinite(d)) *bad = 1;
+    }
+}
+
+/* One warp per row: Ã keeps a_ij with |a_ij| > tau sqrt(a_ii) sqrt(a_jj)
+ * (the reference's expression and order), the diagonal always; L_1 = its
+ * j <= i part. COUNT: lengths into at_rp[i + 1], l_rp[i + 1]; else fill. */
+template <bool FILL>
+__global__ void fsai_prefilter_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                      const int32_t *__restrict__ col,
+                                      const double *__restrict__ val,
+                                      const double *__restrict__ diag, double tau,
+                                      int64_t *at_rp, int32_t *__restrict__ at_col,
+                                      int64_t *l_rp, int32_t *__restrict__ l_col)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (i >= n) return;
+    const double si = tau * sqrt(diag[i]);
+    int64_t na = FILL ? at_rp[i] : 0, nl = FILL ? l_rp[i] : 0;
+    for (int64_t p0 = rp[i]; p0 < rp[i + 1]; p0 += 32) {
+        const int64_t p = p0 + lane;
+        int32_t j = -1;
+        bool keep = false;
+        if (p < rp[i + 1]) {
+            j = col[p];
+            keep = j == i || fabs(val[p]) > si * sqrt(diag[j]);
+        }
+        const unsigned ka = __ballot_sync(FULL_MASK, keep);
+        const unsigned kl = __ballot_sync(FULL_MASK, keep && j <= i);
+        const unsigned below = (1u << lane) - 1;
+        if (FILL && keep) at_col[na + __popc(ka & below)] = j;
+        if (FILL && keep && j <= i) l_col[nl + __popc(kl & below)] = j;
+        na += __popc(ka);
+        nl += __popc(kl);
+    }
+    if (!FILL && lane == 0) at_rp[i + 1] = na, l_rp[i + 1] = nl;
+}
+
+/* Checks, diag(A), Ã and L_1. A failed device check hands over to the host
+ * reference for the message (it finds the same first offence). */
+static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, double tau,
+                          fsai_dcsr *At, fsai_dcsr *L1, gs_error *err)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int32_t n = dA->n;
+    const unsigned grid = fsai_blocks(n, ROW_WARPS);
+    double *diag = NULL, *host_diag = NULL;
+    int *d_bad = NULL, bad = 0, status = GS_OK;
+    int64_t nnz = 0;
+    GS_TRY(gs_cuda_alloc(e, &diag, ((size_t)n + 1) * sizeof(double), "fsai: diagonal of A"));
+    GS_TRY(gs_cuda_alloc(e, &d_bad, sizeof(int), "fsai: input check flag"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_bad, 0, sizeof(int), c->stream)));
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_check_kernel, grid, 32 * ROW_WARPS, 0, c->stream, n,
+                       (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                       (const double *)dA->val, diag, d_bad));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost,
+                                              c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    if (bad) {
+        host_diag = (double *)gs_malloc(((size_t)n + 1) * sizeof(double), "fsai diagonal", err);
+        if (!host_diag) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(gs_fsai_check_input(A, host_diag, err));
+    }
+    GS_TRY(fsai_dcsr_alloc_rows(e, At, n, "fsai: row pointers of the prefiltered A"));
+    GS_TRY(fsai_dcsr_alloc_rows(e, L1, n, "fsai: row pointers of L_1"));
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<false>, grid, 32 * ROW_WARPS, 0, c->stream,
+                       n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                       (const double *)dA->val, (const double *)diag, tau, At->rp,
+                       (int32_t *)NULL, L1->rp, (int32_t *)NULL));
+    GS_TRY(fsai_counts_to_row_ptr(e, At->rp, n, &nnz));
+    GS_TRY(fsai_dcsr_alloc_entries(e, At, nnz, 0, "fsai: prefiltered A"));
+    GS_TRY(fsai_counts_to_row_ptr(e, L1->rp, n, &nnz));
+    GS_TRY(fsai_dcsr_alloc_entries(e, L1, nnz, 0, "fsai: L_1"));
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<true>, grid, 32 * ROW_WARPS, 0, c->stream,
+                       n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                       (const double *)dA->val, (const double *)diag, tau, At->rp, At->col,
+                       L1->rp, L1->col));
+cleanup:
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    gs_cuda_free(e, diag, ((size_t)n + 1) * sizeof(double));
+    gs_cuda_free(e, d_bad, sizeof(int));
+    free(host_diag);
+    return status;
+}
+
+/* ---------------------------------------------------------- postfilter */
+
+/* delta ||g_i||_2 of row i (whole warp). */
+template <typename T>
+static __device__ inline double row_threshold(const T *__restrict__ g, int64_t m, double delta)
+{
+    double s = 0.0;
+    for (int64_t p = threadIdx.x & 31; p < m; p += 32) s += (double)g[p] * (double)g[p];
+    return delta * sqrt(warp_sum(s));
+}
+
+/* One warp per row of Ĝ (pattern H, values T): z_i = the diagonal and the
+ * off-diagonal g_ij with |g_ij| > delta ||g_i||_2 (all of them when delta =
+ * 0). COUNT: lengths into g_rp[i + 1]. FILL: z_i into G, then row i of G is
+ * z_i / sqrt(z_i^T A z_i) (the reference's scaling, src/pc_fsai.c), z^T A z
+ * summed over the kept pattern Z: sum_r z_r sum_{p in A(Z_r,:), col in Z} a_p z_col.
+ * A quadratic form that is not positive and finite: *fail = min row. */
+template <typename T, bool FILL>
+__global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_rp,
+                                       const int32_t *__restrict__ h_col,
+                                       const T *__restrict__ h_val, double delta,
+                                       const int64_t *__restrict__ a_rp,
+                                       const int32_t *__restrict__ a_col,
+                                       const double *__restrict__ a_val, int64_t *g_rp,
+                                       int32_t *__restrict__ g_col, T *__restrict__ g_val,
+                                       int *fail)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (i >= n) return;
+    const int64_t h0 = h_rp[i], m = h_rp[i + 1] - h0;
+    const double threshold = row_threshold(h_val + h0, m, delta);
+    int64_t q = FILL ? g_rp[i] : 0;
+    for (int64_t p0 = 0; p0 < m; p0 += 32) {
+        const int64_t p = p0 + lane;
+        bool keep = false;
+        if (p < m)
+            keep = h_col[h0 + p] == i || delta == 0.0 || fabs((double)h_val[h0 + p]) > threshold;
+        const unsigned k = __ballot_sync(FULL_MASK, keep);
+        if (FILL && keep) {
+            const int64_t dst = q + __popc(k & ((1u << lane) - 1));
+            g_col[dst] = h_col[h0 + p];
+            g_val[dst] = h_val[h0 + p];
+        }
+        q += __popc(k);
+    }
+    if (!FILL) {
+        if (lane == 0) g_rp[i + 1] = q;
+        return;
+    }
+    __syncwarp();
+    const int64_t g0 = g_rp[i], mz = g_rp[i + 1] - g0;
+    const int32_t *Z = g_col + g0;
+    T *z = g_val + g0;
+    double zaz = 0.0;
+    for (int64_t r = lane; r < mz; r += 32) {
+        double az = 0.0;                                       /* (A z)_{Z_r} */
+        for (int64_t p = a_rp[Z[r]]; p < a_rp[Z[r] + 1]; p++) {
+            const int64_t s = find_col(Z, mz, a_col[p]);
+            if (s >= 0) az += a_val[p] * (double)z[s];
+        }
+        zaz += (double)z[r] * az;
+    }
+    zaz = warp_sum(zaz);
+    if (!(zaz > 0.0) || !isfinite(zaz)) {
+        if (lane == 0) atomicMin(fail, i);
+        return;
+    }
+    const double scale = 1.0 / sqrt(zaz);                     /* (3.13), see pc_fsai.c */
+    for (int64_t r = lane; r < mz; r += 32) z[r] = (T)((double)z[r] * scale);
+}
+
+template <typename T>
+static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_dcsr *H,
+                                 double delta, fsai_dcsr *G, gs_error *err)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int32_t n = H->n;
+    const unsigned grid = fsai_blocks(n, ROW_WARPS);
+    int *d_fail = NULL, fail = INT32_MAX, status = GS_OK;
+    int64_t nnz = 0;
+    GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof(int), "fsai postfilter: failure record"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d_fail, &fail, sizeof fail, cudaMemcpyHostToDevice,
+                                              c->stream)));
+    GS_TRY(fsai_dcsr_alloc_rows(e, G, n, "fsai: row pointers of G"));
+    GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, false>), grid, 32 * ROW_WARPS, 0,
+                       c->stream, n, (const int64_t *)H->rp, (const int32_t *)H->col,
+                       (const T *)H->val, delta, (const int64_t *)dA->rp,
+                       (const int32_t *)dA->col, (const double *)dA->val, G->rp, (int32_t *)NULL,
+                       (T *)NULL, d_fail));
+    GS_TRY(fsai_counts_to_row_ptr(e, G->rp, n, &nnz));
+    GS_TRY(fsai_dcsr_alloc_entries(e, G, nnz, sizeof(T), "fsai: G"));
+    GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, true>), grid, 32 * ROW_WARPS, 0,
+                       c->stream, n, (const int64_t *)H->rp, (const int32_t *)H->col,
+                       (const T *)H->val, delta, (const int64_t *)dA->rp,
+                       (const int32_t *)dA->col, (const double *)dA->val, G->rp, G->col,
+                       (T *)G->val, d_fail));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&fail, d_fail, sizeof fail, cudaMemcpyDeviceToHost,
+                                              c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    if (fail != INT32_MAX)
+        status = gs_error_set(err, GS_ERR_NUMERIC,
+                              "fsai: row %d: z^T A z of the postfiltered row is not positive "
+                              "and finite, so A is not SPD", fail + 1);
+cleanup:
+    gs_cuda_free(e, d_fail, sizeof(int));
+    return status;
+}
+
+/* ----------------------------------------------------------- transpose */
+
+__global__ void fsai_narrow_kernel(int64_t n, const int64_t *__restrict__ in, int32_t *__restrict__ out)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (int32_t)in[i];
+}
+
+__global__ void fsai_widen_kernel(int64_t n, const int32_t *__restrict__ in, int64_t *__restrict__ out)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i];
+}
+
+/* GT = G^T (cusparseCsr2cscEx2: 32-bit offsets, rows sorted in each column). */
+static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int32_t n = G->n;
+    int32_t *rp32 = NULL, *cp32 = NULL;
+    void *buffer = NULL;
+    size_t bytes = 0;
+    int status = GS_OK;
+    const cudaDataType vt = G->vsize == sizeof(float) ? CUDA_R_32F : CUDA_R_64F;
+    if (G->nnz > INT32_MAX)
+        return gs_error_set(&e->err, GS_ERR_UNSUPPORTED,
+                            "fsai: G has %lld entries; the device transpose takes at most %d",
+                            (long long)G->nnz, INT32_MAX);
+    GS_TRY(fsai_dcsr_alloc_rows(e, GT, n, "fsai: row pointers of G^T"));
+    GS_TRY(fsai_dcsr_alloc_entries(e, GT, G->nnz, G->vsize, "fsai: G^T"));
+    GS_TRY(gs_cuda_alloc(e, &rp32, ((size_t)n + 1) * sizeof(int32_t), "fsai transpose: offsets"));
+    GS_TRY(gs_cuda_alloc(e, &cp32, ((size_t)n + 1) * sizeof(int32_t), "fsai transpose: offsets"));
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_narrow_kernel, fsai_blocks(n + 1, 256), 256, 0, c->stream,
+                       (int64_t)n + 1, (const int64_t *)G->rp, rp32));
+    if (G->nnz > 0) {
+        GS_TRY(CUSPARSE_CALL(&e->err, cusparseCsr2cscEx2_bufferSize(
+                                          c->sparse, n, n, (int)G->nnz, G->val, rp32, G->col,
+                                          GT->val, cp32, GT->col, vt, CUSPARSE_ACTION_NUMERIC,
+                                          CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG1, &bytes)));
+        GS_TRY(gs_cuda_alloc(e, &buffer, bytes, "fsai transpose: cuSPARSE buffer"));
+        GS_TRY(CUSPARSE_CALL(&e->err, cusparseCsr2cscEx2(c->sparse, n, n, (int)G->nnz, G->val, rp32,
+                                                         G->col, GT->val, cp32, GT->col, vt,
+                                                         CUSPARSE_ACTION_NUMERIC,
+                                                         CUSPARSE_INDEX_BASE_ZERO,
+                                                         CUSPARSE_CSR2CSC_ALG1, buffer)));
+        GS_TRY(CUDA_LAUNCH(&e->err, fsai_widen_kernel, fsai_blocks(n + 1, 256), 256, 0, c->stream,
+                           (int64_t)n + 1, (const int32_t *)cp32, GT->rp));
+    }
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+cleanup:
+    gs_cuda_free(e, buffer, bytes);
+    gs_cuda_free(e, rp32, ((size_t)n + 1) * sizeof(int32_t));
+    gs_cuda_free(e, cp32, ((size_t)n + 1) * sizeof(int32_t));
+    return status;
+}
+
+/* -------------------------------------------------------- engine, save */
+
+template <typename T>
+__global__ void fsai_to_double_kernel(int64_t n, const T *__restrict__ in, double *__restrict__ out)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (double)in[i];
+}
+
+/* M as an engine matrix in the stored precision (fp32 values go through a
+ * temporary fp64 copy: gs_cuda_mat_from_device_csr takes fp64, and rounds
+ * them back exactly). */
+static int fsai_engine_matrix(gs_engine *e, const fsai_dcsr *M, gs_precision prec, gs_mat **out)
+{
+    double *wide = NULL;
+    int status = GS_OK;
+    if (M->vsize == sizeof(double))
+        return gs_cuda_mat_from_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col,
+                                           (const double *)M->val, prec, GS_CUDA_TRI_NONE, out);
+    GS_TRY(gs_cuda_alloc(e, &wide, (size_t)M->nnz * sizeof(double), "fsai: G values widened"));
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_to_double_kernel<float>, fsai_blocks(M->nnz, 256), 256, 0,
+                       gs_cuda_of(e)->stream, M->nnz, (const float *)M->val, wide));
+    GS_TRY(gs_cuda_mat_from_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col, wide, prec,
+                                       GS_CUDA_TRI_NONE, out));
+cleanup:
+    if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
+    gs_cuda_free(e, wide, (size_t)M->nnz * sizeof(double));
+    return status;
+}
+
+/* Host CSR of an engine matrix (sliced ELL: padding has column -1 and ends
+ * each row; CSR: copied), values in fp64. */
+static int fsai_download(const gs_mat *m, gs_csr *out, gs_error *err)
+{
+    const int64_t n = m->n_rows;
+    const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
+    const int64_t stored = m->format == GS_CUDA_CSR ? m->nnz : m->padded;
+    int64_t *sp = NULL;
+    int32_t *col = NULL, *perm = NULL;
+    void *val = NULL;
+    int status = GS_OK;
+    GS_TRY(gs_csr_alloc(m->n_rows, m->n_cols, m->nnz, 1, out, err));
+    col = (int32_t *)gs_malloc((size_t)stored * sizeof(int32_t) + 1, "fsai save", err);
+    val = gs_malloc((size_t)stored * vsize + 1, "fsai save", err);
+    if (!col || !val) GS_TRY(GS_ERR_NOMEM);
+    if (m->format == GS_CUDA_CSR) {
+        GS_TRY(CUDA_CALL(err, cudaMemcpy(out->row_ptr, m->row_ptr, (size_t)(n + 1) * sizeof(int64_t),
+                                         cudaMemcpyDeviceToHost)));
+        GS_TRY(CUDA_CALL(err, cudaMemcpy(out->col, m->csr_col, (size_t)stored * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost)));
+        GS_TRY(CUDA_CALL(err, cudaMemcpy(val, m->csr_val, (size_t)stored * vsize,
+                                         cudaMemcpyDeviceToHost)));
+        for (int64_t p = 0; p < stored; p++)
+            out->val[p] = vsize == sizeof(float) ? (double)((float *)val)[p] : ((double *)val)[p];
+        goto cleanup;
+    }
+    sp = (int64_t *)gs_malloc((size_t)(m->n_slices + 1) * sizeof(int64_t), "fsai save", err);
+    perm = m->perm ? (int32_t *)gs_malloc((size_t)n * sizeof(int32_t), "fsai save", err) : NULL;
+    if (!sp || (m->perm && !perm)) GS_TRY(GS_ERR_NOMEM);
+    GS_TRY(CUDA_CALL(err, cudaMemcpy(sp, m->slice_ptr, (size_t)(m->n_slices + 1) * sizeof(int64_t),
+                                     cudaMemcpyDeviceToHost)));
+    GS_TRY(CUDA_CALL(err, cudaMemcpy(col, m->sell_col, (size_t)stored * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost)));
+    GS_TRY(CUDA_CALL(err, cudaMemcpy(val, m->sell_val, (size_t)stored * vsize, cudaMemcpyDeviceToHost)));
+    if (perm)
+        GS_TRY(CUDA_CALL(err, cudaMemcpy(perm, m->perm, (size_t)n * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost)));
+    for (int pass = 0; pass < 2; pass++) { /* 0: row lengths, 1: entries */
+        for (int64_t r = 0; r < n; r++) {
+            const int64_t s = r / 32, width = (sp[s + 1] - sp[s]) / 32;
+            const int64_t row = perm ? perm[r] : r;
+            int64_t q = pass ? out->row_ptr[row] : 0;
+            for (int64_t k = 0; k < width; k++) {
+                const int64_t src = sp[s] + 32 * k + r % 32;
+                if (col[src] < 0) break;
+                if (pass) {
+                    out->col[q] = col[src];
+                    out->val[q] = vsize == sizeof(float) ? (double)((float *)val)[src]
+                                                         : ((double *)val)[src];
+                }
+                q++;
+            }
+            if (!pass) out->row_ptr[row + 1] = q;
+        }
+        if (!pass)
+            for (int64_t r = 0; r < n; r++) out->row_ptr[r + 1] += out->row_ptr[r];
+    }
+cleanup:
+    free(sp);
+    free(col);
+    free(val);
+    free(perm);
+    if (status != GS_OK) gs_csr_free(out);
+    return status;
+}
+
+/* PREFIX_G.mtx: G as stored on the device (fp32 values when computed so). */
+static int fsai_cuda_save(gs_pc *pc, const char *prefix, gs_error *err)
+{
+    gs_fsai_data *d = (gs_fsai_data *)pc->data;
+    gs_csr G = {};
+    char path[4096], comment[512];
+    int status = pc->eng->ops->sync(pc->eng);
+    if (status != GS_OK) return gs_engine_fail(pc->eng, err);
+    GS_TRY(fsai_download(d->G_eng, &G, err));
+    snprintf(path, sizeof path, "%s_G.mtx", prefix);
+    snprintf(comment, sizeof comment, "gpusolve fsai (cuda setup): M = G^T G, %s", pc->description);
+    status = gs_mm_write_csr(path, &G, 0, comment, err);
+cleanup:
+    gs_csr_free(&G);
+    return status;
+}
+
+/* --------------------------------------------------------------- setup */
+
+static double fsai_stream_bytes(const fsai_dcsr *M, gs_precision prec)
+{
+    return (double)M->nnz * ((prec == GS_FP32 ? 4.0 : 8.0) + 4.0) + ((double)M->n + 1.0) * 8.0;
+}
+
+static int fsai_upload(gs_engine *e, const gs_csr *A, fsai_dcsr *dA)
+{
+    int status = GS_OK;
+    GS_TRY(fsai_dcsr_alloc_rows(e, dA, A->n_rows, "fsai: row pointers of A"));
+    GS_TRY(fsai_dcsr_alloc_entries(e, dA, A->nnz, sizeof(double), "fsai: A"));
+    GS_TRY(gs_cuda_upload(e, dA->rp, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof(int64_t)));
+    if (A->nnz > 0) {
+        GS_TRY(gs_cuda_upload(e, dA->col, A->col, (size_t)A->nnz * sizeof(int32_t)));
+        GS_TRY(gs_cuda_upload(e, dA->val, A->val, (size_t)A->nnz * sizeof(double)));
+    }
+cleanup:
+    return status;
+}
+
+/* The stages; d's engine objects on success. */
+static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o, gs_fsai_data *d,
+                           gs_error *err)
+{
+    gs_engine *e = pc->eng;
+    fsai_dcsr dA = {}, At = {}, L1 = {}, S = {}, G = {}, GT = {};
+    int64_t m_max = 0, nnz_hat = 0;
+    int status = GS_OK;
+    double t0 = gs_pc_stage_begin(pc);
+    GS_TRY(fsai_upload(e, A, &dA));
+    GS_TRY(gs_pc_stage_end(pc, "transfer", t0));
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(fsai_prefilter(e, A, &dA, o->tau, &At, &L1, err));
+    GS_TRY(gs_pc_stage_end(pc, "prefilter", t0));
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, &S));
+    fsai_dcsr_free(e, &At);
+    GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
+    GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, &m_max, err));   /* gather, factorisation */
+    nnz_hat = S.nnz;
+    t0 = gs_pc_stage_begin(pc);
+    if (o->prec == GS_FP32) GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, o->delta, &G, err));
+    else GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, o->delta, &G, err));
+    fsai_dcsr_free(e, &S);
+    fsai_dcsr_free(e, &dA);
+    GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(fsai_transpose(e, &G, &GT));
+    GS_TRY(gs_pc_stage_end(pc, "transpose", t0));
+    t0 = gs_pc_stage_begin(pc);
+    pc->nnz = G.nnz;
+    pc->apply_bytes = 2.0 * fsai_stream_bytes(&G, o->prec) + 32.0 * A->n_rows; /* G, G^T, r t t z */
+    GS_TRY(fsai_engine_matrix(e, &G, o->prec, &d->G_eng));
+    fsai_dcsr_free(e, &G);
+    GS_TRY(fsai_engine_matrix(e, &GT, o->prec, &d->GT_eng));
+    fsai_dcsr_free(e, &GT);
+    GS_TRY(e->ops->vec_create(e, A->n_rows, &d->t));
+    GS_TRY(gs_pc_stage_end(pc, "layout", t0));
+    gs_kv_num(&pc->extra, "mu_G_hat", (double)nnz_hat / (double)A->nnz);
+    gs_kv_num(&pc->extra, "mu_G", (double)pc->nnz / (double)A->nnz);
+    gs_kv_num(&pc->extra, "local_m_max", (double)m_max);
+cleanup:
+    fsai_dcsr_free(e, &dA);
+    fsai_dcsr_free(e, &At);
+    fsai_dcsr_free(e, &L1);
+    fsai_dcsr_free(e, &S);
+    fsai_dcsr_free(e, &G);
+    fsai_dcsr_free(e, &GT);
+    return status;
+}
+
+extern "C" int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
+{
+    gs_engine *e = pc->eng;
+    gs_fsai_options o;
+    int status = GS_OK;
+    if (e->ops->kind != GS_ENGINE_CUDA) return gs_fsai_setup_cpu(pc, A, err);
+    gs_fsai_data *d = (gs_fsai_data *)gs_calloc(1, sizeof *d, "fsai", err);
+    if (!d) return GS_ERR_NOMEM;
+    pc->data = d;
+    pc->destroy = gs_fsai_destroy;
+    GS_TRY(gs_fsai_read_options(pc, &o, err));
+    if (A->n_rows != A->n_cols || !A->val) GS_TRY(gs_fsai_check_input(A, NULL, err));
+    snprintf(pc->description, sizeof pc->description, "tau=%g k=%ld delta=%g precision=%s", o.tau,
+             o.k, o.delta, o.prec == GS_FP32 ? "single" : "double");
+    GS_TRY(fsai_cuda_build(pc, A, &o, d, err));
+    pc->apply = gs_fsai_apply;
+    pc->apply_dot = gs_fsai_apply_dot;
+    pc->save = fsai_cuda_save;
+    pc->symmetric = 1;
+cleanup:
+    if (status != GS_OK) gs_engine_fail(e, err);
+    return status;
+}

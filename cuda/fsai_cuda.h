@@ -1,0 +1,66 @@
+/* fsai_cuda.h - internals shared by the CUDA setup of FSAI (cuda/fsai.cu:
+ * driver, prefilter, postfilter, transpose; cuda/fsai_pattern.cu: the
+ * pattern recursion; cuda/fsai_factor.cu: gather and batched Cholesky).
+ * Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci. Comput. 38(1) 2016,
+ * section 4. C++ only (nvcc). */
+#ifndef GS_FSAI_CUDA_H
+#define GS_FSAI_CUDA_H
+
+#include "engine_cuda.h"
+
+extern "C" {
+#include "fsai.h"
+#include "precond.h"
+}
+
+/* A CSR matrix or pattern on the device, owned by the setup: rp (n + 1
+ * int64), col (nnz int32), val (nnz values of vsize bytes, or NULL). */
+typedef struct fsai_dcsr {
+    int32_t n;
+    int64_t nnz;
+    int64_t *rp;
+    int32_t *col;
+    void *val;
+    size_t vsize; /* 0: a pattern */
+} fsai_dcsr;
+
+/* rp for n rows (zeroed), no entries yet. */
+int fsai_dcsr_alloc_rows(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what);
+/* col (and val when vsize > 0) for nnz entries. */
+int fsai_dcsr_alloc_entries(gs_engine *e, fsai_dcsr *m, int64_t nnz, size_t vsize,
+                            const char *what);
+void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m); /* NULL-safe, zeroes m */
+
+/* rp[1..n] holds row counts, rp[0] = 0: make it the row pointer (inclusive
+ * scan in place) and return nnz = rp[n] on the host (synchronises). */
+int fsai_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz);
+
+/* out[i] = sum_{j<i} in[j] for i <= count; in and out have count + 1
+ * entries (in[count] is set to 0). Synchronises. */
+int fsai_exclusive_scan(gs_engine *e, int64_t *in, int64_t *out, int64_t count);
+
+/* Download one int64 (synchronises). */
+int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h);
+
+/* Blocks of 256 threads covering `items` items of `per_block` each. */
+static inline unsigned fsai_blocks(int64_t items, int64_t per_block)
+{
+    return (unsigned)((items + per_block - 1) / per_block);
+}
+
+/* S = 1NZ(L_k) of Algorithm 4.1 from the prefiltered Ã (full rows, sorted)
+ * and L_1 = Low(Ã) (taken over by the call: freed or returned as S). Rows of
+ * S sorted. Device workspace for the warps' maps is bounded, never all free
+ * memory. */
+int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, fsai_dcsr *S);
+
+/* Ĝ on the pattern S: row i solves A[P_i,P_i] w = e_m (3.6) and keeps
+ * g = w / sqrt(w_m) (3.7); on success S->val holds the values (float for
+ * GS_FP32, else double) and S->vsize their size. Times the stages "gather"
+ * and "factorisation" on pc; *m_max = the largest m_i. A non-positive pivot:
+ * GS_ERR_NUMERIC in err naming the smallest such row (1-based), as the CPU
+ * reference does. */
+int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
+                     int64_t *m_max, gs_error *err);
+
+#endif

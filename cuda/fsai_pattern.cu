@@ -1,0 +1,286 @@
+/* fsai_pattern.cu - the static FSAI pattern on the GPU: L_1 = Low(Ã),
+ * L_{p+1} = Low(L_p Ã), S = 1NZ(L_k), by the warp-centric kernel of
+ * Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci. Comput. 38(1) 2016,
+ * Algorithm 4.2 (ballot/popc compaction, a per-warp byte map, no atomics).
+ *
+ * Differences from the paper, and why:
+ * - Output in CSR sized exactly: each product runs twice, a counting pass
+ *   (row lengths, then a scan) and a fill pass, instead of ELLPACK rows padded
+ *   to a width that reserves all free memory. A row that would still exceed
+ *   its counted length sets the paper's error flag (never silent).
+ * - The map of a warp is a window, not n bytes: every candidate column c of
+ *   row r lies in [lo_r, r], lo_r = min over s in L_p(r,:) of the first column
+ *   of Ã(s,:); with W a power of two >= max_r (r - lo_r + 1), c mod W is one-
+ *   to-one on that range, so a byte map of W entries per warp needs no
+ *   collision handling. On banded matrices (stencils) W << n: the maps of
+ *   enough warps to fill the GPU fit in a bounded budget. W >= n falls back
+ *   to the paper's n-byte map.
+ * - Only S is sorted (cub segmented sort): the intermediate L_p are sets. */
+#include <cub/cub.cuh>
+
+#include "fsai_cuda.h"
+
+#define PATTERN_THREADS 128           /* the paper's 128 threads per block */
+#define PATTERN_WARPS (PATTERN_THREADS / 32)
+#define PATTERN_SCRATCH 1024          /* counting pass: columns kept to reset the map */
+#define PATTERN_MAP_BUDGET ((size_t)256 << 20) /* bytes of maps at most */
+#define FULL_MASK 0xffffffffu
+
+/* lo_r for every row r of Lin; *span_max = max_r (r - lo_r + 1). */
+__global__ void pattern_span_kernel(int32_t n, const int64_t *__restrict__ in_rp,
+                                    const int32_t *__restrict__ in_col,
+                                    const int64_t *__restrict__ a_rp,
+                                    const int32_t *__restrict__ a_col, int *span_max)
+{
+    const int32_t r = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    int span = 0;
+    if (r < n) {
+        int32_t lo = r;
+        for (int64_t p = in_rp[r]; p < in_rp[r + 1]; p++) lo = min(lo, a_col[a_rp[in_col[p]]]);
+        span = r - lo + 1;
+    }
+    for (int o = 16; o > 0; o >>= 1) span = max(span, __shfl_xor_sync(FULL_MASK, span, o));
+    if ((threadIdx.x & 31) == 0 && span > 0) atomicMax(span_max, span);
+}
+
+/* One warp per row r (rows wid, wid + nwarps, ...): row r of Low(Lin Ã) is
+ * the union over s in Lin(r,:) of {c in Ã(s,:) : c <= r} (Alg. 4.2). FILL = 0
+ * counts (out_rp[r + 1] = length); FILL = 1 writes the columns at out_rp[r].
+ * The map M (one window of `stride` bytes per warp, index c & mask) is all
+ * zero on entry and on exit. */
+template <bool FILL>
+__global__ void __launch_bounds__(PATTERN_THREADS)
+    pattern_product_kernel(int32_t n, const int64_t *__restrict__ in_rp,
+                           const int32_t *__restrict__ in_col, const int64_t *__restrict__ a_rp,
+                           const int32_t *__restrict__ a_col, uint8_t *__restrict__ map,
+                           uint32_t mask, size_t stride, int32_t nwarps, int64_t *out_rp,
+                           int32_t *__restrict__ out_col, int32_t *__restrict__ scratch,
+                           int *overflow)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t wid = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (wid >= nwarps) return;
+    uint8_t *M = map + (size_t)wid * stride;
+    int32_t *list = FILL ? NULL : scratch + (size_t)wid * PATTERN_SCRATCH;
+    for (int32_t r = wid; r < n; r += nwarps) {
+        int64_t rind = 0;
+        const int64_t cap = FILL ? out_rp[r + 1] - out_rp[r] : PATTERN_SCRATCH;
+        int32_t *out = FILL ? out_col + out_rp[r] : list;
+        const int64_t i0 = in_rp[r], ilen = in_rp[r + 1] - i0;
+        for (int64_t i = 0; i < ilen; i += 32) {
+            const int32_t myrow = i + lane < ilen ? in_col[i0 + i + lane] : 0;
+            const int jmax = (int)min((int64_t)32, ilen - i);
+            for (int j = 0; j < jmax; j++) {
+                const int32_t s = __shfl_sync(FULL_MASK, myrow, j);
+                const int64_t k1 = a_rp[s + 1];
+                for (int64_t k = a_rp[s]; k < k1; k += 32) {
+                    const int32_t c = k + lane < k1 ? a_col[k + lane] : INT32_MAX;
+                    const uint32_t slot = (uint32_t)c & mask;
+                    const bool t = c <= r && !M[slot];
+                    const unsigned z = __ballot_sync(FULL_MASK, t);
+                    if (t) {
+                        M[slot] = 1;
+                        const int64_t pos = rind + __popc(z & ((1u << lane) - 1));
+                        if (pos < cap) out[pos] = c;
+                        else if (FILL) *overflow = 1;
+                    }
+                    rind += __popc(z);
+                    __syncwarp();
+                    /* Ã rows are sorted: past r, the rest of the row is upper */
+                    if (__shfl_sync(FULL_MASK, c, 31) > r) break;
+                }
+            }
+        }
+        if (!FILL && lane == 0) out_rp[r + 1] = rind;
+        if (rind <= cap) {                   /* Alg. 4.2 lines 30-32: reset what was set */
+            for (int64_t q = lane; q < rind; q += 32) M[(uint32_t)out[q] & mask] = 0;
+        } else {                             /* counting pass, long row: reset by a rescan */
+            for (int64_t p = i0; p < i0 + ilen; p++) {
+                const int32_t s = in_col[p];
+                for (int64_t k = a_rp[s] + lane; k < a_rp[s + 1]; k += 32)
+                    if (a_col[k] <= r) M[(uint32_t)a_col[k] & mask] = 0;
+            }
+        }
+        __syncwarp();
+    }
+}
+
+/* The window: W = the power of two at or above max span (mask W - 1), or
+ * n bytes indexed by c itself when that is not smaller. */
+static int pattern_window(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At,
+                          uint32_t *mask, size_t *stride)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int *d_span = NULL, span = 0, status = GS_OK;
+    GS_TRY(gs_cuda_alloc(e, &d_span, sizeof(int), "fsai pattern: window size"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_span, 0, sizeof(int), c->stream)));
+    GS_TRY(CUDA_LAUNCH(&e->err, pattern_span_kernel, fsai_blocks(Lin->n, 256), 256, 0, c->stream,
+                       Lin->n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
+                       (const int64_t *)At->rp, (const int32_t *)At->col, d_span));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&span, d_span, sizeof(int), cudaMemcpyDeviceToHost,
+                                              c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    {
+        uint64_t w = 1;
+        while (w < (uint64_t)span) w <<= 1;
+        if (w >= (uint64_t)Lin->n) {
+            *mask = 0xffffffffu;
+            *stride = (size_t)(Lin->n > 0 ? Lin->n : 1);
+        } else {
+            *mask = (uint32_t)(w - 1);
+            *stride = (size_t)w;
+        }
+    }
+cleanup:
+    gs_cuda_free(e, d_span, sizeof(int));
+    return status;
+}
+
+/* Warps to launch: all that can be resident, at most what the map budget
+ * (and a fraction of free memory) allows, at most one per row, at least 1. */
+static int32_t pattern_warps(gs_engine *e, int32_t n, size_t stride)
+{
+    int per_sm = 0;
+    size_t free_bytes = 0, total = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pattern_product_kernel<true>,
+                                                      PATTERN_THREADS, 0) != cudaSuccess)
+        per_sm = 4;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) free_bytes = PATTERN_MAP_BUDGET;
+    (void)cudaGetLastError();
+    const size_t budget = free_bytes / 8 < PATTERN_MAP_BUDGET ? free_bytes / 8 : PATTERN_MAP_BUDGET;
+    int64_t w = (int64_t)(per_sm > 0 ? per_sm : 1) * gs_cuda_of(e)->sm_count * PATTERN_WARPS;
+    if ((int64_t)(budget / stride) < w) w = (int64_t)(budget / stride);
+    if (w > n) w = n;
+    return (int32_t)(w > 0 ? w : 1);
+}
+
+/* The device maps, grown when a step needs more (zeroed once: the kernels
+ * leave them zero). */
+typedef struct pattern_work {
+    uint8_t *map;
+    size_t map_bytes;
+    int32_t *scratch;
+    size_t scratch_bytes;
+    int *overflow;
+} pattern_work;
+
+static int pattern_work_reserve(gs_engine *e, pattern_work *w, size_t map_bytes, int32_t nwarps)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int status = GS_OK;
+    const size_t scratch_bytes = (size_t)nwarps * PATTERN_SCRATCH * sizeof(int32_t);
+    if (map_bytes > w->map_bytes) {
+        gs_cuda_free(e, w->map, w->map_bytes);
+        w->map_bytes = 0;
+        GS_TRY(gs_cuda_alloc(e, &w->map, map_bytes, "fsai pattern: per-warp maps"));
+        w->map_bytes = map_bytes;
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->map, 0, map_bytes, c->stream)));
+    }
+    if (scratch_bytes > w->scratch_bytes) {
+        gs_cuda_free(e, w->scratch, w->scratch_bytes);
+        w->scratch_bytes = 0;
+        GS_TRY(gs_cuda_alloc(e, &w->scratch, scratch_bytes, "fsai pattern: per-warp lists"));
+        w->scratch_bytes = scratch_bytes;
+    }
+    if (!w->overflow) {
+        GS_TRY(gs_cuda_alloc(e, &w->overflow, sizeof(int), "fsai pattern: overflow flag"));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->overflow, 0, sizeof(int), c->stream)));
+    }
+cleanup:
+    return status;
+}
+
+static void pattern_work_free(gs_engine *e, pattern_work *w)
+{
+    gs_cuda_free(e, w->map, w->map_bytes);
+    gs_cuda_free(e, w->scratch, w->scratch_bytes);
+    gs_cuda_free(e, w->overflow, sizeof(int));
+}
+
+/* out = Low(Lin Ã): counting pass, scan, fill pass, overflow check. */
+static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At,
+                           pattern_work *w, fsai_dcsr *out)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int32_t n = Lin->n;
+    uint32_t mask = 0;
+    size_t stride = 0;
+    int64_t nnz = 0;
+    int overflow = 0, status = GS_OK;
+    GS_TRY(pattern_window(e, Lin, At, &mask, &stride));
+    {
+        const int32_t nwarps = pattern_warps(e, n, stride);
+        const unsigned grid = fsai_blocks(nwarps, PATTERN_WARPS);
+        GS_TRY(pattern_work_reserve(e, w, stride * (size_t)nwarps, nwarps));
+        GS_TRY(fsai_dcsr_alloc_rows(e, out, n, "fsai pattern: row pointers"));
+        GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<false>, grid, PATTERN_THREADS, 0,
+                           c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
+                           (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask,
+                           stride, nwarps, out->rp, (int32_t *)NULL, w->scratch, w->overflow));
+        GS_TRY(fsai_counts_to_row_ptr(e, out->rp, n, &nnz));
+        GS_TRY(fsai_dcsr_alloc_entries(e, out, nnz, 0, "fsai pattern: columns"));
+        GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<true>, grid, PATTERN_THREADS, 0,
+                           c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
+                           (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask,
+                           stride, nwarps, out->rp, out->col, (int32_t *)NULL, w->overflow));
+    }
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&overflow, w->overflow, sizeof(int),
+                                              cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    if (overflow)
+        status = gs_error_set(&e->err, GS_ERR_INTERNAL,
+                              "fsai pattern: a row of Low(L A) outgrew its counted length "
+                              "(counting and fill passes disagree)");
+cleanup:
+    return status;
+}
+
+/* Sort the columns of every row of P (cub segmented sort into a new array). */
+static int pattern_sort_rows(gs_engine *e, fsai_dcsr *P)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int32_t *sorted = NULL;
+    void *tmp = NULL;
+    size_t tmp_bytes = 0;
+    int status = GS_OK;
+    if (P->nnz == 0) return GS_OK;
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceSegmentedSort::SortKeys(
+                                  (void *)NULL, tmp_bytes, (const int32_t *)P->col, sorted,
+                                  P->nnz, (int64_t)P->n, (const int64_t *)P->rp,
+                                  (const int64_t *)P->rp + 1, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, tmp_bytes, "fsai pattern: sort workspace"));
+    GS_TRY(gs_cuda_alloc(e, &sorted, (size_t)P->nnz * sizeof(int32_t), "fsai pattern: sorted columns"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceSegmentedSort::SortKeys(
+                                  tmp, tmp_bytes, (const int32_t *)P->col, sorted, P->nnz,
+                                  (int64_t)P->n, (const int64_t *)P->rp,
+                                  (const int64_t *)P->rp + 1, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    gs_cuda_free(e, P->col, (size_t)P->nnz * sizeof(int32_t));
+    P->col = sorted;
+    sorted = NULL;
+cleanup:
+    gs_cuda_free(e, tmp, tmp_bytes);
+    gs_cuda_free(e, sorted, (size_t)P->nnz * sizeof(int32_t));
+    return status;
+}
+
+int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, fsai_dcsr *S)
+{
+    fsai_dcsr L = *L1, next = {};
+    pattern_work w = {};
+    int status = GS_OK;
+    *L1 = fsai_dcsr{};
+    for (long p = 1; p < k; p++) {                       /* L_{p+1} = Low(L_p Ã) */
+        GS_TRY(pattern_product(e, &L, At, &w, &next));
+        fsai_dcsr_free(e, &L);
+        L = next;
+        next = fsai_dcsr{};
+    }
+    if (k > 1) GS_TRY(pattern_sort_rows(e, &L));
+cleanup:
+    pattern_work_free(e, &w);
+    fsai_dcsr_free(e, &next);
+    if (status != GS_OK) fsai_dcsr_free(e, &L);
+    *S = L;
+    return status;
+}

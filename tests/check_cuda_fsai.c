@@ -1,0 +1,657 @@
+/* check_cuda_fsai.c - the CUDA setup of FSAI (cuda/fsai*.cu) against the CPU
+ * reference (src/pc_fsai.c, the oracle), and by the property that defines
+ * FSAI, diag(G A G^T) = I (Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci.
+ * Comput. 38(1) 2016, (3.10)). Generated and real SPD matrices, k = 1..4,
+ * with and without the filters, local systems on both sides of every size
+ * class of the batched Cholesky (32, 64, 128, 256, and larger); fp32; the
+ * apply; CG iterations; bad input (same status and message as the CPU).
+ * The device heap is filled with NaN before each setup, so that memory the
+ * setup forgets to write shows. Without a CUDA device the suite says
+ * "skipped" and passes.
+ *
+ * Tolerances (u = 2^-53 for fp64, u32 = 2^-24 for the fp32 setup):
+ * - patterns: S = 1NZ(L_k) is integer work: equal exactly. After the
+ *   postfilter (delta > 0), an entry may fall on the other side of
+ *   delta ||g_i|| by rounding: such a flip is accepted only where the
+ *   reference's unfiltered |g_ij| lies within 1e-6 (fp32: 1e-3) ||g_i|| of
+ *   the threshold, and at most 1% of the rows may have one.
+ * - values, row by row: both setups solve A[P,P] w = e_m by Cholesky in
+ *   different operation orders; each computed w has a relative error of at
+ *   most ~ m cond(A[P,P]) u (Higham, Thm 10.4 with the usual forward bound),
+ *   and the scalings (3.7), (3.13) add O(m u). So
+ *   max_j |g_gpu - g_cpu| <= 8 m kappa u ||g_cpu||_2 with kappa =
+ *   ||A_P||_F ||A_P^-1||_F >= cond_2(A_P), computed (dense) only for a row
+ *   that misses the cheap bound 64 m u ||g||_2. The fp32 setup: the same
+ *   with u32.
+ * - diag(G A G^T) = I: as check_pc_fsai.c, the rounding of one quadratic
+ *   form (2 (2 (m + r) + 6) u |g|^T |A| |g|), plus 4 u32 |g|^T |A| |g| for
+ *   values stored in fp32. */
+#include <math.h>
+
+#include "dense_cholesky.h"
+#include "engine.h"
+#include "gen.h"
+#include "krylov.h"
+#include "precond.h"
+#include "testutil.h"
+
+#define U64 (DBL_EPSILON / 2)
+#define U32 (5.9604644775390625e-08)
+
+static gs_engine *gpu;
+static double worst64, worst32; /* largest max |g_gpu - g_cpu| / ||g|| seen, per precision */
+
+/* ---------------------------------------------------------- parameters */
+
+typedef struct fsai_args {
+    gs_params p;
+    char text[GS_MAX_PARAMS][40];
+} fsai_args;
+
+static void arg_set(fsai_args *a, const char *name, const char *value)
+{
+    snprintf(a->text[a->p.count], sizeof a->text[0], "%s", value);
+    ck_assert_int_eq(gs_params_set(&a->p, name, a->text[a->p.count], NULL), GS_OK);
+}
+
+/* tau, k, delta (negative: default), precision (NULL: default). */
+static const gs_params *args(fsai_args *a, double tau, long k, double delta, const char *prec)
+{
+    char buf[40];
+    memset(a, 0, sizeof *a);
+    if (tau >= 0) snprintf(buf, sizeof buf, "%.17g", tau), arg_set(a, "tau", buf);
+    if (k >= 0) snprintf(buf, sizeof buf, "%ld", k), arg_set(a, "k", buf);
+    if (delta >= 0) snprintf(buf, sizeof buf, "%.17g", delta), arg_set(a, "delta", buf);
+    if (prec) arg_set(a, "precond-precision", prec);
+    return &a->p;
+}
+
+/* --------------------------------------------------------------- setups */
+
+typedef struct fsai_out {
+    int status;
+    gs_error err;
+    gs_csr G;
+    double mu_hat, mu, m_max;
+    char stages[512];
+} fsai_out;
+
+static double extra(const gs_pc *pc, const char *key)
+{
+    const gs_kv *kv = tu_pc_extra(pc, key);
+    ck_assert_msg(kv != NULL, "report item %s missing", key);
+    return kv->num;
+}
+
+/* Fill about 256 MiB of the device heap with NaN and give it back, so that
+ * the next allocations are likely to land on poisoned memory. */
+static void poison_device_heap(void)
+{
+    gs_vec *v[8] = {0};
+    for (int i = 0; i < 8; i++) {
+        if (gpu->ops->vec_create(gpu, (int64_t)4 << 20, &v[i]) != GS_OK) break;
+        ck_assert_int_eq(gpu->ops->set(gpu, v[i], NAN), GS_OK);
+    }
+    ck_assert_int_eq(gpu->ops->sync(gpu), GS_OK);
+    for (int i = 0; i < 8; i++) gpu->ops->vec_destroy(gpu, v[i]);
+    gs_error_clear(&gpu->err);
+}
+
+/* fsai on engine e (the GPU one, or a fresh CPU engine when e == NULL). */
+static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
+{
+    fsai_out o;
+    memset(&o, 0, sizeof o);
+    gs_engine *cpu = NULL;
+    gs_mat *Ae = NULL;
+    gs_pc *pc = NULL;
+    if (!e) {
+        ck_assert_int_eq(gs_engine_cpu_create(&cpu, &o.err), GS_OK);
+        e = cpu;
+    } else {
+        poison_device_heap();
+    }
+    const size_t base = e->device_bytes_now;
+    ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
+    o.status = gs_pc_create(gs_pc_find("fsai"), e, p, A, Ae, &pc, &o.err);
+    if (o.status == GS_OK) {
+        tu_pc_saved_matrix(pc, "G", &o.G);
+        ck_assert_int_eq(o.G.nnz, pc->nnz);
+        o.mu_hat = extra(pc, "mu_G_hat");
+        o.mu = extra(pc, "mu_G");
+        o.m_max = extra(pc, "local_m_max");
+        size_t used = 0;
+        for (int i = 0; i < pc->stages.count; i++)
+            used += (size_t)snprintf(o.stages + used, sizeof o.stages - used, "%s;",
+                                     pc->stages.stage[i].name);
+    }
+    gs_pc_destroy(pc);
+    e->ops->mat_destroy(e, Ae);
+    ck_assert_msg(e->device_bytes_now == base, "device bytes leaked: %zu now, %zu before",
+                  e->device_bytes_now, base);
+    gs_error_clear(&e->err);
+    gs_engine_destroy(cpu);
+    return o;
+}
+
+/* ------------------------------------------------------------ checks */
+
+static int32_t max_row_length(const gs_csr *A)
+{
+    int64_t m = 0;
+    for (int32_t i = 0; i < A->n_rows; i++)
+        if (A->row_ptr[i + 1] - A->row_ptr[i] > m) m = A->row_ptr[i + 1] - A->row_ptr[i];
+    return (int32_t)m;
+}
+
+/* ||A_P||_F ||A_P^-1||_F for P = the columns of row i of G (>= cond_2). */
+static double local_kappa(const gs_csr *A, const int32_t *P, int m)
+{
+    double *a = calloc((size_t)m * m, sizeof *a), *x = malloc((size_t)m * sizeof *x);
+    ck_assert(a && x);
+    double fa = 0, fi = 0;
+    for (int r = 0; r < m; r++)
+        for (int c = 0; c <= r; c++) {
+            const int64_t q = gs_csr_find(A, P[r], P[c]);
+            a[(size_t)r * m + c] = q >= 0 ? A->val[q] : 0.0;
+            fa += (r == c ? 1 : 2) * a[(size_t)r * m + c] * a[(size_t)r * m + c];
+        }
+    if (gs_dense_cholesky_factor(a, m) >= 0) {
+        free(a), free(x);
+        return INFINITY;
+    }
+    for (int e = 0; e < m; e++) {
+        for (int r = 0; r < m; r++) x[r] = r == e;
+        gs_dense_cholesky_solve(a, m, x);
+        for (int r = 0; r < m; r++) fi += x[r] * x[r];
+    }
+    free(a), free(x);
+    return sqrt(fa) * sqrt(fi);
+}
+
+static double row_norm(const gs_csr *G, int32_t i)
+{
+    double s = 0;
+    for (int64_t p = G->row_ptr[i]; p < G->row_ptr[i + 1]; p++) s += G->val[p] * G->val[p];
+    return sqrt(s);
+}
+
+/* Is the pattern difference of row i a rounding flip at the postfilter's
+ * threshold? Ghat: the reference's unfiltered G (delta = 0). */
+static int is_threshold_flip(const gs_csr *Ghat, int32_t i, const gs_csr *Ga, const gs_csr *Gb,
+                             double delta, double rel)
+{
+    const double thr = delta * row_norm(Ghat, i), scale = row_norm(Ghat, i);
+    for (int64_t p = Ghat->row_ptr[i]; p < Ghat->row_ptr[i + 1]; p++) {
+        const int32_t j = Ghat->col[p];
+        const int in_a = gs_csr_find(Ga, i, j) >= 0, in_b = gs_csr_find(Gb, i, j) >= 0;
+        if (in_a != in_b && fabs(fabs(Ghat->val[p]) - thr) > rel * scale) return 0;
+    }
+    return 1;
+}
+
+/* GPU G against the reference: patterns, then values row by row (see the
+ * tolerances at the top). Ghat: the reference with delta = 0, for delta > 0. */
+static void compare(const gs_csr *A, const gs_csr *Gg, const gs_csr *Gc, const gs_csr *Ghat,
+                    double delta, double u, const char *label)
+{
+    ck_assert_int_eq(Gg->n_rows, Gc->n_rows);
+    int32_t flips = 0;
+    double worst = 0;
+    for (int32_t i = 0; i < Gc->n_rows; i++) {
+        const int64_t a0 = Gg->row_ptr[i], b0 = Gc->row_ptr[i];
+        const int64_t m = Gc->row_ptr[i + 1] - b0;
+        int same = Gg->row_ptr[i + 1] - a0 == m;
+        for (int64_t t = 0; same && t < m; t++) same = Gg->col[a0 + t] == Gc->col[b0 + t];
+        if (!same) {
+            ck_assert_msg(delta > 0 && Ghat &&
+                              is_threshold_flip(Ghat, i, Gg, Gc, delta, u == U32 ? 1e-3 : 1e-6),
+                          "%s: row %d: GPU pattern (%lld entries) differs from the CPU's (%lld)",
+                          label, (int)i + 1, (long long)(Gg->row_ptr[i + 1] - a0), (long long)m);
+            flips++;
+            continue;
+        }
+        double err = 0;
+        for (int64_t t = 0; t < m; t++) err = fmax(err, fabs(Gg->val[a0 + t] - Gc->val[b0 + t]));
+        ck_assert_msg(err == err, "%s: row %d: NaN in the GPU's G", label, (int)i + 1);
+        const double gn = row_norm(Gc, i);
+        err /= gn;
+        if (err > worst) worst = err;
+        if (err <= 64.0 * (double)m * u) continue;
+        const double kappa = local_kappa(A, Gc->col + b0, (int)m);
+        ck_assert_msg(err <= 8.0 * (double)m * kappa * u,
+                      "%s: row %d (m = %lld, kappa <= %.3g): max |g_gpu - g_cpu| / ||g|| = %.3g > "
+                      "bound %.3g",
+                      label, (int)i + 1, (long long)m, kappa, err, 8.0 * (double)m * kappa * u);
+    }
+    ck_assert_msg(flips * 100 <= Gc->n_rows, "%s: %d rows with threshold flips", label, flips);
+    if (u == U32) worst32 = fmax(worst32, worst);
+    else worst64 = fmax(worst64, worst);
+}
+
+/* (G A G^T)_ii = 1 (check_pc_fsai.c's bound; + 4 u32 q for fp32 values). */
+static void check_unit_diagonal(const gs_csr *A, const gs_csr *G, int fp32, const char *label)
+{
+    const int32_t n = A->n_rows, r = max_row_length(A);
+    double *x = calloc((size_t)n + 1, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int32_t i = 0; i < n; i++) {
+        const int64_t p0 = G->row_ptr[i], p1 = G->row_ptr[i + 1];
+        ck_assert_msg(p1 > p0 && G->col[p1 - 1] == i && G->val[p1 - 1] > 0,
+                      "%s: row %d of G does not end with a positive diagonal entry", label,
+                      (int)i + 1);
+        for (int64_t p = p0; p < p1; p++) x[G->col[p]] = G->val[p];
+        double d = 0, q = 0;
+        for (int64_t p = p0; p < p1; p++) {
+            const int32_t j = G->col[p];
+            double s = 0, sa = 0;
+            for (int64_t t = A->row_ptr[j]; t < A->row_ptr[j + 1]; t++) {
+                s += A->val[t] * x[A->col[t]];
+                sa += fabs(A->val[t] * x[A->col[t]]);
+            }
+            d += G->val[p] * s;
+            q += fabs(G->val[p]) * sa;
+        }
+        for (int64_t p = p0; p < p1; p++) x[G->col[p]] = 0;
+        const double tol = 2.0 * (2.0 * ((double)(p1 - p0) + r) + 6.0) * U64 * q +
+                           (fp32 ? 4.0 * U32 * q : 0.0);
+        ck_assert_msg(fabs(d - 1.0) <= tol, "%s: (G A G^T)_ii = %.17g in row %d, bound %.3g",
+                      label, d, (int)i + 1, tol);
+    }
+    free(x);
+}
+
+/* One configuration: GPU and CPU setups, report items, stages, pattern and
+ * values, diag(G A G^T) = I. */
+static void check_case(const gs_csr *A, double tau, long k, double delta, const char *prec,
+                       const char *what)
+{
+    char label[200];
+    fsai_args a;
+    const gs_params *p = args(&a, tau, k, delta, prec);
+    snprintf(label, sizeof label, "%s tau=%g k=%ld delta=%g %s", what, tau, k, delta,
+             prec ? prec : "double");
+    fsai_out g = fsai_on(gpu, A, p), c = fsai_on(NULL, A, p);
+    ck_assert_msg(c.status == GS_OK, "%s: CPU: %s", label, c.err.msg);
+    ck_assert_msg(g.status == GS_OK, "%s: GPU: %s", label, g.err.msg);
+    ck_assert_msg(g.mu_hat == c.mu_hat, "%s: mu_G_hat %.17g (GPU) vs %.17g", label, g.mu_hat,
+                  c.mu_hat);
+    ck_assert_msg(g.m_max == c.m_max, "%s: local_m_max %g vs %g", label, g.m_max, c.m_max);
+    ck_assert_msg(strstr(g.stages, "transfer;prefilter;pattern;gather;factorisation;postfilter;"
+                                   "transpose;") != NULL,
+                  "%s: stages %s", label, g.stages);
+    gs_csr Ghat = {0};
+    if (delta > 0) {
+        fsai_out h = fsai_on(NULL, A, args(&a, tau, k, 0.0, NULL));
+        ck_assert_int_eq(h.status, GS_OK);
+        Ghat = h.G;
+    }
+    const int fp32 = prec && strcmp(prec, "single") == 0;
+    compare(A, &g.G, &c.G, delta > 0 ? &Ghat : NULL, delta, fp32 ? U32 : U64, label);
+    check_unit_diagonal(A, &g.G, fp32, label);
+    gs_csr_free(&Ghat);
+    gs_csr_free(&g.G);
+    gs_csr_free(&c.G);
+}
+
+static gs_csr generated(const char *spec)
+{
+    gs_csr A = {0};
+    gs_error err = {0};
+    char name[128];
+    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
+    return A;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+START_TEST(test_device_or_skip)
+{
+    if (gs_cuda_device_count() == 0) {
+        printf("check_cuda_fsai: skipped: no CUDA device\n");
+        return;
+    }
+    ck_assert_ptr_nonnull(gs_pc_find("fsai")->setup[GS_ENGINE_CUDA]);
+}
+END_TEST
+
+START_TEST(test_generated)
+{
+    const struct {
+        const char *spec;
+        double tau;
+    } cases[] = {{"poisson3d:12", 0.05}, {"poisson3d27:8", 0.01}, {"aniso3d:12", 0.05},
+                 {"aniso3d:10", 0.005}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gs_csr A = generated(cases[c].spec);
+        for (long k = 1; k <= 3; k++) {
+            check_case(&A, cases[c].tau, k, 0.0, NULL, cases[c].spec);
+            check_case(&A, cases[c].tau, k, 0.0035, NULL, cases[c].spec);
+        }
+        check_case(&A, 0.0, 2, 0.05, NULL, cases[c].spec);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* Local systems on both sides of 32, 64, 128 and 256 rows: the 27-point
+ * stencil without prefilter has m <= 14, 63, 172, 365 for k = 1..4. */
+START_TEST(test_every_size_class)
+{
+    gs_csr A = generated("poisson3d27:9");
+    for (long k = 1; k <= 4; k++) check_case(&A, 0.0, k, 0.0, NULL, "poisson3d27:9");
+    check_case(&A, 0.0, 4, 0.0035, NULL, "poisson3d27:9");
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* Random SPD: ragged rows, a tenth of them half dense, so that k = 2 gives
+ * local systems of several hundred rows next to tiny ones; entries spread
+ * over 10^[-3, 0] and a symmetric scaling over 10^[-1, 1]. */
+static gs_csr random_spd(tu_rng *r, int32_t n)
+{
+    int64_t cap = (int64_t)n * n + n;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v), *sum = calloc((size_t)n, sizeof *sum);
+    double *s = malloc((size_t)n * sizeof *s);
+    ck_assert(ri && ci && v && sum && s);
+    int64_t nz = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double density = tu_uniform(r) < 0.1 ? 0.5 : 0.02 * tu_uniform(r);
+        for (int32_t j = 0; j < i; j++) {
+            if (tu_uniform(r) >= density) continue;
+            double a = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -3.0 * tu_uniform(r));
+            ri[nz] = i, ci[nz] = j, v[nz++] = a;
+            ri[nz] = j, ci[nz] = i, v[nz++] = a;
+            sum[i] += fabs(a), sum[j] += fabs(a);
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        ri[nz] = i, ci[nz] = i, v[nz++] = sum[i] + 0.5 + tu_uniform(r);
+        s[i] = pow(10.0, 2.0 * tu_uniform(r) - 1.0);
+    }
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
+    gs_csr_scale_symmetric(&A, s);
+    free(ri), free(ci), free(v), free(sum), free(s);
+    return A;
+}
+
+START_TEST(test_random_with_dense_rows)
+{
+    tu_rng r = tu_rng_seed(5);
+    for (int t = 0; t < 2; t++) {
+        gs_csr A = random_spd(&r, t == 0 ? 300 : 900);
+        check_case(&A, 0.0, 1, 0.0, NULL, "random");
+        check_case(&A, 0.001, 2, 0.0, NULL, "random");
+        check_case(&A, 0.001, 2, 0.01, NULL, "random");
+        check_case(&A, 0.01, 3, 0.0035, "single", "random");
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+START_TEST(test_single_precision)
+{
+    gs_csr A = generated("poisson3d:12");
+    check_case(&A, 0.05, 3, 0.0, "single", "poisson3d:12");
+    check_case(&A, 0.05, 3, 0.0035, "single", "poisson3d:12");
+    gs_csr_free(&A);
+    A = generated("poisson3d27:9");
+    check_case(&A, 0.0, 3, 0.0, "single", "poisson3d27:9");
+    check_case(&A, 0.0, 4, 0.0, "single", "poisson3d27:9");
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* Every real SPD matrix of ../shared/matrices (skipped if absent): unfiltered
+ * with k = 1, 2, and the defaults (k = 3, with both filters). */
+START_TEST(test_real_spd)
+{
+    const char *dir = tu_matrices_dir();
+    if (!dir) {
+        printf("test_real_spd: skipped (no ../shared/matrices; set GS_MATRICES)\n");
+        return;
+    }
+    char path[1024], line[4096];
+    snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    int checked = 0;
+    while (fgets(line, sizeof line, f)) {
+        char name[64], sym[32], field[32], kind[32];
+        long rows, cols, nnz;
+        if (sscanf(line, "%63s %ld %ld %ld %31s %31s %31s", name, &rows, &cols, &nnz, sym, field,
+                   kind) != 7 ||
+            strcmp(kind, "SPD") != 0 || strcmp(field, "complex") == 0)
+            continue;
+        gs_csr A = {0};
+        gs_error err = {0};
+        tu_matrix_path(path, sizeof path, name);
+        ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
+        check_case(&A, 0.02, 1, 0.0, NULL, name);
+        check_case(&A, 0.02, 2, 0.0, NULL, name);
+        check_case(&A, -1, -1, -1, NULL, name); /* tau 0.05, k 3, delta 0.0035 */
+        gs_csr_free(&A);
+        checked++;
+    }
+    fclose(f);
+    ck_assert_int_ge(checked, 10);
+}
+END_TEST
+
+/* z = G^T (G r) on the device against the host product with the GPU's own G:
+ * |difference| <= 2 γ_{2w} (|G^T| |G| |r|) per entry, w the longest row. */
+START_TEST(test_apply)
+{
+    gs_csr A = generated("poisson3d:10");
+    fsai_args a;
+    const gs_params *p = args(&a, 0.05, 3, 0.0035, NULL);
+    gs_mat *Ae = NULL;
+    gs_pc *pc = NULL;
+    gs_error err = {0};
+    gs_vec *r = NULL, *z = NULL;
+    const int32_t n = A.n_rows;
+    ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP64, &Ae), GS_OK);
+    ck_assert_msg(gs_pc_create(gs_pc_find("fsai"), gpu, p, &A, Ae, &pc, &err) == GS_OK, "%s",
+                  err.msg);
+    gs_csr G = {0}, GT = {0};
+    tu_pc_saved_matrix(pc, "G", &G);
+    ck_assert_int_eq(gs_csr_transpose(&G, &GT, &err), GS_OK);
+    tu_rng rng = tu_rng_seed(9);
+    double *rh = malloc((size_t)n * sizeof *rh), *t = malloc((size_t)n * sizeof *t);
+    double *zh = malloc((size_t)n * sizeof *zh), *zg = malloc((size_t)n * sizeof *zg);
+    double *at = malloc((size_t)n * sizeof *at), *az = malloc((size_t)n * sizeof *az);
+    double *ar = malloc((size_t)n * sizeof *ar);
+    for (int32_t i = 0; i < n; i++) rh[i] = 2 * tu_uniform(&rng) - 1, zg[i] = NAN, ar[i] = fabs(rh[i]);
+    ck_assert_int_eq(gpu->ops->vec_create(gpu, n, &r), GS_OK);
+    ck_assert_int_eq(gpu->ops->vec_create(gpu, n, &z), GS_OK);
+    ck_assert_int_eq(gpu->ops->vec_upload(gpu, r, rh), GS_OK);
+    ck_assert_int_eq(gpu->ops->vec_upload(gpu, z, zg), GS_OK);
+    ck_assert_int_eq(gs_pc_apply_dot(pc, r, z, 3), GS_OK);
+    ck_assert_int_eq(gpu->ops->vec_download(gpu, z, zg), GS_OK);
+    gs_csr_spmv(&G, rh, t);
+    gs_csr_spmv(&GT, t, zh);
+    gs_csr Ga = {0}, GTa = {0};                                  /* |G|, |G|^T */
+    ck_assert_int_eq(gs_csr_copy(&G, &Ga, &err), GS_OK);
+    for (int64_t q = 0; q < Ga.nnz; q++) Ga.val[q] = fabs(Ga.val[q]);
+    ck_assert_int_eq(gs_csr_transpose(&Ga, &GTa, &err), GS_OK);
+    gs_csr_spmv(&Ga, ar, at);
+    gs_csr_spmv(&GTa, at, az);
+    const double w = (double)max_row_length(&G) + (double)max_row_length(&GT);
+    double rz = 0, rza = 0, slot = NAN;
+    for (int32_t i = 0; i < n; i++) {
+        ck_assert_msg(fabs(zg[i] - zh[i]) <= 4.0 * w * U64 * az[i] + 1e-300,
+                      "apply: z[%d] = %.17g on the GPU, %.17g on the host", (int)i, zg[i], zh[i]);
+        rz += rh[i] * zh[i], rza += fabs(rh[i]) * az[i];
+    }
+    ck_assert_int_eq(gpu->ops->scalar_read(gpu, 3, 1, &slot), GS_OK);
+    ck_assert_msg(fabs(slot - rz) <= 4.0 * (w + n) * U64 * rza, "r.z %.17g vs %.17g", slot, rz);
+    gs_csr_free(&Ga);
+    gs_csr_free(&GTa);
+    gs_csr_free(&GT);
+    gs_csr_free(&G);
+    free(rh), free(t), free(zh), free(zg), free(at), free(az), free(ar);
+    gpu->ops->vec_destroy(gpu, r);
+    gpu->ops->vec_destroy(gpu, z);
+    gs_pc_destroy(pc);
+    gpu->ops->mat_destroy(gpu, Ae);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* CG with the GPU's FSAI converges like CG with the CPU's (b = A 1). */
+static long cg_iterations(gs_engine *e, const gs_csr *A, const gs_params *p, int32_t *reason)
+{
+    gs_engine *own = NULL;
+    gs_error err = {0};
+    if (!e) {
+        ck_assert_int_eq(gs_engine_cpu_create(&own, &err), GS_OK);
+        e = own;
+    }
+    gs_mat *Ae = NULL;
+    gs_pc *pc = NULL;
+    gs_vec *b = NULL, *x = NULL;
+    const int32_t n = A->n_rows;
+    double *ones = malloc((size_t)n * sizeof *ones), *bh = malloc((size_t)n * sizeof *bh);
+    for (int32_t i = 0; i < n; i++) ones[i] = 1.0;
+    gs_csr_spmv(A, ones, bh);
+    ck_assert_int_eq(e->ops->mat_create(e, A, GS_FP64, &Ae), GS_OK);
+    ck_assert_msg(gs_pc_create(gs_pc_find("fsai"), e, p, A, Ae, &pc, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(e->ops->vec_create(e, n, &b), GS_OK);
+    ck_assert_int_eq(e->ops->vec_create(e, n, &x), GS_OK);
+    ck_assert_int_eq(e->ops->vec_upload(e, b, bh), GS_OK);
+    ck_assert_int_eq(e->ops->set(e, x, 0.0), GS_OK);
+    gs_krylov_opts opts = {.tol = 1e-8, .maxit = 5000, .restart = 30, .idr_s = 4,
+                           .check_every = 1, .record_history = 0, .use_capture = 0};
+    gs_krylov_result res;
+    memset(&res, 0, sizeof res);
+    ck_assert_int_eq(gs_method_find("cg")->solve(e, Ae, pc, b, x, &opts, &res), GS_OK);
+    *reason = (int32_t)res.reason;
+    long its = res.iterations;
+    gs_krylov_result_free(&res);
+    e->ops->vec_destroy(e, b), e->ops->vec_destroy(e, x);
+    gs_pc_destroy(pc);
+    e->ops->mat_destroy(e, Ae);
+    gs_engine_destroy(own);
+    free(ones), free(bh);
+    return its;
+}
+
+START_TEST(test_cg_iterations)
+{
+    const char *specs[] = {"poisson3d:20", "aniso3d:16"};
+    for (int s = 0; s < 2; s++) {
+        gs_csr A = generated(specs[s]);
+        fsai_args a;
+        int32_t rg = 0, rc = 0;
+        for (int prec = 0; prec < 2; prec++) {
+            const gs_params *p = args(&a, -1, -1, -1, prec ? "single" : NULL);
+            const long g = cg_iterations(gpu, &A, p, &rg), c = cg_iterations(NULL, &A, p, &rc);
+            const long margin = c / 20 > 2 ? c / 20 : 2;
+            ck_assert_msg(labs(g - c) <= margin, "%s %s: CG %ld iterations with the GPU's fsai, "
+                          "%ld with the CPU's", specs[s], prec ? "single" : "double", g, c);
+            ck_assert_int_eq(rg, rc);
+        }
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* Bad input: the GPU setup fails with the CPU's status and message. */
+static void same_failure(const gs_csr *A, const gs_params *p, int status, const char *what)
+{
+    fsai_out g = fsai_on(gpu, A, p), c = fsai_on(NULL, A, p);
+    ck_assert_msg(c.status == status, "%s: CPU %s: %s", what, gs_status_name(c.status), c.err.msg);
+    ck_assert_msg(g.status == status, "%s: GPU %s: %s (CPU: %s)", what, gs_status_name(g.status),
+                  g.err.msg, c.err.msg);
+    ck_assert_msg(strcmp(g.err.msg, c.err.msg) == 0, "%s: GPU '%s', CPU '%s'", what, g.err.msg,
+                  c.err.msg);
+    gs_csr_free(&g.G);
+    gs_csr_free(&c.G);
+}
+
+START_TEST(test_bad_input)
+{
+    gs_params none = {0};
+    fsai_args a;
+    gs_csr C = generated("convdiff3d:5");
+    same_failure(&C, &none, GS_ERR_INPUT, "nonsymmetric");
+    gs_csr_free(&C);
+    gs_csr T = generated("poisson3d:6");
+    const int64_t d17 = gs_csr_find(&T, 16, 16);
+    T.val[d17] = 0.0;
+    same_failure(&T, &none, GS_ERR_INPUT, "zero diagonal");
+    T.val[d17] = NAN;
+    same_failure(&T, &none, GS_ERR_INPUT, "NaN diagonal");
+    T.val[d17] = -6.0;
+    same_failure(&T, &none, GS_ERR_NUMERIC, "negative diagonal");
+    T.val[d17] = 6.0;
+    const int64_t e1 = gs_csr_find(&T, 40, 41);
+    T.val[e1] = -1.5;
+    same_failure(&T, &none, GS_ERR_INPUT, "nonsymmetric value");
+    T.val[e1] = -1.0;
+    /* symmetric, positive diagonal, indefinite local systems: a_{i,i-1} = -7 */
+    const int32_t rows[] = {100, 135, 170}; /* x > 0 on the 6^3 grid: i - 1 is a neighbour */
+    for (int t = 0; t < 3; t++) {
+        const int32_t i = rows[t];
+        T.val[gs_csr_find(&T, i, i - 1)] = T.val[gs_csr_find(&T, i - 1, i)] = -7.0;
+    }
+    same_failure(&T, args(&a, 0.0, 1, 0.0, NULL), GS_ERR_NUMERIC, "indefinite, k = 1");
+    same_failure(&T, &none, GS_ERR_NUMERIC, "indefinite, defaults");
+    same_failure(&T, args(&a, 0.0, 3, 0.0, "single"), GS_ERR_NUMERIC, "indefinite, single");
+    gs_csr_free(&T);
+    /* an indefinite local system of more than 256 rows (the in-place path) */
+    gs_csr P = generated("poisson3d27:9");
+    const int32_t mid = 4 * 81 + 4 * 9 + 4;
+    for (int64_t q = P.row_ptr[mid]; q < P.row_ptr[mid + 1]; q++)
+        if (P.col[q] != mid) P.val[q] = P.val[gs_csr_find(&P, P.col[q], mid)] = -30.0;
+    same_failure(&P, args(&a, 0.0, 4, 0.0, NULL), GS_ERR_NUMERIC, "indefinite, m > 256");
+    gs_csr_free(&P);
+}
+END_TEST
+
+static Suite *cuda_fsai_suite(int have_gpu)
+{
+    Suite *s = suite_create("cuda_fsai");
+    TCase *tc = tcase_create("cuda_fsai");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_device_or_skip);
+    if (have_gpu) {
+        tcase_add_test(tc, test_generated);
+        tcase_add_test(tc, test_every_size_class);
+        tcase_add_test(tc, test_random_with_dense_rows);
+        tcase_add_test(tc, test_single_precision);
+        tcase_add_test(tc, test_real_spd);
+        tcase_add_test(tc, test_apply);
+        tcase_add_test(tc, test_cg_iterations);
+        tcase_add_test(tc, test_bad_input);
+    }
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* CUDA cannot be used in a child forked after the parent touched it: run the
+ * tests in this process (as check_cuda_engine does). */
+int main(void)
+{
+    const int have_gpu = gs_cuda_device_count() > 0;
+    gs_error err = {0};
+    if (!have_gpu) printf("check_cuda_fsai: skipped: no CUDA device\n");
+    else if (gs_engine_cuda_create(&gpu, &err) != GS_OK) {
+        printf("check_cuda_fsai: CUDA engine: %s\n", err.msg);
+        return 1;
+    }
+    SRunner *sr = srunner_create(cuda_fsai_suite(have_gpu));
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    if (have_gpu)
+        printf("check_cuda_fsai: largest row error max|g_gpu - g_cpu| / ||g_cpu||: %.3g (fp64), "
+               "%.3g (fp32 setup against the fp64 reference)\n", worst64, worst32);
+    gs_engine_destroy(gpu);
+    return failed == 0 ? 0 : 1;
+}

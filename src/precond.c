@@ -18,6 +18,11 @@ static const gs_pc_type registry[] = {
      {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup_cuda)}},
     {"fsai", "factored sparse approximate inverse M = G^T G of an SPD matrix (Bernaschi et al. 2016)",
      gs_fsai_params, {gs_fsai_setup_cpu, CUDA_SETUP(gs_fsai_setup_cuda)}},
+    {"spai", "SPAI-ME: min ||AM - I||_F by columns, pattern from thresholded entries of A "
+             "(Mehri Dehnavi et al.)",
+     gs_spai_params, {gs_spai_setup_cpu, NULL}},
+    {"gspai-opt", "static SPAI with pattern (E+|A|)^k, S1/S2 strategy per matrix (Chu et al. 2023)",
+     gs_gspai_params, {gs_gspai_setup_cpu, NULL}},
     {"isai", "ILU(0) with incomplete sparse approximate inverses of L and U (Anzt et al. 2016)",
      gs_isai_params, {gs_isai_setup_cpu, NULL}},
     {"mic", "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",

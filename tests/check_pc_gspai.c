@@ -1,0 +1,432 @@
+/* check_pc_gspai.c - GSPAI-Opt (src/pc_gspai.c) by its defining property:
+ * the pattern of M is exactly (E + |A|)^k and every column of M solves
+ * min ||A(I,J) m - e_k(I)||_2 (long-double oracle, perturbation); plus the
+ * S1/S2 choice from alpha and beta, iterations against Jacobi, bad input. */
+#include "gen.h"
+#include "testutil.h"
+
+static double rand_signed(tu_rng *r, double lo, double hi)
+{
+    double v = lo + (hi - lo) * tu_uniform(r);
+    return tu_next(r) & 1 ? v : -v;
+}
+
+/* n x n, diagonal +-[2, 4), about per_col off-diagonal entries per column of
+ * magnitude 10^[-2, 0.2], one column denser than a warp (when n allows).
+ * Full column rank with probability 1. */
+static gs_csr random_matrix(tu_rng *r, int n, int per_col)
+{
+    int64_t cap = (int64_t)n * (2 * per_col + 2) + 64;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t nz = 0;
+    for (int j = 0; j < n; j++) {
+        ri[nz] = j, ci[nz] = j, v[nz++] = rand_signed(r, 2, 4);
+        int count = j == n / 2 ? (n < 40 ? n - 1 : 40) : (int)(tu_next(r) % (2 * per_col + 1));
+        for (int q = 0; q < count; q++) {
+            ri[nz] = (int32_t)(tu_next(r) % (uint64_t)n), ci[nz] = j;
+            v[nz++] = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -2 + 2.2 * tu_uniform(r));
+        }
+    }
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+static gs_params params2(const char *n1, const char *v1, const char *n2, const char *v2)
+{
+    gs_params p = {0};
+    if (n1) gs_params_set(&p, n1, v1, NULL);
+    if (n2) gs_params_set(&p, n2, v2, NULL);
+    return p;
+}
+
+static gs_csr gspai_matrix(const gs_csr *A, const gs_params *p)
+{
+    tu_pc_run run;
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_build(A, "gspai-opt", p, &run, &err) == GS_OK, "gspai-opt: %s", err.msg);
+    gs_csr M = {0};
+    tu_pc_saved_matrix(run.pc, "M", &M);
+    ck_assert_int_eq(M.nnz, run.pc->nnz);
+    tu_pc_release(&run);
+    return M;
+}
+
+/* The pattern of (E + |A|)^k by dense boolean products, made here. */
+static unsigned char *dense_pattern_power(const gs_csr *A, int k)
+{
+    const int n = A->n_rows;
+    unsigned char *B = calloc((size_t)n * n, 1), *P = calloc((size_t)n * n, 1);
+    unsigned char *T = calloc((size_t)n * n, 1);
+    ck_assert(B && P && T);
+    for (int i = 0; i < n; i++) {
+        B[(size_t)i * n + i] = 1;
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) B[(size_t)i * n + A->col[p]] = 1;
+    }
+    memcpy(P, B, (size_t)n * n);
+    for (int step = 1; step < k; step++) {                   /* P = P B */
+        memset(T, 0, (size_t)n * n);
+        for (int i = 0; i < n; i++)
+            for (int l = 0; l < n; l++)
+                if (P[(size_t)i * n + l])
+                    for (int j = 0; j < n; j++) T[(size_t)i * n + j] |= B[(size_t)l * n + j];
+        memcpy(P, T, (size_t)n * n);
+    }
+    free(B), free(T);
+    return P;
+}
+
+/* Pattern of M is exactly (E + |A|)^k, and the columns are the local
+ * least-squares solutions. */
+static void check_gspai_on(const gs_csr *A, int k, int check_minimal, const char *what)
+{
+    char text[8];
+    snprintf(text, sizeof text, "%d", k);
+    gs_params p = params2("pattern-power", text, NULL, NULL);
+    gs_csr M = gspai_matrix(A, &p);
+    unsigned char *P = dense_pattern_power(A, k);
+    const int n = A->n_rows;
+    int64_t count = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            int stored = gs_csr_find(&M, i, j) >= 0;
+            ck_assert_msg(stored == P[(size_t)i * n + j], "%s k=%d: M(%d,%d) %s", what, k, i + 1,
+                          j + 1, stored ? "stored outside (E+|A|)^k" : "missing");
+            count += stored;
+        }
+    ck_assert_int_eq(count, M.nnz);
+    tu_spai_report rep = tu_check_spai_columns(A, &M, check_minimal);
+    ck_assert_msg(rep.worst_ratio <= 1.0,
+                  "%s k=%d: column %d differs from the least-squares oracle by %.3g x its "
+                  "tolerance (max cond bound %.3g)",
+                  what, k, rep.worst_column + 1, rep.worst_ratio, rep.max_kappa);
+    free(P);
+    gs_csr_free(&M);
+}
+
+START_TEST(gspai_columns_are_local_least_squares_solutions)
+{
+    tu_rng r = tu_rng_seed(31);
+    for (int k = 1; k <= 2; k++)
+        for (int rep = 0; rep < 4; rep++) {
+            gs_csr A = random_matrix(&r, 40 + (int)(tu_next(&r) % 40), 2);
+            check_gspai_on(&A, k, 0, "random");
+            gs_csr_free(&A);
+        }
+}
+END_TEST
+
+START_TEST(gspai_columns_are_minimal_on_their_pattern)
+{
+    tu_rng r = tu_rng_seed(32);
+    for (int k = 1; k <= 2; k++) {
+        gs_csr A = random_matrix(&r, 45, 2);
+        check_gspai_on(&A, k, 1, "random");
+        gs_csr_free(&A);
+    }
+    gs_csr A = {0};
+    gs_error err = {0};
+    char name[64];
+    ck_assert(gs_generate("convdiff3d:4", &A, name, sizeof name, &err) == GS_OK);
+    check_gspai_on(&A, 1, 1, name);
+    check_gspai_on(&A, 2, 1, name);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gspai_property_on_real_matrices)
+{
+    if (!tu_matrices_dir()) {
+        fprintf(stderr, "skipped: no ../shared/matrices (set GS_MATRICES)\n");
+        return;
+    }
+    const char *names[] = {"pores_1", "cage5", "fs_183_1", "arc130", "steam1"};
+    for (int m = 0; m < 5; m++) {
+        char path[1024];
+        gs_csr A = {0};
+        gs_error err = {0};
+        tu_matrix_path(path, sizeof path, names[m]);
+        ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s", err.msg);
+        check_gspai_on(&A, 1, 0, names[m]);
+        check_gspai_on(&A, 2, 0, names[m]);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* ---- strategy: alpha, beta from n2max, n2avg (2^(a-1) < x <= 2^a) ---- */
+
+static int log2_ceiling(double x)
+{
+    int a = 0;
+    while (!(x <= pow(2.0, a))) a++;
+    ck_assert(a == 0 || pow(2.0, a - 1) < x);
+    return a;
+}
+
+/* Tridiagonal (n = 64) plus entries in rows 0..d-1 of column 0: n2_0 = d,
+ * the other n2_k are 2 or 3, so d sets alpha - beta. */
+static gs_csr spread_matrix(int d)
+{
+    const int n = 64;
+    int32_t ri[256], ci[256];
+    double v[256];
+    int64_t nz = 0;
+    for (int i = 0; i < n; i++) {
+        ri[nz] = i, ci[nz] = i, v[nz++] = 4;
+        if (i > 0) ri[nz] = i, ci[nz] = i - 1, v[nz++] = -1;
+        if (i + 1 < n) ri[nz] = i, ci[nz] = i + 1, v[nz++] = -1;
+    }
+    for (int i = 2; i < d; i++) ri[nz] = i, ci[nz] = 0, v[nz++] = 0.5;
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
+    return A;
+}
+
+START_TEST(gspai_chooses_the_strategy_from_alpha_and_beta)
+{
+    const int spreads[] = {3, 8, 16, 64};
+    int seen[8] = {0};
+    for (int s = 0; s < 4; s++) {
+        gs_csr A = spread_matrix(spreads[s]);
+        for (int forced = 0; forced < 3; forced++) {
+            const char *value = forced == 0 ? "auto" : forced == 1 ? "s1" : "s2";
+            gs_params p = params2("strategy", value, NULL, NULL);
+            tu_pc_run run;
+            gs_error err = {0};
+            ck_assert(tu_pc_build(&A, "gspai-opt", &p, &run, &err) == GS_OK);
+            gs_csr M = {0};
+            tu_pc_saved_matrix(run.pc, "M", &M);
+            int n2max = 0;
+            gs_csr MT = {0};
+            ck_assert(gs_csr_transpose(&M, &MT, &err) == GS_OK);
+            for (int k = 0; k < MT.n_rows; k++) {
+                int n2 = (int)(MT.row_ptr[k + 1] - MT.row_ptr[k]);
+                if (n2 > n2max) n2max = n2;
+            }
+            double n2avg = (double)M.nnz / M.n_rows;
+            int alpha = log2_ceiling(n2max), beta = log2_ceiling(n2avg);
+            ck_assert_int_eq((int)tu_pc_extra(run.pc, "n2max")->num, n2max);
+            ck_assert(fabs(tu_pc_extra(run.pc, "n2avg")->num - n2avg) <= 1e-12 * n2avg);
+            ck_assert_int_eq((int)tu_pc_extra(run.pc, "alpha")->num, alpha);
+            ck_assert_int_eq((int)tu_pc_extra(run.pc, "beta")->num, beta);
+            ck_assert(tu_pc_extra(run.pc, "n1max")->num >= n2max);
+            /* paper: alpha = beta -> S1, alpha - beta >= 3 -> S2; between:
+             * provisional S2 from alpha - beta >= 2 (docs/gspai-opt.md) */
+            const char *want = forced == 1 ? "S1" : forced == 2 ? "S2"
+                               : alpha - beta >= 2 ? "S2" : "S1";
+            ck_assert_str_eq(tu_pc_extra(run.pc, "strategy")->str, want);
+            ck_assert_str_eq(tu_pc_extra(run.pc, "strategy_from")->str,
+                             forced ? "forced" : "auto");
+            ck_assert(strstr(run.pc->description, want) != NULL);
+            seen[alpha - beta < 3 ? alpha - beta : 3] = 1;
+            gs_csr_free(&M), gs_csr_free(&MT);
+            tu_pc_release(&run);
+        }
+        gs_csr_free(&A);
+    }
+    for (int g = 0; g < 4; g++) ck_assert_msg(seen[g], "no case with alpha - beta = %d", g);
+}
+END_TEST
+
+START_TEST(gspai_reports_its_stages)
+{
+    gs_csr A = spread_matrix(8);
+    tu_pc_run run;
+    gs_error err = {0};
+    gs_params p = params2(NULL, NULL, NULL, NULL);
+    ck_assert(tu_pc_build(&A, "gspai-opt", &p, &run, &err) == GS_OK);
+    ck_assert(strstr(run.pc->description, "pattern-power=1") != NULL);
+    const char *stages[] = {"pattern", "dimensions", "least squares", "assemble", "upload"};
+    ck_assert_int_eq(run.pc->stages.count, 5);
+    for (int s = 0; s < 5; s++) ck_assert_str_eq(run.pc->stages.stage[s].name, stages[s]);
+    ck_assert(run.pc->apply_bytes > 0 && !run.pc->symmetric);
+    tu_pc_release(&run);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* ---- convergence: fewer BiCGSTAB iterations than Jacobi (pattern of A) ---- */
+
+static void assert_fewer_iterations(const gs_csr *A, const char *what)
+{
+    gs_krylov_result rj, rg;
+    gs_error err = {0};
+    gs_params none = params2(NULL, NULL, NULL, NULL);
+    ck_assert(tu_pc_solve(A, "jacobi", &none, "bicgstab", 10000, &rj, &err) == GS_OK);
+    ck_assert(tu_pc_solve(A, "gspai-opt", &none, "bicgstab", 10000, &rg, &err) == GS_OK);
+    ck_assert_msg(rg.reason == GS_REASON_CONVERGED, "%s: gspai-opt did not converge", what);
+    ck_assert_msg(rg.iterations < rj.iterations || rj.reason != GS_REASON_CONVERGED,
+                  "%s: gspai-opt %ld iterations, jacobi %ld", what, rg.iterations,
+                  rj.iterations);
+    gs_krylov_result_free(&rj), gs_krylov_result_free(&rg);
+}
+
+START_TEST(gspai_needs_fewer_iterations_than_jacobi)
+{
+    gs_csr A = {0};
+    gs_error err = {0};
+    char name[64];
+    ck_assert(gs_generate("convdiff3d:10", &A, name, sizeof name, &err) == GS_OK);
+    assert_fewer_iterations(&A, name);
+    gs_csr_free(&A);
+    if (!tu_matrices_dir()) {
+        fprintf(stderr, "skipped: real matrices (no ../shared/matrices)\n");
+        return;
+    }
+    const char *names[] = {"orsirr_1", "sherman5", "pores_1", "fs_541_1"};
+    for (int k = 0; k < 4; k++) {
+        char path[1024];
+        tu_matrix_path(path, sizeof path, names[k]);
+        ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s", err.msg);
+        assert_fewer_iterations(&A, names[k]);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* ---- zero diagonal and bad input ---- */
+
+/* [[0,0,1],[1,1,0],[0,1,1]] (det 1): with k = 1, J_1 = {1, 2} and row 1
+ * meets neither column, so column 1 of M would be zero (refused); with
+ * k = 2, J_1 = {1, 2, 3} and M = A^-1 exactly. */
+START_TEST(gspai_zero_diagonal)
+{
+    int32_t ri[] = {0, 1, 1, 2, 2}, ci[] = {2, 0, 1, 1, 2};
+    double v[] = {1, 1, 1, 1, 1};
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert(gs_csr_from_coo(3, 3, 5, ri, ci, v, &A, &err) == GS_OK);
+    tu_pc_run run;
+    gs_params k1 = params2(NULL, NULL, NULL, NULL);
+    ck_assert_int_eq(tu_pc_build(&A, "gspai-opt", &k1, &run, &err), GS_ERR_NUMERIC);
+    ck_assert_msg(strstr(err.msg, "column 1 of M would be zero"), "%s", err.msg);
+    ck_assert(strstr(err.msg, "--pattern-power 2") != NULL);
+    check_gspai_on(&A, 2, 1, "3x3 zero diagonal");
+    gs_params k2 = params2("pattern-power", "2", NULL, NULL);
+    gs_csr M = gspai_matrix(&A, &k2);
+    const double inverse[3][3] = {{1, 1, -1}, {-1, 0, 1}, {1, 0, 0}}; /* A^-1 */
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            int64_t p = gs_csr_find(&M, i, j);
+            double mij = p >= 0 ? M.val[p] : 0.0;
+            ck_assert(fabs(mij - inverse[i][j]) <= 1e-14); /* 3x3 QR: a few ulps */
+        }
+    gs_csr_free(&M), gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gspai_rejects_bad_input)
+{
+    tu_pc_run run;
+    gs_error err = {0};
+    gs_params none = params2(NULL, NULL, NULL, NULL);
+    int32_t ri[] = {0, 1, 2, 0}, ci[] = {0, 1, 2, 3};
+    double v[] = {1, 2, 3, 4};
+    gs_csr A = {0};
+    ck_assert(gs_csr_from_coo(3, 4, 4, ri, ci, v, &A, &err) == GS_OK);
+    ck_assert_int_eq(tu_pc_build(&A, "gspai-opt", &none, &run, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "3 x 4, not square") != NULL, "%s", err.msg);
+    gs_csr_free(&A);
+
+    /* column 9 of A zero (stored zeros): every column of M whose J holds 9
+     * fails; the first is reported and column 9 of A is named */
+    tu_rng r = tu_rng_seed(33);
+    gs_csr B = random_matrix(&r, 25, 2);
+    for (int i = 0; i < 25; i++) {
+        int64_t p = gs_csr_find(&B, i, 8);
+        if (p >= 0) B.val[p] = 0.0;
+    }
+    gs_error e2 = {0};
+    ck_assert_int_eq(tu_pc_build(&B, "gspai-opt", &none, &run, &e2), GS_ERR_NUMERIC);
+    ck_assert_msg(strstr(e2.msg, "column 9 of A is zero or linearly dependent"), "%s", e2.msg);
+    /* the first column of M whose J_k = {k} ∪ rows of A(:,k) holds 9 */
+    int first = -1;
+    for (int k = 0; k < 25 && first < 0; k++)
+        if (k == 8 || gs_csr_find(&B, 8, k) >= 0) first = k;
+    char want[64];
+    snprintf(want, sizeof want, "column %d of M:", first + 1);
+    ck_assert_msg(strstr(e2.msg, want) != NULL, "%s (want '%s')", e2.msg, want);
+
+    const char *bad[][2] = {{"pattern-power", "0"}, {"pattern-power", "3"},
+                            {"pattern-power", "1.5"}, {"pattern-power", "x"},
+                            {"strategy", "s3"},    {"strategy", "S1"}};
+    for (int k = 0; k < 6; k++) {
+        gs_error e3 = {0};
+        gs_params p = params2(bad[k][0], bad[k][1], NULL, NULL);
+        ck_assert_int_eq(tu_pc_build(&B, "gspai-opt", &p, &run, &e3), GS_ERR_USAGE);
+        snprintf(want, sizeof want, "--%s", bad[k][0]);
+        ck_assert_msg(strstr(e3.msg, want) != NULL, "%s", e3.msg);
+    }
+    gs_error e4 = {0};
+    gs_params foreign = params2("tau", "0.5", NULL, NULL);
+    ck_assert_int_eq(tu_pc_build(&B, "gspai-opt", &foreign, &run, &e4), GS_ERR_USAGE);
+    ck_assert(strstr(e4.msg, "--tau") != NULL);
+    gs_csr_free(&B);
+}
+END_TEST
+
+/* Every allocation of the setup made to fail in turn (error.h's injector):
+ * GS_ERR_NOMEM and a clean unwind (the sanitizer build checks the frees). */
+START_TEST(gspai_allocation_failures_unwind)
+{
+    gs_csr A = {0};
+    gs_error err = {0};
+    char name[64];
+    ck_assert(gs_generate("convdiff3d:4", &A, name, sizeof name, &err) == GS_OK);
+    gs_params p = {0};
+    int failures = 0;
+    for (long k = 0; k < 200; k++) {
+        gs_error e = {0};
+        gs_engine *eng = NULL;
+        gs_mat *A_eng = NULL;
+        gs_pc *pc = NULL;
+        ck_assert(gs_engine_cpu_create(&eng, &e) == GS_OK);
+        ck_assert(eng->ops->mat_create(eng, &A, GS_FP64, &A_eng) == GS_OK);
+        gs_alloc_fail_after(k);
+        int status = gs_pc_create(gs_pc_find("gspai-opt"), eng, &p, &A, A_eng, &pc, &e);
+        gs_alloc_fail_after(-1);
+        if (status == GS_OK) {
+            ck_assert_ptr_nonnull(pc);
+            gs_pc_destroy(pc);
+        } else {
+            ck_assert_msg(status == GS_ERR_NOMEM, "k=%ld: %s", k, e.msg);
+            ck_assert_ptr_null(pc);
+            failures++;
+        }
+        eng->ops->mat_destroy(eng, A_eng);
+        gs_engine_destroy(eng);
+        if (status == GS_OK) break; /* past the setup's last allocation */
+    }
+    ck_assert_int_gt(failures, 3);
+    gs_csr_free(&A);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pc_gspai");
+    TCase *prop = tcase_create("property");
+    tcase_set_timeout(prop, 120);
+    tcase_add_test(prop, gspai_columns_are_local_least_squares_solutions);
+    tcase_add_test(prop, gspai_columns_are_minimal_on_their_pattern);
+    tcase_add_test(prop, gspai_property_on_real_matrices);
+    tcase_add_test(prop, gspai_chooses_the_strategy_from_alpha_and_beta);
+    tcase_add_test(prop, gspai_reports_its_stages);
+    suite_add_tcase(s, prop);
+    TCase *conv = tcase_create("convergence");
+    tcase_set_timeout(conv, 120);
+    tcase_add_test(conv, gspai_needs_fewer_iterations_than_jacobi);
+    suite_add_tcase(s, conv);
+    TCase *bad = tcase_create("bad input");
+    tcase_add_test(bad, gspai_zero_diagonal);
+    tcase_add_test(bad, gspai_rejects_bad_input);
+    tcase_add_test(bad, gspai_allocation_failures_unwind);
+    suite_add_tcase(s, bad);
+    return tu_run_suite(s);
+}

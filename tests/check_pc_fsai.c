@@ -870,18 +870,7 @@ START_TEST(fsai_survives_allocation_failures)
     gs_csr A = generated("poisson3d:5");
     fsai_args a;
     fsai_args_make(&a, 0.02, 2, 0.05);
-    int status = GS_ERR_NOMEM;
-    long k;
-    for (k = 0; k < 500 && status != GS_OK; k++) {
-        gs_error err = {0};
-        gs_alloc_fail_after(k);
-        status = fsai_status(&A, &a.p, &err);
-        gs_alloc_fail_after(-1);
-        ck_assert_msg(status == GS_OK || status == GS_ERR_NOMEM, "k=%ld: %s (%s)", k,
-                      gs_status_name(status), err.msg);
-    }
-    ck_assert_int_eq(status, GS_OK);
-    ck_assert_int_gt(k, 10);
+    ck_assert_int_gt(tu_pc_allocation_failures(&A, "fsai", &a.p), 10);
     gs_csr_free(&A);
 }
 END_TEST

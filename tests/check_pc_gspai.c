@@ -380,30 +380,7 @@ START_TEST(gspai_allocation_failures_unwind)
     char name[64];
     ck_assert(gs_generate("convdiff3d:4", &A, name, sizeof name, &err) == GS_OK);
     gs_params p = {0};
-    int failures = 0;
-    for (long k = 0; k < 200; k++) {
-        gs_error e = {0};
-        gs_engine *eng = NULL;
-        gs_mat *A_eng = NULL;
-        gs_pc *pc = NULL;
-        ck_assert(gs_engine_cpu_create(&eng, &e) == GS_OK);
-        ck_assert(eng->ops->mat_create(eng, &A, GS_FP64, &A_eng) == GS_OK);
-        gs_alloc_fail_after(k);
-        int status = gs_pc_create(gs_pc_find("gspai-opt"), eng, &p, &A, A_eng, &pc, &e);
-        gs_alloc_fail_after(-1);
-        if (status == GS_OK) {
-            ck_assert_ptr_nonnull(pc);
-            gs_pc_destroy(pc);
-        } else {
-            ck_assert_msg(status == GS_ERR_NOMEM, "k=%ld: %s", k, e.msg);
-            ck_assert_ptr_null(pc);
-            failures++;
-        }
-        eng->ops->mat_destroy(eng, A_eng);
-        gs_engine_destroy(eng);
-        if (status == GS_OK) break; /* past the setup's last allocation */
-    }
-    ck_assert_int_gt(failures, 3);
+    ck_assert_int_gt(tu_pc_allocation_failures(&A, "gspai-opt", &p), 3);
     gs_csr_free(&A);
 }
 END_TEST

@@ -98,13 +98,6 @@ static gs_csr random_dominant(tu_rng *g, int32_t n, int per_row, double dominanc
 /* ---- the preconditioner through the registry ---- */
 
 /* Parameters from "name", "value", ..., NULL. */
-static gs_params params_of(const char *const *kv)
-{
-    gs_params p = {0};
-    for (int i = 0; kv && kv[i]; i += 2) ck_assert(gs_params_set(&p, kv[i], kv[i + 1], NULL) == GS_OK);
-    return p;
-}
-
 static void build_ok(const gs_csr *A, const gs_params *p, tu_pc_run *r)
 {
     gs_error err = {0};
@@ -249,7 +242,7 @@ static void check_isai(const gs_csr *T, const gs_csr *M, int k, const char *what
 static void check_isai_on(const gs_csr *A, const char *k, const char *scale, const char *what)
 {
     const char *kv[] = {"isai-power", k, "scale", scale, NULL};
-    gs_params p = params_of(kv);
+    gs_params p = tu_params(kv);
     tu_pc_run r;
     saved s;
     char label[256];
@@ -386,7 +379,7 @@ START_TEST(isai_long_columns)
         snprintf(ks, sizeof ks, "%d", k);
         check_isai_on(&A, ks, k == 1 ? "yes" : "no", "arrow");
         const char *kv[] = {"isai-power", ks, NULL};
-        gs_params p = params_of(kv);
+        gs_params p = tu_params(kv);
         tu_pc_run r;
         build_ok(&A, &p, &r);
         const gs_kv *lm = tu_pc_extra(r.pc, "ML_longest_column");
@@ -441,7 +434,7 @@ START_TEST(exact_trisolve_is_lu_inverse)
     const int32_t n = 45;
     gs_csr A = random_dominant(&g, n, 5, 1.5, 0);
     const char *kv[] = {"trisolve", "exact", NULL};
-    gs_params p = params_of(kv);
+    gs_params p = tu_params(kv);
     tu_pc_run r;
     saved s;
     build_ok(&A, &p, &r);
@@ -519,7 +512,7 @@ START_TEST(scaling_gives_the_same_operator)
         for (int sc = 0; sc < 2; sc++) {
             const char *kv[] = {modes[mode][0], modes[mode][1], modes[mode][2], modes[mode][3],
                                 "scale", sc ? "yes" : "no", NULL};
-            gs_params p = params_of(kv);
+            gs_params p = tu_params(kv);
             tu_pc_run r;
             build_ok(&B, &p, &r);
             apply_host(&r, rhs, sc ? zy : zn, n);
@@ -593,7 +586,7 @@ START_TEST(sweeps_reduce_the_residual)
             char sweeps[8];
             snprintf(sweeps, sizeof sweeps, "%d", s);
             const char *kv[] = {"isai-sweeps", sweeps, "scale", "no", NULL};
-            gs_params p = params_of(kv);
+            gs_params p = tu_params(kv);
             tu_pc_run r;
             build_ok(&A, &p, &r);
             apply_host(&r, rhs, z, n);
@@ -671,7 +664,7 @@ END_TEST
 static void expect_failure(const gs_csr *A, const char *const *kv, int status,
                            const char *fragment)
 {
-    gs_params p = params_of(kv);
+    gs_params p = tu_params(kv);
     tu_pc_run r;
     gs_error err = {0};
     int got = tu_pc_build(A, "isai", &p, &r, &err);
@@ -756,7 +749,7 @@ START_TEST(report_items)
 {
     gs_csr A = generated("poisson3d:5");
     const char *kv[] = {"isai-sweeps", "1", NULL};
-    gs_params p = params_of(kv);
+    gs_params p = tu_params(kv);
     tu_pc_run r;
     build_ok(&A, &p, &r);
     const char *stages[] = {"scaling", "ilu0", "isai L", "isai U", "upload"};
@@ -778,30 +771,8 @@ START_TEST(allocation_failures_reported)
 {
     gs_csr A = generated("convdiff3d:4");
     const char *kv[] = {"isai-sweeps", "1", NULL};
-    gs_params p = params_of(kv);
-    gs_engine *e;
-    gs_mat *Ae;
-    ck_assert(gs_engine_cpu_create(&e, NULL) == GS_OK);
-    ck_assert(e->ops->mat_create(e, &A, GS_FP64, &Ae) == GS_OK);
-    int k = 0;
-    for (;; k++) {
-        gs_pc *pc = NULL;
-        gs_error err = {0};
-        gs_error_clear(&e->err);
-        gs_alloc_fail_after(k);
-        int status = gs_pc_create(gs_pc_find("isai"), e, &p, &A, Ae, &pc, &err);
-        gs_alloc_fail_after(-1);
-        if (status == GS_OK) {
-            gs_pc_destroy(pc);
-            break;
-        }
-        ck_assert_msg(status == GS_ERR_NOMEM, "allocation %d: status %d (%s)", k, status, err.msg);
-        ck_assert_msg(strstr(err.msg, "out of host memory"), "allocation %d: '%s'", k, err.msg);
-        ck_assert_int_lt(k, 1000);
-    }
-    e->ops->mat_destroy(e, Ae);
-    gs_engine_destroy(e);
-    ck_assert_int_gt(k, 5);
+    gs_params p = tu_params(kv);
+    ck_assert_int_gt(tu_pc_allocation_failures(&A, "isai", &p), 5);
     gs_csr_free(&A);
 }
 END_TEST

@@ -43,13 +43,6 @@ static gs_csr from_triplets(int32_t m, int32_t n, int64_t count, const int32_t *
     return A;
 }
 
-static gs_params params_of(const char *const *kv)
-{
-    gs_params p = {0};
-    for (int i = 0; kv && kv[i]; i += 2) ck_assert(gs_params_set(&p, kv[i], kv[i + 1], NULL) == GS_OK);
-    return p;
-}
-
 /* ---- the preconditioner and what it saves ---- */
 
 typedef struct factors {
@@ -97,7 +90,7 @@ static void factors_free(factors *f)
 static factors factor_ok(const gs_csr *A, const char *omega, const char *shift)
 {
     const char *kv[] = {"omega", omega, "mic-shift", shift, NULL};
-    gs_params p = params_of(kv);
+    gs_params p = tu_params(kv);
     tu_pc_run r;
     factors f;
     build_ok(A, &p, &r);
@@ -286,7 +279,7 @@ START_TEST(relaxed_and_shifted)
     if (!real_matrix("1138_bus", &A)) return;
     check_mic_on(&A, "1", "0.1", "1138_bus");
     const char *kv[] = {"mic-shift", "0.1", NULL};
-    gs_params p = params_of(kv);
+    gs_params p = tu_params(kv);
     tu_pc_run r;
     build_ok(&A, &p, &r);
     const gs_kv *shift = tu_pc_extra(r.pc, "shift");
@@ -352,7 +345,7 @@ END_TEST
 static long cg_iterations(const gs_csr *A, const char *name, const char *omega, int *converged)
 {
     const char *kv[] = {"omega", omega, NULL};
-    gs_params p = params_of(strcmp(name, "mic") == 0 ? kv : NULL);
+    gs_params p = tu_params(strcmp(name, "mic") == 0 ? kv : NULL);
     gs_krylov_result res;
     gs_error err = {0};
     ck_assert_msg(tu_pc_solve(A, name, &p, "cg", 10000, &res, &err) == GS_OK, "%s: %s", name,
@@ -397,7 +390,7 @@ END_TEST
 static void expect_failure(const gs_csr *A, const char *const *kv, int status,
                            const char *fragment)
 {
-    gs_params p = params_of(kv);
+    gs_params p = tu_params(kv);
     tu_pc_run r;
     gs_error err = {0};
     int got = tu_pc_build(A, "mic", &p, &r, &err);
@@ -520,30 +513,8 @@ START_TEST(allocation_failures_reported)
 {
     gs_csr A = generated("poisson3d:4");
     const char *kv[] = {"omega", "1", NULL};
-    gs_params p = params_of(kv);
-    gs_engine *e;
-    gs_mat *Ae;
-    ck_assert(gs_engine_cpu_create(&e, NULL) == GS_OK);
-    ck_assert(e->ops->mat_create(e, &A, GS_FP64, &Ae) == GS_OK);
-    int k = 0;
-    for (;; k++) {
-        gs_pc *pc = NULL;
-        gs_error err = {0};
-        gs_error_clear(&e->err);
-        gs_alloc_fail_after(k);
-        int status = gs_pc_create(gs_pc_find("mic"), e, &p, &A, Ae, &pc, &err);
-        gs_alloc_fail_after(-1);
-        if (status == GS_OK) {
-            gs_pc_destroy(pc);
-            break;
-        }
-        ck_assert_msg(status == GS_ERR_NOMEM, "allocation %d: status %d (%s)", k, status, err.msg);
-        ck_assert_msg(strstr(err.msg, "out of host memory"), "allocation %d: '%s'", k, err.msg);
-        ck_assert_int_lt(k, 1000);
-    }
-    e->ops->mat_destroy(e, Ae);
-    gs_engine_destroy(e);
-    ck_assert_int_gt(k, 5);
+    gs_params p = tu_params(kv);
+    ck_assert_int_gt(tu_pc_allocation_failures(&A, "mic", &p), 5);
     gs_csr_free(&A);
 }
 END_TEST

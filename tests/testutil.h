@@ -374,4 +374,47 @@ static inline tu_spai_report tu_check_spai_columns(const gs_csr *A, const gs_csr
     return rep;
 }
 
+/* Parameters from a NULL-terminated list of name, value pairs. */
+static inline gs_params tu_params(const char *const *kv)
+{
+    gs_params p = {0};
+    for (int i = 0; kv && kv[i]; i += 2) ck_assert(gs_params_set(&p, kv[i], kv[i + 1], NULL) == GS_OK);
+    return p;
+}
+
+/* Make each allocation of preconditioner `name`'s setup on A fail in turn
+ * (error.h's injector): every failure must be GS_ERR_NOMEM naming host
+ * memory, with no preconditioner returned (the sanitizer build checks the
+ * frees). Returns how many allocations the setup made before it succeeded. */
+static inline int tu_pc_allocation_failures(const gs_csr *A, const char *name,
+                                            const gs_params *p)
+{
+    gs_engine *e = NULL;
+    gs_mat *Ae = NULL;
+    ck_assert(gs_engine_cpu_create(&e, NULL) == GS_OK);
+    ck_assert(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK);
+    int k = 0;
+    for (;; k++) {
+        gs_pc *pc = NULL;
+        gs_error err = {0};
+        gs_error_clear(&e->err);
+        gs_alloc_fail_after(k);
+        int status = gs_pc_create(gs_pc_find(name), e, p, A, Ae, &pc, &err);
+        gs_alloc_fail_after(-1);
+        if (status == GS_OK) {
+            gs_pc_destroy(pc);
+            break;
+        }
+        ck_assert_msg(status == GS_ERR_NOMEM, "%s, allocation %d: status %d (%s)", name, k, status,
+                      err.msg);
+        ck_assert_msg(strstr(err.msg, "out of host memory"), "%s, allocation %d: '%s'", name, k,
+                      err.msg);
+        ck_assert_ptr_null(pc);
+        ck_assert_int_lt(k, 1000);
+    }
+    e->ops->mat_destroy(e, Ae);
+    gs_engine_destroy(e);
+    return k;
+}
+
 #endif

@@ -9,13 +9,9 @@
 #include "engine_cuda.h"
 
 extern "C" {
-#include "mmio.h"
-#include "precond.h"
+#include "jacobi.h"
 }
 
-typedef struct jacobi_cuda_data {
-    gs_vec *dinv; /* 1 / a_ii */
-} jacobi_cuda_data;
 
 /* dinv[row] = 1 / a_row,row for every row; *bad = lowest 1-based row whose
  * diagonal is zero or missing (the CPU setup reports the first one). */
@@ -49,40 +45,6 @@ __global__ void jacobi_csr_kernel(int64_t n, const int64_t *__restrict__ row_ptr
     if (d == 0.0) atomicMin(bad, (int)row + 1);
 }
 
-static int jacobi_cuda_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
-{
-    jacobi_cuda_data *d = (jacobi_cuda_data *)pc->data;
-    return pc->eng->ops->pointwise_mult_dot(pc->eng, d->dinv, r, z, slot);
-}
-
-static int jacobi_cuda_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
-{
-    return jacobi_cuda_apply_dot(pc, r, z, GS_SLOT_NONE);
-}
-
-static void jacobi_cuda_destroy(gs_pc *pc)
-{
-    jacobi_cuda_data *d = (jacobi_cuda_data *)pc->data;
-    if (d) pc->eng->ops->vec_destroy(pc->eng, d->dinv);
-    free(d);
-}
-
-static int jacobi_cuda_save(gs_pc *pc, const char *prefix, gs_error *err)
-{
-    jacobi_cuda_data *d = (jacobi_cuda_data *)pc->data;
-    const int64_t n = d->dinv->n;
-    double *h = (double *)gs_malloc((size_t)n * sizeof(double), "jacobi diagonal", err);
-    if (!h) return GS_ERR_NOMEM;
-    int status = pc->eng->ops->vec_download(pc->eng, d->dinv, h);
-    if (status == GS_OK) status = gs_engine_fail(pc->eng, err);
-    char path[4096];
-    snprintf(path, sizeof path, "%s_D.mtx", prefix);
-    if (status == GS_OK)
-        status = gs_mm_write_vector(path, h, n, "gpusolve jacobi: M = diag(1/a_ii)", err);
-    free(h);
-    return status;
-}
-
 /* The diagonal of the engine's copy of A; fp32 storage would round it, so
  * such a matrix takes the host setup (the exact diagonal of the input). */
 static int extract(gs_engine *e, const gs_mat *A, double *dinv, int *bad)
@@ -107,10 +69,10 @@ extern "C" int gs_jacobi_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
         return gs_jacobi_setup(pc, A, err);
     int status = GS_OK, bad = 0, *d_bad = NULL;
     double t0 = gs_pc_stage_begin(pc);
-    jacobi_cuda_data *d = (jacobi_cuda_data *)gs_calloc(1, sizeof *d, "jacobi", err);
+    gs_jacobi_data *d = (gs_jacobi_data *)gs_calloc(1, sizeof *d, "jacobi", err);
     if (!d) return GS_ERR_NOMEM;
-    pc->data = d;
-    pc->destroy = jacobi_cuda_destroy;
+    gs_jacobi_attach(pc, d);
+    d->n = A->n_rows;
     GS_TRY(e->ops->vec_create(e, A->n_rows, &d->dinv));
     GS_TRY(gs_cuda_alloc(e, &d_bad, sizeof(int), "jacobi: zero-diagonal flag"));
     bad = A->n_rows + 1;
@@ -125,13 +87,7 @@ extern "C" int gs_jacobi_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
                               bad);
         goto cleanup;
     }
-    pc->apply = jacobi_cuda_apply;
-    pc->apply_dot = jacobi_cuda_apply_dot;
-    pc->save = jacobi_cuda_save;
-    pc->nnz = A->n_rows;
-    pc->apply_bytes = 24.0 * A->n_rows; /* read d and r, write z */
-    pc->symmetric = 1;
-    snprintf(pc->description, sizeof pc->description, "M = diag(A)^-1");
+    gs_jacobi_finish(pc);
 cleanup:
     gs_cuda_free(e, d_bad, sizeof(int));
     if (status != GS_OK) gs_engine_fail(e, err);

@@ -4,13 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "jacobi.h"
 #include "mmio.h"
-#include "precond.h"
-
-typedef struct jacobi_data {
-    gs_vec *dinv; /* 1 / a_ii */
-    int64_t n;
-} jacobi_data;
 
 static int none_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
 {
@@ -30,7 +25,7 @@ int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err)
 
 static int jacobi_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
 {
-    jacobi_data *d = pc->data;
+    gs_jacobi_data *d = pc->data;
     return pc->eng->ops->pointwise_mult_dot(pc->eng, d->dinv, r, z, slot);
 }
 
@@ -41,14 +36,14 @@ static int jacobi_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
 
 static void jacobi_destroy(gs_pc *pc)
 {
-    jacobi_data *d = pc->data;
+    gs_jacobi_data *d = pc->data;
     if (d) pc->eng->ops->vec_destroy(pc->eng, d->dinv);
     free(d);
 }
 
 static int jacobi_save(gs_pc *pc, const char *prefix, gs_error *err)
 {
-    jacobi_data *d = pc->data;
+    gs_jacobi_data *d = pc->data;
     double *h = gs_malloc((size_t)d->n * sizeof(double), "jacobi diagonal", err);
     if (!h) return GS_ERR_NOMEM;
     int status = pc->eng->ops->vec_download(pc->eng, d->dinv, h);
@@ -61,18 +56,35 @@ static int jacobi_save(gs_pc *pc, const char *prefix, gs_error *err)
     return status;
 }
 
+void gs_jacobi_attach(gs_pc *pc, gs_jacobi_data *d)
+{
+    pc->data = d;
+    pc->destroy = jacobi_destroy;
+}
+
+void gs_jacobi_finish(gs_pc *pc)
+{
+    gs_jacobi_data *d = pc->data;
+    pc->apply = jacobi_apply;
+    pc->apply_dot = jacobi_apply_dot;
+    pc->save = jacobi_save;
+    pc->nnz = d->n;
+    pc->apply_bytes = 24.0 * (double)d->n; /* read d and r, write z */
+    pc->symmetric = 1;
+    snprintf(pc->description, sizeof pc->description, "M = diag(A)^-1");
+}
+
 int gs_jacobi_setup(gs_pc *pc, const gs_csr *A, gs_error *err)
 {
     int status = GS_OK;
     double t0 = gs_pc_stage_begin(pc);
     double *h = gs_malloc((size_t)A->n_rows * sizeof(double), "jacobi diagonal", err);
-    jacobi_data *d = gs_calloc(1, sizeof *d, "jacobi", err);
+    gs_jacobi_data *d = gs_calloc(1, sizeof *d, "jacobi", err);
     if (!h || !d) {
         status = GS_ERR_NOMEM;
         goto cleanup;
     }
-    pc->data = d;
-    pc->destroy = jacobi_destroy;
+    gs_jacobi_attach(pc, d);
     d->n = A->n_rows;
     gs_csr_diagonal(A, h);
     for (int32_t i = 0; i < A->n_rows; i++) {
@@ -87,13 +99,7 @@ int gs_jacobi_setup(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(pc->eng->ops->vec_create(pc->eng, A->n_rows, &d->dinv));
     GS_TRY(pc->eng->ops->vec_upload(pc->eng, d->dinv, h));
     GS_TRY(gs_pc_stage_end(pc, "diagonal", t0));
-    pc->apply = jacobi_apply;
-    pc->apply_dot = jacobi_apply_dot;
-    pc->save = jacobi_save;
-    pc->nnz = A->n_rows;
-    pc->apply_bytes = 24.0 * A->n_rows; /* read d and r, write z */
-    pc->symmetric = 1;
-    snprintf(pc->description, sizeof pc->description, "M = diag(A)^-1");
+    gs_jacobi_finish(pc);
 cleanup:
     if (status != GS_OK) gs_engine_fail(pc->eng, err);
     free(h);

@@ -41,6 +41,9 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard src/*.h cuda/*.h cuda/*.cuh)
+# Objects of a CUDA=1 build must not leak into a CUDA=0 build (and back):
+# switching rewrites this stamp, which every object depends on.
+STAMP    := $(BUILD)/config.cuda$(CUDA)
 
 .PHONY: all run test bench sanitize install clean
 all: $(BUILD)/gpusolve
@@ -48,13 +51,16 @@ all: $(BUILD)/gpusolve
 $(BUILD)/gpusolve: $(BUILD)/src/main.o $(BUILD)/libgpusolve.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/libgpusolve.a: $(LIB_OBJ)
-	rm -f $@ && ar rcs $@ $^
+$(BUILD)/libgpusolve.a: $(LIB_OBJ) $(STAMP)
+	rm -f $@ && ar rcs $@ $(LIB_OBJ)
 
-$(BUILD)/src/%.o: src/%.c $(HEADERS) | $(BUILD)/src
+$(STAMP): | $(BUILD)/src
+	rm -f $(BUILD)/config.cuda* && touch $@
+
+$(BUILD)/src/%.o: src/%.c $(HEADERS) $(STAMP) | $(BUILD)/src
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/cuda/%.o: cuda/%.cu $(HEADERS) | $(BUILD)/cuda
+$(BUILD)/cuda/%.o: cuda/%.cu $(HEADERS) $(STAMP) | $(BUILD)/cuda
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libgpusolve.a $(HEADERS) | $(BUILD)/tests

@@ -235,7 +235,7 @@ void gs_cli_print_help(FILE *out)
     for (int i = 0; i < gs_pc_type_count(); i++) {
         const gs_pc_type *t = gs_pc_type_at(i);
         fprintf(out, "  %-12s %s%s\n", t->name, t->summary,
-                t->setup[GS_ENGINE_CUDA] ? "" : " (CPU engine only in this build)");
+                t->setup[GS_ENGINE_CUDA] ? "" : " [cuda engine: set up on the host]");
         for (const gs_param_decl *d = t->params; d && d->name; d++) {
             char head[64];
             snprintf(head, sizeof head, "--%s X", d->name);

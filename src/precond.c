@@ -70,11 +70,12 @@ int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params
                  const gs_csr *A, const gs_mat *A_eng, gs_pc **out, gs_error *err)
 {
     *out = NULL;
+    /* A type without a setup for this engine builds on the host (its CPU
+     * reference) and hands its matrices to the engine: the apply still runs
+     * there, and the report says where the setup ran. */
     gs_pc_setup_fn setup = type->setup[eng->ops->kind];
-    if (!setup)
-        return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                            "preconditioner '%s' has no setup on the %s engine yet", type->name,
-                            eng->ops->name);
+    const int host_fallback = !setup;
+    if (host_fallback) setup = type->setup[GS_ENGINE_CPU];
     gs_pc *pc = gs_calloc(1, sizeof *pc, "preconditioner", err);
     if (!pc) return GS_ERR_NOMEM;
     pc->type = type;
@@ -84,6 +85,7 @@ int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params
     int status = gs_pc_check_params(type, params, err);
     if (status == GS_OK) status = setup(pc, A, err);
     if (status == GS_OK) status = gs_engine_fail(eng, err);
+    if (status == GS_OK && host_fallback) gs_kv_str(&pc->extra, "setup", "host");
     if (status == GS_OK && !pc->apply)
         status = gs_error_set(err, GS_ERR_INTERNAL, "preconditioner '%s' set no apply",
                               type->name);

@@ -66,7 +66,9 @@ int gs_pc_is_param(const char *name);
 int gs_pc_check_params(const gs_pc_type *type, const gs_params *params, gs_error *err);
 
 /* Create and set up a preconditioner of the given type on eng for A; the
- * setup time (every stage, synchronised) lands in (*out)->stages. */
+ * setup time (every stage, synchronised) lands in (*out)->stages. A type
+ * with no setup for eng's kind runs its CPU setup, whose matrices go to eng
+ * (report item setup=host). */
 int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
                  const gs_csr *A, const gs_mat *A_eng, gs_pc **out, gs_error *err);
 void gs_pc_destroy(gs_pc *pc); /* NULL-safe */

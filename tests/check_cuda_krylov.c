@@ -156,6 +156,19 @@ START_TEST(test_cg_check_blocks)
 }
 END_TEST
 
+/* The papers' preconditioners on the GPU engine (device setup for fsai,
+ * host setup and device apply for the others) against the CPU engine. */
+START_TEST(test_paper_preconditioners)
+{
+    static const struct { const char *spec, *method, *precond; } cases[] = {
+        {"poisson3d:16", "cg", "fsai"},        {"poisson3d:16", "cg", "mic"},
+        {"poisson3d:16", "idr", "isai"},       {"convdiff3d:14", "bicgstab", "spai"},
+        {"convdiff3d:14", "bicgstab", "gspai-opt"}, {"convdiff3d:14", "idr", "isai"},
+    };
+    compare(cases[_i].spec, cases[_i].method, cases[_i].precond, 1, 1);
+}
+END_TEST
+
 /* a problem larger than the reduction grids (several hundred blocks) */
 START_TEST(test_larger)
 {
@@ -175,6 +188,7 @@ static Suite *cuda_krylov_suite(int have_gpu)
         tcase_add_loop_test(tc, test_convdiff, 0, 6);
         tcase_add_loop_test(tc, test_no_graph_and_blocks, 0, 4);
         tcase_add_loop_test(tc, test_cg_check_blocks, 0, 3);
+        tcase_add_loop_test(tc, test_paper_preconditioners, 0, 6);
         tcase_add_test(tc, test_larger);
     }
     suite_add_tcase(s, tc);

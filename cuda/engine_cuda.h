@@ -119,6 +119,28 @@ int gs_cuda_mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, in
                                 const int64_t *row_ptr, const int32_t *col, const double *val,
                                 gs_precision prec, gs_cuda_tri tri, gs_mat **out);
 
+/* A matrix's CSR on the device with fp64 values (sorted columns as given to
+ * mat_create), for setups that read A by rows (FSAI's gather and
+ * postfilter). The CSR layout hands out the engine's own arrays (owned = 0);
+ * sliced ELL is turned back into CSR on the device, unpermuted, bitwise the
+ * matrix that was created (owned = 1: row_ptr, col and val were allocated
+ * here). A stored in fp32 is refused (GS_ERR_UNSUPPORTED): its values are
+ * no longer the fp64 ones. Release with gs_cuda_csr_view_free (NULL-safe,
+ * frees only what the call built, zeroes the view). The stream is
+ * synchronised on return. */
+typedef struct gs_cuda_csr_view {
+    int32_t n_rows, n_cols;
+    int64_t nnz;
+    const int64_t *row_ptr; /* n_rows + 1 */
+    const int32_t *col;     /* nnz */
+    const double *val;      /* nnz */
+    int owned;
+} gs_cuda_csr_view;
+int gs_cuda_mat_device_csr(gs_engine *e, const gs_mat *A, gs_cuda_csr_view *out);
+void gs_cuda_csr_view_free(gs_engine *e, gs_cuda_csr_view *v);
+
+/* gs_cuda_mat_device_csr_download, a test hook, is declared in gs_cuda.h. */
+
 /* Engine ops implemented in spmv.cu. */
 int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
 void gs_cuda_mat_destroy(gs_engine *e, gs_mat *A);

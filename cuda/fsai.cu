@@ -5,7 +5,11 @@
  * 2016, sections 3-4.
  *
  * Stages (the paper's Fig. 5 split), each timed after a synchronisation:
- *   transfer       A's CSR to the device (the gather and postfilter read it)
+ *   csr of A       A's CSR (the gather and postfilter read it) from the
+ *                  engine's device copy pc->A: its own CSR arrays, or its
+ *                  sliced ELL turned back into CSR (spmv.cu); "transfer"
+ *                  instead, an upload from the host, where there is no
+ *                  fp64 engine copy
  *   prefilter      input checks (symmetry, positive diagonal), Ã (3.8), L_1
  *   pattern        L_{p+1} = Low(L_p Ã), k - 1 warp-centric products (fsai_pattern.cu)
  *   gather         A[P_i,P_i], one thread per element        (fsai_factor.cu)
@@ -299,14 +303,48 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
     const int64_t g0 = g_rp[i], mz = g_rp[i + 1] - g0;
     const int32_t *Z = g_col + g0;
     T *z = g_val + g0;
+    /* Up to 32 columns (v4): the pairs (r, p), p in A(Z_r,:), laid end to
+     * end over the lanes, 32 consecutive pairs a step whatever row r they
+     * come from, Z and z held in registers and looked up by a binary search
+     * of shuffles. A lane per r walking row Z_r alone instead leaves lanes
+     * idle when Z is short (G diagonal on the 27-point stencil: one lane, 27
+     * dependent steps) and searches Z in memory. Longer rows: a lane per r,
+     * Z searched in memory (all lanes busy; the laid-out steps measured
+     * slower there). */
     double zaz = 0.0;
-    for (int64_t r = lane; r < mz; r += 32) {
-        double az = 0.0;                                       /* (A z)_{Z_r} */
-        for (int64_t p = a_rp[Z[r]]; p < a_rp[Z[r] + 1]; p++) {
-            const int64_t s = find_col(Z, mz, a_col[p]);
-            if (s >= 0) az += a_val[p] * (double)z[s];
+    if (mz <= 32) {
+        const int32_t zc = lane < mz ? Z[lane] : INT32_MAX;
+        const double zv = lane < mz ? (double)z[lane] : 0.0;
+        int64_t a0 = 0, len = 0;
+        if (lane < mz) {
+            a0 = a_rp[zc];
+            len = a_rp[zc + 1] - a0;
         }
-        zaz += (double)z[r] * az;
+        const int64_t incl = fsai_warp_inclusive_scan(len);
+        const int64_t total = __shfl_sync(FULL_MASK, incl, 31), excl = incl - len;
+        for (int64_t base = 0; base < total; base += 32) {
+            const int64_t q = base + lane;
+            const int j = fsai_lane_of(incl, q);
+            const int64_t p = __shfl_sync(FULL_MASK, a0, j) + (q - __shfl_sync(FULL_MASK, excl, j));
+            const double zj = __shfl_sync(FULL_MASK, zv, j);
+            const int32_t col = q < total ? a_col[p] : INT32_MAX;
+            int s = 0; /* the first lane with zc >= col */
+#pragma unroll
+            for (int step = 16; step > 0; step >>= 1)
+                if (__shfl_sync(FULL_MASK, zc, s + step - 1) < col) s += step;
+            const bool hit = __shfl_sync(FULL_MASK, zc, s) == col;
+            const double zs = __shfl_sync(FULL_MASK, zv, s);
+            if (q < total && hit) zaz += zj * (a_val[p] * zs);
+        }
+    } else {
+        for (int64_t r = lane; r < mz; r += 32) {
+            double az = 0.0;                                   /* (A z)_{Z_r} */
+            for (int64_t p = a_rp[Z[r]]; p < a_rp[Z[r] + 1]; p++) {
+                const int64_t s = find_col(Z, mz, a_col[p]);
+                if (s >= 0) az += a_val[p] * (double)z[s];
+            }
+            zaz += (double)z[r] * az;
+        }
     }
     zaz = warp_sum(zaz);
     if (!(zaz > 0.0) || !isfinite(zaz)) {
@@ -544,17 +582,56 @@ cleanup:
     return status;
 }
 
+/* A's CSR on the device. From the engine's own copy (pc->A, stored in fp64
+ * from this very A) when there is one: its CSR arrays, or its sliced ELL
+ * turned back into CSR on the device (stage "csr of A"); otherwise uploaded
+ * from the host (stage "transfer"). dA then aliases view's arrays when view
+ * is used; fsai_release_A frees whichever it is. */
+static int fsai_device_A(gs_pc *pc, const gs_csr *A, fsai_dcsr *dA, gs_cuda_csr_view *view)
+{
+    gs_engine *e = pc->eng;
+    int status = GS_OK;
+    const gs_mat *Ae = pc->A;
+    double t0 = gs_pc_stage_begin(pc);
+    if (Ae && Ae->prec == GS_FP64 && Ae->n_rows == A->n_rows && Ae->n_cols == A->n_cols &&
+        Ae->nnz == A->nnz) {
+        GS_TRY(gs_cuda_mat_device_csr(e, Ae, view));
+        dA->n = view->n_rows;
+        dA->nnz = view->nnz;
+        dA->rp = (int64_t *)view->row_ptr;
+        dA->col = (int32_t *)view->col;
+        dA->val = (void *)view->val;
+        dA->vsize = sizeof(double);
+        GS_TRY(gs_pc_stage_end(pc, "csr of A", t0));
+    } else {
+        GS_TRY(fsai_upload(e, A, dA));
+        GS_TRY(gs_pc_stage_end(pc, "transfer", t0));
+    }
+cleanup:
+    return status;
+}
+
+static void fsai_release_A(gs_engine *e, fsai_dcsr *dA, gs_cuda_csr_view *view)
+{
+    if (dA->rp && dA->rp == view->row_ptr) {
+        gs_cuda_csr_view_free(e, view); /* frees only what it built */
+        *dA = fsai_dcsr{};
+    } else {
+        fsai_dcsr_free(e, dA);
+    }
+}
+
 /* The stages; d's engine objects on success. */
 static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o, gs_fsai_data *d,
                            gs_error *err)
 {
     gs_engine *e = pc->eng;
     fsai_dcsr dA = {}, At = {}, L1 = {}, S = {}, G = {}, GT = {};
+    gs_cuda_csr_view viewA = {};
     int64_t m_max = 0, nnz_hat = 0;
     int status = GS_OK;
-    double t0 = gs_pc_stage_begin(pc);
-    GS_TRY(fsai_upload(e, A, &dA));
-    GS_TRY(gs_pc_stage_end(pc, "transfer", t0));
+    double t0 = 0.0;
+    GS_TRY(fsai_device_A(pc, A, &dA, &viewA));
     t0 = gs_pc_stage_begin(pc);
     GS_TRY(fsai_prefilter(e, A, &dA, o->tau, &At, &L1, err));
     GS_TRY(gs_pc_stage_end(pc, "prefilter", t0));
@@ -568,7 +645,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     if (o->prec == GS_FP32) GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, o->delta, &G, err));
     else GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, o->delta, &G, err));
     fsai_dcsr_free(e, &S);
-    fsai_dcsr_free(e, &dA);
+    fsai_release_A(e, &dA, &viewA);
     GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));
     t0 = gs_pc_stage_begin(pc);
     GS_TRY(fsai_transpose(e, &G, &GT));
@@ -586,7 +663,8 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     gs_kv_num(&pc->extra, "mu_G", (double)pc->nnz / (double)A->nnz);
     gs_kv_num(&pc->extra, "local_m_max", (double)m_max);
 cleanup:
-    fsai_dcsr_free(e, &dA);
+    if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
+    fsai_release_A(e, &dA, &viewA);
     fsai_dcsr_free(e, &At);
     fsai_dcsr_free(e, &L1);
     fsai_dcsr_free(e, &S);

@@ -48,6 +48,34 @@ static inline unsigned fsai_blocks(int64_t items, int64_t per_block)
     return (unsigned)((items + per_block - 1) / per_block);
 }
 
+/* Warp helpers for work laid end to end over the lanes: lane l holds incl,
+ * the inclusive prefix sum of its item count (nondecreasing over lanes).
+ * fsai_lane_of(incl, q) = the lane j with incl_{j-1} <= q < incl_j, found by
+ * binary lifting over the lanes: the number of lanes l < 31 with
+ * incl_l <= q (every lane must call it; q past the total gives 31). */
+static __device__ __forceinline__ int fsai_lane_of(int64_t incl, int64_t q)
+{
+    int j = 0;
+#pragma unroll
+    for (int step = 16; step > 0; step >>= 1) {
+        const int64_t v = __shfl_sync(0xffffffffu, incl, j + step - 1);
+        if (v <= q) j += step;
+    }
+    return j;
+}
+
+/* Inclusive prefix sum of v over the lanes of a full warp. */
+static __device__ __forceinline__ int64_t fsai_warp_inclusive_scan(int64_t v)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int64_t u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += u;
+    }
+    return v;
+}
+
 /* S = 1NZ(L_k) of Algorithm 4.1 from the prefiltered Ã (full rows, sorted)
  * and L_1 = Low(Ã) (taken over by the call: freed or returned as S). Rows of
  * S sorted. Device workspace for the warps' maps is bounded, never all free

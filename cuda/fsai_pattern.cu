@@ -15,7 +15,14 @@
  *   collision handling. On banded matrices (stencils) W << n: the maps of
  *   enough warps to fill the GPU fit in a bounded budget. W >= n falls back
  *   to the paper's n-byte map.
- * - Only S is sorted (cub segmented sort): the intermediate L_p are sets. */
+ * - Rows are sorted where it is cheap: every fill pass sorts rows of at most
+ *   32 columns in registers (any product may turn out to be the last, see
+ *   the fixed point below); cub's segmented sort runs on S only if a row of
+ *   S is longer. The intermediate L_p are otherwise sets.
+ * - Where the rows of Ã are short, a step of the warp takes 32 candidates
+ *   from up to 32 rows of Ã at once (pattern_product_kernel, v4), not one
+ *   row of Ã a step.
+ * - Once a product adds nothing, the recursion stops (fixed point). */
 #include <cub/cub.cuh>
 
 #include "fsai_cuda.h"
@@ -45,9 +52,22 @@ __global__ void pattern_span_kernel(int32_t n, const int64_t *__restrict__ in_rp
 
 /* One warp per row r (rows wid, wid + nwarps, ...): row r of Low(Lin Ã) is
  * the union over s in Lin(r,:) of {c in Ã(s,:) : c <= r} (Alg. 4.2). FILL = 0
- * counts (out_rp[r + 1] = length); FILL = 1 writes the columns at out_rp[r].
- * The map M (one window of `stride` bytes per warp, index c & mask) is all
- * zero on entry and on exit. */
+ * counts (out_rp[r + 1] = length); FILL = 1 writes the columns at out_rp[r],
+ * and with sort_rows a row of at most 32 columns is sorted in registers on
+ * the way (a rank sort: the columns are distinct), a longer one sets
+ * *unsorted. The map M (one window of `stride` bytes per warp, index
+ * c & mask) is all zero on entry and on exit.
+ *
+ * Up to 32 rows s are taken together (v4): lane l loads the bounds of the
+ * Ã row of the l-th s at once, and a warp scan lays the rows end to end.
+ * Short rows of Ã (at most 16 entries on average): each step of 32 lanes
+ * takes 32 consecutive candidates, whatever row they come from
+ * (fsai_lane_of finds it); a column met twice in one step is kept by its
+ * lowest lane only (__match_any_sync), so the lanes that test and set M hold
+ * distinct columns, as in Alg. 4.2. On a 7-point stencil a row of L_2 (13
+ * rows s, 91 candidates) takes 3 steps instead of 13. Longer rows: one row
+ * of Ã a step, as in Alg. 4.2 (a step of the first kind costs about 1.6 of
+ * these, measured: it only pays where it saves more steps than that). */
 template <bool FILL>
 __global__ void __launch_bounds__(PATTERN_THREADS)
     pattern_product_kernel(int32_t n, const int64_t *__restrict__ in_rp,
@@ -55,7 +75,7 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
                            const int32_t *__restrict__ a_col, uint8_t *__restrict__ map,
                            uint32_t mask, size_t stride, int32_t nwarps, int64_t *out_rp,
                            int32_t *__restrict__ out_col, int32_t *__restrict__ scratch,
-                           int *overflow)
+                           int *overflow, int sort_rows, int *unsorted)
 {
     const int lane = threadIdx.x & 31;
     const int32_t wid = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
@@ -68,15 +88,26 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
         int32_t *out = FILL ? out_col + out_rp[r] : list;
         const int64_t i0 = in_rp[r], ilen = in_rp[r + 1] - i0;
         for (int64_t i = 0; i < ilen; i += 32) {
-            const int32_t myrow = i + lane < ilen ? in_col[i0 + i + lane] : 0;
+            int64_t a0 = 0, len = 0;
+            if (i + lane < ilen) {
+                const int32_t s = in_col[i0 + i + lane];
+                a0 = a_rp[s];
+                len = a_rp[s + 1] - a0;
+            }
+            const int64_t incl = fsai_warp_inclusive_scan(len);
+            const int64_t total = __shfl_sync(FULL_MASK, incl, 31), excl = incl - len;
             const int jmax = (int)min((int64_t)32, ilen - i);
-            for (int j = 0; j < jmax; j++) {
-                const int32_t s = __shfl_sync(FULL_MASK, myrow, j);
-                const int64_t k1 = a_rp[s + 1];
-                for (int64_t k = a_rp[s]; k < k1; k += 32) {
-                    const int32_t c = k + lane < k1 ? a_col[k + lane] : INT32_MAX;
+            if (total <= 16 * (int64_t)jmax) {
+                /* short rows of Ã: 32 candidates a step, from any row */
+                for (int64_t base = 0; base < total; base += 32) {
+                    const int64_t q = base + lane;
+                    const int j = fsai_lane_of(incl, q);
+                    const int64_t start = __shfl_sync(FULL_MASK, a0, j);
+                    const int64_t first = __shfl_sync(FULL_MASK, excl, j);
+                    const int32_t c = q < total ? a_col[start + (q - first)] : INT32_MAX;
+                    const unsigned same = __match_any_sync(FULL_MASK, c);
                     const uint32_t slot = (uint32_t)c & mask;
-                    const bool t = c <= r && !M[slot];
+                    const bool t = c <= r && (__ffs(same) - 1) == lane && !M[slot];
                     const unsigned z = __ballot_sync(FULL_MASK, t);
                     if (t) {
                         M[slot] = 1;
@@ -86,8 +117,29 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
                     }
                     rind += __popc(z);
                     __syncwarp();
-                    /* Ã rows are sorted: past r, the rest of the row is upper */
-                    if (__shfl_sync(FULL_MASK, c, 31) > r) break;
+                }
+            } else {
+                /* long rows of Ã: one row a step (Alg. 4.2), bounds already
+                 * loaded; the row's columns are distinct and sorted, so the
+                 * rest of the row is skipped once past r */
+                for (int j = 0; j < jmax; j++) {
+                    const int64_t k0 = __shfl_sync(FULL_MASK, a0, j);
+                    const int64_t k1 = k0 + __shfl_sync(FULL_MASK, len, j);
+                    for (int64_t k = k0; k < k1; k += 32) {
+                        const int32_t c = k + lane < k1 ? a_col[k + lane] : INT32_MAX;
+                        const uint32_t slot = (uint32_t)c & mask;
+                        const bool t = c <= r && !M[slot];
+                        const unsigned z = __ballot_sync(FULL_MASK, t);
+                        if (t) {
+                            M[slot] = 1;
+                            const int64_t pos = rind + __popc(z & ((1u << lane) - 1));
+                            if (pos < cap) out[pos] = c;
+                            else if (FILL) *overflow = 1;
+                        }
+                        rind += __popc(z);
+                        __syncwarp();
+                        if (__shfl_sync(FULL_MASK, c, 31) > r) break;
+                    }
                 }
             }
         }
@@ -99,6 +151,18 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
                 const int32_t s = in_col[p];
                 for (int64_t k = a_rp[s] + lane; k < a_rp[s + 1]; k += 32)
                     if (a_col[k] <= r) M[(uint32_t)a_col[k] & mask] = 0;
+            }
+        }
+        if (FILL && sort_rows && rind <= cap) {
+            if (rind <= 32) {
+                __syncwarp();
+                const int32_t x = lane < rind ? out[lane] : INT32_MAX;
+                int rank = 0;
+                for (int j = 0; j < (int)rind; j++) rank += __shfl_sync(FULL_MASK, x, j) < x;
+                __syncwarp();
+                if (lane < rind) out[rank] = x;
+            } else if (lane == 0) {
+                *unsorted = 1;
             }
         }
         __syncwarp();
@@ -161,7 +225,7 @@ typedef struct pattern_work {
     size_t map_bytes;
     int32_t *scratch;
     size_t scratch_bytes;
-    int *overflow;
+    int *overflow; /* [0] overflow, [1] a row longer than 32 left unsorted */
 } pattern_work;
 
 static int pattern_work_reserve(gs_engine *e, pattern_work *w, size_t map_bytes, int32_t nwarps)
@@ -183,8 +247,8 @@ static int pattern_work_reserve(gs_engine *e, pattern_work *w, size_t map_bytes,
         w->scratch_bytes = scratch_bytes;
     }
     if (!w->overflow) {
-        GS_TRY(gs_cuda_alloc(e, &w->overflow, sizeof(int), "fsai pattern: overflow flag"));
-        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->overflow, 0, sizeof(int), c->stream)));
+        GS_TRY(gs_cuda_alloc(e, &w->overflow, 2 * sizeof(int), "fsai pattern: flags"));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->overflow, 0, 2 * sizeof(int), c->stream)));
     }
 cleanup:
     return status;
@@ -194,19 +258,22 @@ static void pattern_work_free(gs_engine *e, pattern_work *w)
 {
     gs_cuda_free(e, w->map, w->map_bytes);
     gs_cuda_free(e, w->scratch, w->scratch_bytes);
-    gs_cuda_free(e, w->overflow, sizeof(int));
+    gs_cuda_free(e, w->overflow, 2 * sizeof(int));
 }
 
-/* out = Low(Lin Ã): counting pass, scan, fill pass, overflow check. */
+/* out = Low(Lin Ã): counting pass, scan, fill pass, overflow check. With
+ * sort_rows the fill sorts rows of at most 32 columns; *sorted says whether
+ * that covered every row. */
 static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At,
-                           pattern_work *w, fsai_dcsr *out)
+                           pattern_work *w, int sort_rows, fsai_dcsr *out, int *sorted)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = Lin->n;
     uint32_t mask = 0;
     size_t stride = 0;
     int64_t nnz = 0;
-    int overflow = 0, status = GS_OK;
+    int flags[2] = {0, 0}, status = GS_OK;
+    *sorted = 0;
     GS_TRY(pattern_window(e, Lin, At, &mask, &stride));
     {
         const int32_t nwarps = pattern_warps(e, n, stride);
@@ -216,18 +283,22 @@ static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *
         GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<false>, grid, PATTERN_THREADS, 0,
                            c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
                            (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask,
-                           stride, nwarps, out->rp, (int32_t *)NULL, w->scratch, w->overflow));
+                           stride, nwarps, out->rp, (int32_t *)NULL, w->scratch, w->overflow,
+                           0, w->overflow + 1));
         GS_TRY(fsai_counts_to_row_ptr(e, out->rp, n, &nnz));
         GS_TRY(fsai_dcsr_alloc_entries(e, out, nnz, 0, "fsai pattern: columns"));
         GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<true>, grid, PATTERN_THREADS, 0,
                            c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
                            (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask,
-                           stride, nwarps, out->rp, out->col, (int32_t *)NULL, w->overflow));
+                           stride, nwarps, out->rp, out->col, (int32_t *)NULL, w->overflow,
+                           sort_rows, w->overflow + 1));
     }
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&overflow, w->overflow, sizeof(int),
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(flags, w->overflow, 2 * sizeof(int),
                                               cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->overflow + 1, 0, sizeof(int), c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    if (overflow)
+    *sorted = sort_rows && !flags[1];
+    if (flags[0])
         status = gs_error_set(&e->err, GS_ERR_INTERNAL,
                               "fsai pattern: a row of Low(L A) outgrew its counted length "
                               "(counting and fill passes disagree)");
@@ -268,15 +339,20 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
 {
     fsai_dcsr L = *L1, next = {};
     pattern_work w = {};
-    int status = GS_OK;
+    int status = GS_OK, sorted = 1; /* L_1 = Low(Ã) keeps A's sorted rows */
     *L1 = fsai_dcsr{};
-    for (long p = 1; p < k; p++) {                       /* L_{p+1} = Low(L_p Ã) */
-        GS_TRY(pattern_product(e, &L, At, &w, &next));
+    /* Ã contains its diagonal, so L_{p+1} contains L_p: once a product adds
+     * nothing (equal counts), every later one returns the same pattern and
+     * the recursion stops there. A diagonal Ã gives L_p = L_1 for all p. */
+    for (long p = 1; p < k && At->nnz > At->n; p++) {     /* L_{p+1} = Low(L_p Ã) */
+        GS_TRY(pattern_product(e, &L, At, &w, 1, &next, &sorted));
+        const int fixed = next.nnz == L.nnz;
         fsai_dcsr_free(e, &L);
         L = next;
         next = fsai_dcsr{};
+        if (fixed) break;
     }
-    if (k > 1) GS_TRY(pattern_sort_rows(e, &L));
+    if (!sorted) GS_TRY(pattern_sort_rows(e, &L)); /* rows longer than 32 */
 cleanup:
     pattern_work_free(e, &w);
     fsai_dcsr_free(e, &next);

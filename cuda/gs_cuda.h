@@ -35,6 +35,12 @@ const char *gs_cuda_mat_layout(const gs_mat *A);
 struct gs_pc;
 int gs_jacobi_setup_cuda(struct gs_pc *pc, const gs_csr *A, gs_error *err);
 
+/* Test hook (cuda/spmv.cu): the CSR of A that the engine hands to device
+ * setups (gs_cuda_mat_device_csr), downloaded into out, whose arrays the
+ * caller allocated for A's n_rows and nnz (values included); *owned says
+ * whether the engine built it (SELL) or lent its own arrays (CSR). */
+int gs_cuda_mat_device_csr_download(gs_engine *e, const gs_mat *A, gs_csr *out, int *owned);
+
 /* Entries stored (padding included) over nnz: 1.0 for CSR. */
 double gs_cuda_mat_fill_ratio(const gs_mat *A);
 

@@ -98,8 +98,8 @@ def main():
         fig.append((k, g["tp_min_s"], g["ts_min_s"], c["tp_min_s"], c["ts_min_s"]))
     # Per-stage split, floor, memory (GPU, generated problems)
     md.append("\n### GPU setup: per-stage split of Tp (seconds), the iteration against its floor, peak memory\n")
-    stages = ["transfer A", "transfer", "prefilter", "pattern", "gather", "factorisation",
-              "postfilter", "transpose", "layout"]
+    stages = ["transfer A", "transfer", "csr of A", "prefilter", "pattern", "gather",
+              "factorisation", "postfilter", "transpose", "layout"]
     md.append("| matrix | Tp | " + " | ".join(stages) + " |")
     md.append("| --- | ---: | " + " | ".join(["---:"] * len(stages)) + " |")
     for k in names:

@@ -931,6 +931,108 @@ START_TEST(test_jacobi_device_setup)
 }
 END_TEST
 
+/* ---------------------------------------------- A's CSR back from the device */
+
+#if GS_HAVE_CUDA
+
+/* Fill about 64 MiB of the device heap with all-ones bits (a NaN as a
+ * double, -1 as an index) and give it back, so that the next allocations
+ * likely land on it and an unwritten entry shows. */
+static void poison_device_heap(void)
+{
+    gs_vec *v[8] = {0};
+    const uint64_t ones = ~(uint64_t)0;
+    double poison;
+    memcpy(&poison, &ones, sizeof poison);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(gpu->ops->vec_create(gpu, (int64_t)1 << 20, &v[i]), GS_OK);
+        ck_assert_int_eq(gpu->ops->set(gpu, v[i], poison), GS_OK);
+    }
+    no_error(gpu);
+    for (int i = 0; i < 8; i++) gpu->ops->vec_destroy(gpu, v[i]);
+}
+
+/* The device CSR of A stored in the given layout equals the host CSR, bit
+ * for bit; a rebuilt copy (sliced ELL) is owned and freed, the CSR layout's
+ * own arrays are handed out. */
+static void check_device_csr(const gs_csr *A, gs_cuda_layout layout, const char *what)
+{
+    gs_mat *ga = NULL;
+    gs_csr B = {0};
+    gs_error err = {0};
+    int owned = -2;
+    ck_assert_msg(gs_cuda_mat_create_as(gpu, A, GS_FP64, layout, layout == GS_CUDA_LAYOUT_SELL_SORTED ? 64 : 0, &ga) == GS_OK,
+                  "%s: %s", what, gpu->err.msg);
+    const int is_csr = strcmp(gs_cuda_mat_layout(ga), "CSR") == 0;
+    ck_assert_int_eq(gs_csr_alloc(A->n_rows, A->n_cols, A->nnz, 1, &B, &err), GS_OK);
+    memset(B.row_ptr, 0xff, ((size_t)A->n_rows + 1) * sizeof(int64_t));
+    memset(B.col, 0xff, (size_t)A->nnz * sizeof(int32_t));
+    memset(B.val, 0xff, (size_t)A->nnz * sizeof(double));
+    const size_t before = gpu->device_bytes_now;
+    poison_device_heap();
+    ck_assert_msg(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned) == GS_OK, "%s: %s", what,
+                  gpu->err.msg);
+    ck_assert_uint_eq(gpu->device_bytes_now, before);
+    ck_assert_msg(owned == !is_csr, "%s (%s): owned %d", what, gs_cuda_mat_layout(ga), owned);
+    for (int32_t i = 0; i <= A->n_rows; i++)
+        ck_assert_msg(B.row_ptr[i] == A->row_ptr[i], "%s (%s): row_ptr[%d] = %lld, want %lld",
+                      what, gs_cuda_mat_layout(ga), (int)i, (long long)B.row_ptr[i],
+                      (long long)A->row_ptr[i]);
+    for (int64_t k = 0; k < A->nnz; k++)
+        ck_assert_msg(B.col[k] == A->col[k] && memcmp(&B.val[k], &A->val[k], sizeof(double)) == 0,
+                      "%s (%s): entry %lld: (%d, %.17g), want (%d, %.17g)", what,
+                      gs_cuda_mat_layout(ga), (long long)k, (int)B.col[k], B.val[k],
+                      (int)A->col[k], A->val[k]);
+    no_error(gpu);
+    gs_csr_free(&B);
+    gpu->ops->mat_destroy(gpu, ga);
+}
+
+START_TEST(test_device_csr)
+{
+    engines_up();
+    tu_rng r = tu_rng_seed(26);
+    const gs_cuda_layout layouts[] = {GS_CUDA_LAYOUT_AUTO, GS_CUDA_LAYOUT_SELL,
+                                      GS_CUDA_LAYOUT_SELL_SORTED, GS_CUDA_LAYOUT_CSR};
+    const int32_t sizes[] = {1, 31, 33, 1000, 100003};
+    char what[96];
+    for (int s = 0; s < 5; s++)
+        for (int kind = 0; kind < 4; kind++) {
+            const int32_t n = sizes[s];
+            if (n < 8 && kind != 0) continue;
+            gs_csr A = {0};
+            random_matrix(&r, n, kind == 2 ? n + 17 : n, kind, &A); /* ragged: empty rows */
+            for (int64_t k = 0; k < A.nnz; k += 97) A.val[k] = k % 2 ? 0.0 : -0.0; /* stored zeros */
+            for (int l = 0; l < 4; l++) {
+                snprintf(what, sizeof what, "kind %d n=%d layout %d", kind, (int)n, l);
+                check_device_csr(&A, layouts[l], what);
+            }
+            gs_csr_free(&A);
+        }
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert_int_eq(gs_csr_alloc(500, 500, 0, 1, &A, &err), GS_OK); /* no entries at all */
+    for (int l = 0; l < 4; l++) check_device_csr(&A, layouts[l], "zero matrix");
+    gs_csr_free(&A);
+    char name[64];
+    ck_assert_int_eq(gs_generate("poisson3d27:12", &A, name, sizeof name, &err), GS_OK);
+    for (int l = 0; l < 4; l++) check_device_csr(&A, layouts[l], "poisson3d27:12");
+    /* fp32 storage is refused: its values are not A's */
+    gs_mat *ga = NULL;
+    gs_csr B = {0};
+    int owned = -2;
+    ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP32, &ga), GS_OK);
+    ck_assert_int_eq(gs_csr_alloc(A.n_rows, A.n_cols, A.nnz, 1, &B, &err), GS_OK);
+    ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(gpu->err.msg, "fp32") != NULL, "%s", gpu->err.msg);
+    gs_error_clear(&gpu->err);
+    gpu->ops->mat_destroy(gpu, ga);
+    gs_csr_free(&B), gs_csr_free(&A);
+    engines_down();
+}
+END_TEST
+#endif
+
 /* --------------------------------------------------------------- errors */
 
 START_TEST(test_errors_and_accounting)
@@ -989,6 +1091,9 @@ static Suite *cuda_engine_suite(int have_gpu)
         tcase_add_test(tc, test_trisolve_errors);
         tcase_add_test(tc, test_capture_replay);
         tcase_add_test(tc, test_jacobi_device_setup);
+#if GS_HAVE_CUDA
+        tcase_add_test(tc, test_device_csr);
+#endif
         tcase_add_test(tc, test_errors_and_accounting);
     }
     suite_add_tcase(s, tc);

@@ -34,11 +34,15 @@
 #include "krylov.h"
 #include "precond.h"
 #include "testutil.h"
+#if GS_HAVE_CUDA
+#include "../cuda/gs_cuda.h"
+#endif
 
 #define U64 (DBL_EPSILON / 2)
 #define U32 (5.9604644775390625e-08)
 
 static gs_engine *gpu;
+static int host_A; /* 1: the setup gets no engine copy of A (pc->A = NULL): it uploads A */
 static double worst64, worst32; /* largest max |g_gpu - g_cpu| / ||g|| seen, per precision */
 
 /* ---------------------------------------------------------- parameters */
@@ -113,7 +117,7 @@ static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
     }
     const size_t base = e->device_bytes_now;
     ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
-    o.status = gs_pc_create(gs_pc_find("fsai"), e, p, A, Ae, &pc, &o.err);
+    o.status = gs_pc_create(gs_pc_find("fsai"), e, p, A, host_A ? NULL : Ae, &pc, &o.err);
     if (o.status == GS_OK) {
         tu_pc_saved_matrix(pc, "G", &o.G);
         ck_assert_int_eq(o.G.nnz, pc->nnz);
@@ -277,7 +281,7 @@ static void check_case(const gs_csr *A, double tau, long k, double delta, const 
     ck_assert_msg(g.mu_hat == c.mu_hat, "%s: mu_G_hat %.17g (GPU) vs %.17g", label, g.mu_hat,
                   c.mu_hat);
     ck_assert_msg(g.m_max == c.m_max, "%s: local_m_max %g vs %g", label, g.m_max, c.m_max);
-    ck_assert_msg(strstr(g.stages, "transfer;prefilter;pattern;gather;factorisation;postfilter;"
+    ck_assert_msg(strstr(g.stages, "csr of A;prefilter;pattern;gather;factorisation;postfilter;"
                                    "transpose;") != NULL,
                   "%s: stages %s", label, g.stages);
     gs_csr Ghat = {0};
@@ -439,6 +443,49 @@ START_TEST(test_real_spd)
     }
     fclose(f);
     ck_assert_int_ge(checked, 10);
+}
+END_TEST
+
+/* A's CSR taken from the engine's copy (pc->A: its sliced ELL turned back
+ * into CSR, or its own CSR arrays) or uploaded from the host (no pc->A): the
+ * same A, so the same G, bit for bit, in both layouts of A. */
+START_TEST(test_engine_copy_of_A)
+{
+    tu_rng r = tu_rng_seed(7);
+    gs_csr As[3] = {generated("poisson3d:12"), generated("poisson3d27:8"), random_spd(&r, 300)};
+    int layouts[2] = {0, 0}; /* SELL-32, CSR seen */
+    fsai_args a;
+    for (int t = 0; t < 3; t++) {
+        const gs_params *p = args(&a, t == 2 ? 0.001 : 0.01, 2, 0.0035, NULL);
+#if GS_HAVE_CUDA
+        gs_mat *Ae = NULL;
+        ck_assert_int_eq(gpu->ops->mat_create(gpu, &As[t], GS_FP64, &Ae), GS_OK);
+        const char *layout = gs_cuda_mat_layout(Ae);
+        layouts[0] |= strcmp(layout, "SELL-32") == 0;
+        layouts[1] |= strcmp(layout, "CSR") == 0;
+        gpu->ops->mat_destroy(gpu, Ae);
+#endif
+        fsai_out dev = fsai_on(gpu, &As[t], p);
+        host_A = 1;
+        fsai_out up = fsai_on(gpu, &As[t], p);
+        host_A = 0;
+        ck_assert_msg(dev.status == GS_OK && up.status == GS_OK, "case %d: %s / %s", t,
+                      dev.err.msg, up.err.msg);
+        ck_assert_msg(strncmp(dev.stages, "csr of A;", 9) == 0, "case %d: stages %s", t, dev.stages);
+        ck_assert_msg(strncmp(up.stages, "transfer;", 9) == 0, "case %d: stages %s", t, up.stages);
+        ck_assert_int_eq(dev.G.nnz, up.G.nnz);
+        ck_assert(memcmp(dev.G.row_ptr, up.G.row_ptr, ((size_t)dev.G.n_rows + 1) * sizeof(int64_t)) == 0);
+        ck_assert(memcmp(dev.G.col, up.G.col, (size_t)dev.G.nnz * sizeof(int32_t)) == 0);
+        ck_assert_msg(memcmp(dev.G.val, up.G.val, (size_t)dev.G.nnz * sizeof(double)) == 0,
+                      "case %d: G differs between A from the engine and A uploaded", t);
+        gs_csr_free(&dev.G), gs_csr_free(&up.G), gs_csr_free(&As[t]);
+    }
+#if GS_HAVE_CUDA
+    ck_assert_msg(layouts[0] && layouts[1], "layouts covered: SELL-32 %d, CSR %d", layouts[0],
+                  layouts[1]);
+#else
+    (void)layouts;
+#endif
 }
 END_TEST
 
@@ -625,6 +672,7 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_random_with_dense_rows);
         tcase_add_test(tc, test_single_precision);
         tcase_add_test(tc, test_real_spd);
+        tcase_add_test(tc, test_engine_copy_of_A);
         tcase_add_test(tc, test_apply);
         tcase_add_test(tc, test_cg_iterations);
         tcase_add_test(tc, test_bad_input);

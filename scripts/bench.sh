@@ -48,7 +48,7 @@ for c in "${cases[@]}"; do
         >>"$json" 2>>"$OUT/gpusolve.err" || echo "bench.sh: $1 $2 failed (see $OUT/gpusolve.err)" >&2
 done
 # What limits the small case: residual checks (a host sync each) and graphs.
-for extra in "--check-every 10" "--no-graph"; do
+for extra in "--check-every 1" "--check-every 10" "--no-graph"; do
     "$GPUSOLVE" --engine cuda --generate poisson3d:64 -m cg -p jacobi --repeat 3 --format json \
         $extra | sed "s/^{/{\"variant\": \"$extra\", /" >>"$OUT/variants.jsonl" 2>>"$OUT/gpusolve.err"
 done

@@ -74,10 +74,9 @@ int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
     GS_TRY(e->ops->copy(e, s.r, s.r0));
     GS_TRY(e->ops->copy(e, s.r, s.p));
     GS_TRY(e->ops->dot(e, s.r0, s.r, BI_RHO));
-    const long block = opts->check_every > 0 ? opts->check_every : 1;
     for (long it = 0; it < opts->maxit;) {
-        const long nb = opts->maxit - it < block ? opts->maxit - it : block;
-        GS_TRY(kr_run_block(&k, bicgstab_body, &s, nb, block, 0));
+        const long nb = kr_next_block(&k, it);
+        for (long i = 0; i < nb; i++) GS_TRY(kr_run_iteration(&k, bicgstab_body, &s, 0));
         it += nb;
         double rv[5];
         GS_TRY(e->ops->scalar_read(e, KR_RR, 5, rv));

@@ -75,13 +75,13 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
         kr_breakdown(&k, 0, "r'Mr <= 0: the preconditioner is not positive definite");
         goto cleanup;
     }
-    const long block = opts->check_every > 0 ? opts->check_every : 1;
     int par = 0;
     for (long it = 0; it < opts->maxit;) {
-        const long nb = opts->maxit - it < block ? opts->maxit - it : block;
-        s.par = par; /* replays do not run cg_body: set the parity here */
-        GS_TRY(kr_run_block(&k, cg_body, &s, nb, block, par));
-        par ^= (int)(nb & 1);
+        const long nb = kr_next_block(&k, it);
+        for (long i = 0; i < nb; i++, par ^= 1) {
+            s.par = par; /* replays do not run cg_body: set the parity here */
+            GS_TRY(kr_run_iteration(&k, cg_body, &s, par));
+        }
         it += nb;
         double rv[4];
         GS_TRY(e->ops->scalar_read(e, KR_RR, 4, rv)); /* rr, pap, rho0, rho1 */

@@ -67,6 +67,9 @@ int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b
     k->bnorm = 0;
     k->history_cap = 0;
     k->seq[0] = k->seq[1] = NULL;
+    k->auto_block = 1;
+    k->last_it = -1;
+    k->last_rel = 0.0;
     (void)b;
     return GS_OK;
 }
@@ -97,6 +100,30 @@ cleanup:
     return status;
 }
 
+/* The adaptive check interval: if the residual fell from last_rel to rel
+ * over the last it - last_it iterations at a steady rate, about
+ * log(tol / rel) / log(rate) iterations are left; checking again after half
+ * of them overshoots convergence by little while saving most reads. */
+static void kr_plan_checks(kr_ctx *k, long it, double rel)
+{
+    long b = 1;
+    if (k->last_it >= 0 && it > k->last_it && rel > 0.0 && rel < k->last_rel) {
+        const double log_rate = log(rel / k->last_rel) / (double)(it - k->last_it);
+        const double left = log(k->opts->tol / rel) / log_rate;
+        if (left > 2.0) b = (long)(0.5 * left);
+    }
+    k->auto_block = b < 1 ? 1 : b > KR_AUTO_MAX ? KR_AUTO_MAX : b;
+    k->last_it = it;
+    k->last_rel = rel;
+}
+
+long kr_next_block(const kr_ctx *k, long it)
+{
+    const long left = k->opts->maxit - it;
+    const long b = k->opts->check_every > 0 ? k->opts->check_every : k->auto_block;
+    return b < left ? b : left;
+}
+
 /* Record ||r||^2 = rr at iteration it; 1 if the method should stop. */
 int kr_check(kr_ctx *k, long it, double rr)
 {
@@ -119,6 +146,7 @@ int kr_check(kr_ctx *k, long it, double rr)
         res->reason = GS_REASON_NAN;
         return 1;
     }
+    kr_plan_checks(k, it, rel);
     if (rel <= k->opts->tol) {
         res->reason = GS_REASON_CONVERGED;
         return 1;
@@ -138,24 +166,14 @@ void kr_breakdown(kr_ctx *k, long it, const char *what)
     snprintf(k->res->breakdown, sizeof k->res->breakdown, "%s", what);
 }
 
-/* Run body nb times; where the engine can record sequences, the first full
- * block of each key is captured once and replayed after, so a block is one
- * launch. */
-int kr_run_block(kr_ctx *k, kr_body_fn body, void *state, long nb, long block, int key)
+int kr_run_iteration(kr_ctx *k, kr_body_fn body, void *state, int key)
 {
     gs_engine *e = k->e;
     int status = GS_OK;
-    const int can_capture = k->opts->use_capture && k->ops->capture_begin && nb == block;
-    if (!can_capture) {
-        for (long i = 0; i < nb; i++) GS_TRY(body(k, state));
-        return GS_OK;
-    }
+    if (!k->opts->use_capture || !k->ops->capture_begin) return body(k, state);
     if (!k->seq[key]) {
         GS_TRY(k->ops->capture_begin(e));
-        for (long i = 0; i < nb; i++) {
-            status = body(k, state);
-            if (status != GS_OK) break;
-        }
+        status = body(k, state);
         int end_status = k->ops->capture_end(e, &k->seq[key]);
         if (status == GS_OK) status = end_status;
         if (status != GS_OK) goto cleanup;

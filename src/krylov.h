@@ -20,7 +20,8 @@ typedef struct gs_krylov_opts {
     long maxit;
     int restart;     /* gmres */
     int idr_s;       /* idr */
-    int check_every; /* read the residual norm back every this many iterations */
+    int check_every; /* read the residual norm back every this many iterations;
+                      * 0: adaptive (cg and bicgstab; the others check every step) */
     int record_history; /* keep ||r_k|| / ||b|| per checked iteration */
     int use_capture;    /* replay captured iteration blocks where the engine can */
 } gs_krylov_opts;

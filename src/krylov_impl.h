@@ -19,7 +19,10 @@ typedef struct kr_ctx {
     gs_krylov_result *res;
     double bnorm;
     long history_cap;
-    void *seq[2]; /* captured iteration blocks, by key (see kr_run_block) */
+    void *seq[2];    /* captured iterations, by key (see kr_run_iteration) */
+    long auto_block; /* iterations until the next check when check_every = 0 */
+    long last_it;    /* the previous check, for the convergence rate */
+    double last_rel;
 } kr_ctx;
 
 typedef int (*kr_body_fn)(kr_ctx *k, void *state);
@@ -29,10 +32,16 @@ int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b
 int kr_initial_residual(kr_ctx *k, const gs_vec *b, gs_vec *x, gs_vec *r, int *done);
 int kr_check(kr_ctx *k, long it, double rr);
 void kr_breakdown(kr_ctx *k, long it, const char *what);
-/* Run body nb times. Where the engine records sequences, a full block is
- * captured once per key and replayed after: a method whose body alternates
- * between two forms passes the form the block starts in as key (0 or 1). */
-int kr_run_block(kr_ctx *k, kr_body_fn body, void *state, long nb, long block, int key);
+/* Run one iteration. Where the engine records sequences, the iteration is
+ * captured once per key and replayed after (one launch, no host sync): a
+ * method whose body alternates between two forms passes the form as key. */
+int kr_run_iteration(kr_ctx *k, kr_body_fn body, void *state, int key);
+/* How many iterations to run before the next residual check: check_every,
+ * or with check_every = 0 about half the iterations the convergence rate
+ * since the last check predicts are left (1 to KR_AUTO_MAX), never past
+ * maxit. */
+long kr_next_block(const kr_ctx *k, long it);
+#define KR_AUTO_MAX 16
 void kr_finish(kr_ctx *k);
 
 double gs_gmres_vector_accesses(int restart);

@@ -37,9 +37,10 @@ static const opt_decl options[] = {
     {"maxit", 0, "N", "10000", "iteration limit", OPT_LONG, F(maxit), 1, 1e12},
     {"restart", 0, "M", "30", "gmres restart length", OPT_LONG, F(restart), 1, 500},
     {"idr-s", 0, "S", "4", "idr shadow space dimension", OPT_LONG, F(idr_s), 1, 64},
-    {"check-every", 0, "N", "1",
-     "read the residual norm back every N iterations (fewer host syncs)", OPT_LONG,
-     F(check_every), 1, 1000},
+    {"check-every", 0, "N", "0",
+     "read the residual back every N iterations; 0: adaptively, after about half the "
+     "iterations the convergence rate predicts are left (at most 16)", OPT_LONG,
+     F(check_every), 0, 1000},
     {"rhs", 0, "ones|ax1|FILE", "ones", "right-hand side: all ones, A*1, or a vector file",
      OPT_STRING, F(rhs), 0, 0},
     {"x0", 0, "zero|FILE", "zero", "initial guess", OPT_STRING, F(x0), 0, 0},

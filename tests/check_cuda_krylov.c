@@ -151,7 +151,7 @@ END_TEST
  * replay on the other slot (two captured graphs), even blocks on the same. */
 START_TEST(test_cg_check_blocks)
 {
-    static const int blocks[] = {2, 3, 8};
+    static const int blocks[] = {2, 3, 8, 0}; /* 0: adaptive, blocks of every length */
     compare("poisson3d:20", "cg", "jacobi", blocks[_i], 1);
 }
 END_TEST
@@ -187,7 +187,7 @@ static Suite *cuda_krylov_suite(int have_gpu)
         tcase_add_loop_test(tc, test_spd_poisson, 0, 8);
         tcase_add_loop_test(tc, test_convdiff, 0, 6);
         tcase_add_loop_test(tc, test_no_graph_and_blocks, 0, 4);
-        tcase_add_loop_test(tc, test_cg_check_blocks, 0, 3);
+        tcase_add_loop_test(tc, test_cg_check_blocks, 0, 4);
         tcase_add_loop_test(tc, test_paper_preconditioners, 0, 6);
         tcase_add_test(tc, test_larger);
     }

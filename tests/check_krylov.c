@@ -328,6 +328,31 @@ START_TEST(check_every_and_history)
 }
 END_TEST
 
+START_TEST(adaptive_checks_stop_soon_after_convergence)
+{
+    /* check_every = 0 reads the residual at predicted points: it never stops
+     * before the per-iteration check would, and at most KR_AUTO_MAX (16)
+     * iterations after it; the answer is as accurate. */
+    static const char *spec[] = {"poisson3d:12", "convdiff3d:12"};
+    static const char *meth[] = {"cg", "bicgstab"};
+    gs_csr A;
+    generated(spec[_i], &A);
+    gs_krylov_opts o = default_opts();
+    solve_out exact, adaptive;
+    solve(&A, NULL, meth[_i], "jacobi", &o, &exact);
+    o.check_every = 0;
+    solve(&A, NULL, meth[_i], "jacobi", &o, &adaptive);
+    assert_converged(&adaptive, o.tol, meth[_i]);
+    ck_assert_int_ge(adaptive.res.iterations, exact.res.iterations);
+    ck_assert_int_le(adaptive.res.iterations, exact.res.iterations + 16);
+    gs_krylov_result_free(&exact.res);
+    gs_krylov_result_free(&adaptive.res);
+    free(exact.x);
+    free(adaptive.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
 START_TEST(gmres_restart_lengths)
 {
     /* Full GMRES (restart >= iterations) never needs more iterations than a
@@ -383,6 +408,7 @@ Suite *krylov_suite(void)
     tcase_add_loop_test(tc, maxit_is_a_reason_not_an_error, 0, 4);
     tcase_add_loop_test(tc, zero_rhs_gives_zero_solution, 0, 4);
     tcase_add_test(tc, check_every_and_history);
+    tcase_add_loop_test(tc, adaptive_checks_stop_soon_after_convergence, 0, 2);
     tcase_add_test(tc, gmres_restart_lengths);
     tcase_add_loop_test(tc, idr_s_values, 0, 4);
     suite_add_tcase(s, tc);

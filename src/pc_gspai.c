@@ -73,7 +73,7 @@ static int gspai_pattern(const gs_csr *AT, int k, gs_csr *MT, gs_error *err)
 
 int gs_gspai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
 {
-    gs_csr AT = {0}, MT = {0}, M = {0};
+    gs_csr AT = {0}, MT = {0};
     long k;
     const char *strategy;
     int chosen = 0;
@@ -96,17 +96,9 @@ int gs_gspai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(gspai_dimensions(pc, &AT, &MT, strategy, &chosen, err));
     GS_TRY(gs_pc_stage_end(pc, "dimensions", t0));
 
-    t0 = gs_pc_stage_begin(pc);                               /* Compute-GSPAI */
-    GS_TRY(gs_spai_solve_columns(&AT, &MT, "gspai-opt", "--pattern-power 2 widens J", err));
-    GS_TRY(gs_pc_stage_end(pc, "least squares", t0));
-
-    t0 = gs_pc_stage_begin(pc);                               /* Post-GSPAI */
-    GS_TRY(gs_spai_assemble(&MT, GS_FP64, &M, err));
-    GS_TRY(gs_pc_stage_end(pc, "assemble", t0));
-
-    t0 = gs_pc_stage_begin(pc);
-    GS_TRY(gs_spai_install(pc, &M, GS_FP64, "gpusolve gspai-opt: M ~ A^-1, by rows", err));
-    GS_TRY(gs_pc_stage_end(pc, "upload", t0));
+    /* Compute-GSPAI (least squares), Post-GSPAI (assemble), upload */
+    GS_TRY(gs_spai_finish(pc, &AT, &MT, GS_FP64, "gspai-opt", "--pattern-power 2 widens J",
+                          "gpusolve gspai-opt: M ~ A^-1, by rows", err));
 
     snprintf(pc->description, sizeof pc->description, "pattern-power=%ld strategy=S%d (%s)", k,
              chosen, strcmp(strategy, "auto") ? "forced" : "auto");
@@ -114,6 +106,5 @@ cleanup:
     if (status != GS_OK) gs_engine_fail(pc->eng, err);
     gs_csr_free(&AT);
     gs_csr_free(&MT);
-    gs_csr_free(&M);
     return status;
 }

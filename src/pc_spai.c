@@ -73,7 +73,7 @@ static int spai_pattern(const gs_csr *AT, double tau, gs_csr *MT, gs_error *err)
 
 int gs_spai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
 {
-    gs_csr AT = {0}, MT = {0}, M = {0};
+    gs_csr AT = {0}, MT = {0};
     gs_spai_sizes sizes = {0};
     double tau;
     const char *precision;
@@ -95,17 +95,8 @@ int gs_spai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     gs_spai_n2_sizes(&MT, &sizes);
     GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
 
-    t0 = gs_pc_stage_begin(pc);
-    GS_TRY(gs_spai_solve_columns(&AT, &MT, "spai", "a larger --tau widens J", err));
-    GS_TRY(gs_pc_stage_end(pc, "least squares", t0));
-
-    t0 = gs_pc_stage_begin(pc);
-    GS_TRY(gs_spai_assemble(&MT, prec, &M, err));
-    GS_TRY(gs_pc_stage_end(pc, "assemble", t0));
-
-    t0 = gs_pc_stage_begin(pc);
-    GS_TRY(gs_spai_install(pc, &M, prec, "gpusolve spai (SPAI-ME): M ~ A^-1, by rows", err));
-    GS_TRY(gs_pc_stage_end(pc, "upload", t0));
+    GS_TRY(gs_spai_finish(pc, &AT, &MT, prec, "spai", "a larger --tau widens J",
+                          "gpusolve spai (SPAI-ME): M ~ A^-1, by rows", err));
 
     snprintf(pc->description, sizeof pc->description, "tau=%g precond-precision=%s", tau,
              precision);
@@ -114,6 +105,5 @@ cleanup:
     if (status != GS_OK) gs_engine_fail(pc->eng, err);
     gs_csr_free(&AT);
     gs_csr_free(&MT);
-    gs_csr_free(&M);
     return status;
 }

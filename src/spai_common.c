@@ -260,3 +260,24 @@ void gs_spai_report_sizes(gs_pc *pc, const gs_spai_sizes *sizes)
     gs_kv_num(&pc->extra, "n2max", sizes->n2max);
     gs_kv_num(&pc->extra, "n2avg", sizes->n2avg);
 }
+
+int gs_spai_finish(gs_pc *pc, const gs_csr *AT, gs_csr *MT, gs_precision prec, const char *who,
+                   const char *hint, const char *save_comment, gs_error *err)
+{
+    gs_csr M = {0};
+    int status;
+    double t0 = gs_pc_stage_begin(pc);
+    GS_TRY(gs_spai_solve_columns(AT, MT, who, hint, err));
+    GS_TRY(gs_pc_stage_end(pc, "least squares", t0));
+
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(gs_spai_assemble(MT, prec, &M, err));
+    GS_TRY(gs_pc_stage_end(pc, "assemble", t0));
+
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(gs_spai_install(pc, &M, prec, save_comment, err));
+    GS_TRY(gs_pc_stage_end(pc, "upload", t0));
+cleanup:
+    gs_csr_free(&M);
+    return status;
+}

@@ -44,6 +44,12 @@ int gs_spai_assemble(gs_csr *MT, gs_precision prec, gs_csr *M, gs_error *err);
 int gs_spai_install(gs_pc *pc, gs_csr *M, gs_precision prec, const char *save_comment,
                     gs_error *err);
 
+/* The stages both setups end with, each timed on pc: "least squares"
+ * (gs_spai_solve_columns with who, hint), "assemble" (gs_spai_assemble at
+ * prec; MT is freed) and "upload" (gs_spai_install with save_comment). */
+int gs_spai_finish(gs_pc *pc, const gs_csr *AT, gs_csr *MT, gs_precision prec, const char *who,
+                   const char *hint, const char *save_comment, gs_error *err);
+
 /* Adds n1max, n2max, n2avg to the report. */
 void gs_spai_report_sizes(gs_pc *pc, const gs_spai_sizes *sizes);
 

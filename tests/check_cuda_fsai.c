@@ -45,31 +45,6 @@ static gs_engine *gpu;
 static int host_A; /* 1: the setup gets no engine copy of A (pc->A = NULL): it uploads A */
 static double worst64, worst32; /* largest max |g_gpu - g_cpu| / ||g|| seen, per precision */
 
-/* ---------------------------------------------------------- parameters */
-
-typedef struct fsai_args {
-    gs_params p;
-    char text[GS_MAX_PARAMS][40];
-} fsai_args;
-
-static void arg_set(fsai_args *a, const char *name, const char *value)
-{
-    snprintf(a->text[a->p.count], sizeof a->text[0], "%s", value);
-    ck_assert_int_eq(gs_params_set(&a->p, name, a->text[a->p.count], NULL), GS_OK);
-}
-
-/* tau, k, delta (negative: default), precision (NULL: default). */
-static const gs_params *args(fsai_args *a, double tau, long k, double delta, const char *prec)
-{
-    char buf[40];
-    memset(a, 0, sizeof *a);
-    if (tau >= 0) snprintf(buf, sizeof buf, "%.17g", tau), arg_set(a, "tau", buf);
-    if (k >= 0) snprintf(buf, sizeof buf, "%ld", k), arg_set(a, "k", buf);
-    if (delta >= 0) snprintf(buf, sizeof buf, "%.17g", delta), arg_set(a, "delta", buf);
-    if (prec) arg_set(a, "precond-precision", prec);
-    return &a->p;
-}
-
 /* --------------------------------------------------------------- setups */
 
 typedef struct fsai_out {
@@ -139,14 +114,6 @@ static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
 }
 
 /* ------------------------------------------------------------ checks */
-
-static int32_t max_row_length(const gs_csr *A)
-{
-    int64_t m = 0;
-    for (int32_t i = 0; i < A->n_rows; i++)
-        if (A->row_ptr[i + 1] - A->row_ptr[i] > m) m = A->row_ptr[i + 1] - A->row_ptr[i];
-    return (int32_t)m;
-}
 
 /* ||A_P||_F ||A_P^-1||_F for P = the columns of row i of G (>= cond_2). */
 static double local_kappa(const gs_csr *A, const int32_t *P, int m)
@@ -236,7 +203,7 @@ static void compare(const gs_csr *A, const gs_csr *Gg, const gs_csr *Gc, const g
 /* (G A G^T)_ii = 1 (check_pc_fsai.c's bound; + 4 u32 q for fp32 values). */
 static void check_unit_diagonal(const gs_csr *A, const gs_csr *G, int fp32, const char *label)
 {
-    const int32_t n = A->n_rows, r = max_row_length(A);
+    const int32_t n = A->n_rows, r = tu_max_row_length(A);
     double *x = calloc((size_t)n + 1, sizeof *x);
     ck_assert_ptr_nonnull(x);
     for (int32_t i = 0; i < n; i++) {
@@ -271,8 +238,8 @@ static void check_case(const gs_csr *A, double tau, long k, double delta, const 
                        const char *what)
 {
     char label[200];
-    fsai_args a;
-    const gs_params *p = args(&a, tau, k, delta, prec);
+    tu_fsai_args a;
+    const gs_params *p = tu_fsai_args_make(&a, tau, k, delta, prec);
     snprintf(label, sizeof label, "%s tau=%g k=%ld delta=%g %s", what, tau, k, delta,
              prec ? prec : "double");
     fsai_out g = fsai_on(gpu, A, p), c = fsai_on(NULL, A, p);
@@ -286,7 +253,7 @@ static void check_case(const gs_csr *A, double tau, long k, double delta, const 
                   "%s: stages %s", label, g.stages);
     gs_csr Ghat = {0};
     if (delta > 0) {
-        fsai_out h = fsai_on(NULL, A, args(&a, tau, k, 0.0, NULL));
+        fsai_out h = fsai_on(NULL, A, tu_fsai_args_make(&a, tau, k, 0.0, NULL));
         ck_assert_int_eq(h.status, GS_OK);
         Ghat = h.G;
     }
@@ -296,15 +263,6 @@ static void check_case(const gs_csr *A, double tau, long k, double delta, const 
     gs_csr_free(&Ghat);
     gs_csr_free(&g.G);
     gs_csr_free(&c.G);
-}
-
-static gs_csr generated(const char *spec)
-{
-    gs_csr A = {0};
-    gs_error err = {0};
-    char name[128];
-    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
-    return A;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -327,7 +285,7 @@ START_TEST(test_generated)
     } cases[] = {{"poisson3d:12", 0.05}, {"poisson3d27:8", 0.01}, {"aniso3d:12", 0.05},
                  {"aniso3d:10", 0.005}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        gs_csr A = generated(cases[c].spec);
+        gs_csr A = tu_generated(cases[c].spec);
         for (long k = 1; k <= 3; k++) {
             check_case(&A, cases[c].tau, k, 0.0, NULL, cases[c].spec);
             check_case(&A, cases[c].tau, k, 0.0035, NULL, cases[c].spec);
@@ -342,51 +300,21 @@ END_TEST
  * stencil without prefilter has m <= 14, 63, 172, 365 for k = 1..4. */
 START_TEST(test_every_size_class)
 {
-    gs_csr A = generated("poisson3d27:9");
+    gs_csr A = tu_generated("poisson3d27:9");
     for (long k = 1; k <= 4; k++) check_case(&A, 0.0, k, 0.0, NULL, "poisson3d27:9");
     check_case(&A, 0.0, 4, 0.0035, NULL, "poisson3d27:9");
     gs_csr_free(&A);
 }
 END_TEST
 
-/* Random SPD: ragged rows, a tenth of them half dense, so that k = 2 gives
- * local systems of several hundred rows next to tiny ones; entries spread
- * over 10^[-3, 0] and a symmetric scaling over 10^[-1, 1]. */
-static gs_csr random_spd(tu_rng *r, int32_t n)
-{
-    int64_t cap = (int64_t)n * n + n;
-    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
-    double *v = malloc((size_t)cap * sizeof *v), *sum = calloc((size_t)n, sizeof *sum);
-    double *s = malloc((size_t)n * sizeof *s);
-    ck_assert(ri && ci && v && sum && s);
-    int64_t nz = 0;
-    for (int32_t i = 0; i < n; i++) {
-        double density = tu_uniform(r) < 0.1 ? 0.5 : 0.02 * tu_uniform(r);
-        for (int32_t j = 0; j < i; j++) {
-            if (tu_uniform(r) >= density) continue;
-            double a = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -3.0 * tu_uniform(r));
-            ri[nz] = i, ci[nz] = j, v[nz++] = a;
-            ri[nz] = j, ci[nz] = i, v[nz++] = a;
-            sum[i] += fabs(a), sum[j] += fabs(a);
-        }
-    }
-    for (int32_t i = 0; i < n; i++) {
-        ri[nz] = i, ci[nz] = i, v[nz++] = sum[i] + 0.5 + tu_uniform(r);
-        s[i] = pow(10.0, 2.0 * tu_uniform(r) - 1.0);
-    }
-    gs_csr A = {0};
-    gs_error err = {0};
-    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
-    gs_csr_scale_symmetric(&A, s);
-    free(ri), free(ci), free(v), free(sum), free(s);
-    return A;
-}
-
+/* Random SPD (tu_random_spd, sparse rows of density 0.02 [0, 1)): a tenth
+ * of the rows half dense, so that k = 2 gives local systems of several
+ * hundred rows next to tiny ones. */
 START_TEST(test_random_with_dense_rows)
 {
     tu_rng r = tu_rng_seed(5);
     for (int t = 0; t < 2; t++) {
-        gs_csr A = random_spd(&r, t == 0 ? 300 : 900);
+        gs_csr A = tu_random_spd(&r, t == 0 ? 300 : 900, 0.02);
         check_case(&A, 0.0, 1, 0.0, NULL, "random");
         check_case(&A, 0.001, 2, 0.0, NULL, "random");
         check_case(&A, 0.001, 2, 0.01, NULL, "random");
@@ -398,11 +326,11 @@ END_TEST
 
 START_TEST(test_single_precision)
 {
-    gs_csr A = generated("poisson3d:12");
+    gs_csr A = tu_generated("poisson3d:12");
     check_case(&A, 0.05, 3, 0.0, "single", "poisson3d:12");
     check_case(&A, 0.05, 3, 0.0035, "single", "poisson3d:12");
     gs_csr_free(&A);
-    A = generated("poisson3d27:9");
+    A = tu_generated("poisson3d27:9");
     check_case(&A, 0.0, 3, 0.0, "single", "poisson3d27:9");
     check_case(&A, 0.0, 4, 0.0, "single", "poisson3d27:9");
     gs_csr_free(&A);
@@ -452,11 +380,11 @@ END_TEST
 START_TEST(test_engine_copy_of_A)
 {
     tu_rng r = tu_rng_seed(7);
-    gs_csr As[3] = {generated("poisson3d:12"), generated("poisson3d27:8"), random_spd(&r, 300)};
+    gs_csr As[3] = {tu_generated("poisson3d:12"), tu_generated("poisson3d27:8"), tu_random_spd(&r, 300, 0.02)};
     int layouts[2] = {0, 0}; /* SELL-32, CSR seen */
-    fsai_args a;
+    tu_fsai_args a;
     for (int t = 0; t < 3; t++) {
-        const gs_params *p = args(&a, t == 2 ? 0.001 : 0.01, 2, 0.0035, NULL);
+        const gs_params *p = tu_fsai_args_make(&a, t == 2 ? 0.001 : 0.01, 2, 0.0035, NULL);
 #if GS_HAVE_CUDA
         gs_mat *Ae = NULL;
         ck_assert_int_eq(gpu->ops->mat_create(gpu, &As[t], GS_FP64, &Ae), GS_OK);
@@ -493,9 +421,9 @@ END_TEST
  * |difference| <= 2 γ_{2w} (|G^T| |G| |r|) per entry, w the longest row. */
 START_TEST(test_apply)
 {
-    gs_csr A = generated("poisson3d:10");
-    fsai_args a;
-    const gs_params *p = args(&a, 0.05, 3, 0.0035, NULL);
+    gs_csr A = tu_generated("poisson3d:10");
+    tu_fsai_args a;
+    const gs_params *p = tu_fsai_args_make(&a, 0.05, 3, 0.0035, NULL);
     gs_mat *Ae = NULL;
     gs_pc *pc = NULL;
     gs_error err = {0};
@@ -527,7 +455,7 @@ START_TEST(test_apply)
     ck_assert_int_eq(gs_csr_transpose(&Ga, &GTa, &err), GS_OK);
     gs_csr_spmv(&Ga, ar, at);
     gs_csr_spmv(&GTa, at, az);
-    const double w = (double)max_row_length(&G) + (double)max_row_length(&GT);
+    const double w = (double)tu_max_row_length(&G) + (double)tu_max_row_length(&GT);
     double rz = 0, rza = 0, slot = NAN;
     for (int32_t i = 0; i < n; i++) {
         ck_assert_msg(fabs(zg[i] - zh[i]) <= 4.0 * w * U64 * az[i] + 1e-300,
@@ -591,11 +519,11 @@ START_TEST(test_cg_iterations)
 {
     const char *specs[] = {"poisson3d:20", "aniso3d:16"};
     for (int s = 0; s < 2; s++) {
-        gs_csr A = generated(specs[s]);
-        fsai_args a;
+        gs_csr A = tu_generated(specs[s]);
+        tu_fsai_args a;
         int32_t rg = 0, rc = 0;
         for (int prec = 0; prec < 2; prec++) {
-            const gs_params *p = args(&a, -1, -1, -1, prec ? "single" : NULL);
+            const gs_params *p = tu_fsai_args_make(&a, -1, -1, -1, prec ? "single" : NULL);
             const long g = cg_iterations(gpu, &A, p, &rg), c = cg_iterations(NULL, &A, p, &rc);
             const long margin = c / 20 > 2 ? c / 20 : 2;
             ck_assert_msg(labs(g - c) <= margin, "%s %s: CG %ld iterations with the GPU's fsai, "
@@ -623,11 +551,11 @@ static void same_failure(const gs_csr *A, const gs_params *p, int status, const 
 START_TEST(test_bad_input)
 {
     gs_params none = {0};
-    fsai_args a;
-    gs_csr C = generated("convdiff3d:5");
+    tu_fsai_args a;
+    gs_csr C = tu_generated("convdiff3d:5");
     same_failure(&C, &none, GS_ERR_INPUT, "nonsymmetric");
     gs_csr_free(&C);
-    gs_csr T = generated("poisson3d:6");
+    gs_csr T = tu_generated("poisson3d:6");
     const int64_t d17 = gs_csr_find(&T, 16, 16);
     T.val[d17] = 0.0;
     same_failure(&T, &none, GS_ERR_INPUT, "zero diagonal");
@@ -646,16 +574,16 @@ START_TEST(test_bad_input)
         const int32_t i = rows[t];
         T.val[gs_csr_find(&T, i, i - 1)] = T.val[gs_csr_find(&T, i - 1, i)] = -7.0;
     }
-    same_failure(&T, args(&a, 0.0, 1, 0.0, NULL), GS_ERR_NUMERIC, "indefinite, k = 1");
+    same_failure(&T, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), GS_ERR_NUMERIC, "indefinite, k = 1");
     same_failure(&T, &none, GS_ERR_NUMERIC, "indefinite, defaults");
-    same_failure(&T, args(&a, 0.0, 3, 0.0, "single"), GS_ERR_NUMERIC, "indefinite, single");
+    same_failure(&T, tu_fsai_args_make(&a, 0.0, 3, 0.0, "single"), GS_ERR_NUMERIC, "indefinite, single");
     gs_csr_free(&T);
     /* an indefinite local system of more than 256 rows (the in-place path) */
-    gs_csr P = generated("poisson3d27:9");
+    gs_csr P = tu_generated("poisson3d27:9");
     const int32_t mid = 4 * 81 + 4 * 9 + 4;
     for (int64_t q = P.row_ptr[mid]; q < P.row_ptr[mid + 1]; q++)
         if (P.col[q] != mid) P.val[q] = P.val[gs_csr_find(&P, P.col[q], mid)] = -30.0;
-    same_failure(&P, args(&a, 0.0, 4, 0.0, NULL), GS_ERR_NUMERIC, "indefinite, m > 256");
+    same_failure(&P, tu_fsai_args_make(&a, 0.0, 4, 0.0, NULL), GS_ERR_NUMERIC, "indefinite, m > 256");
     gs_csr_free(&P);
 }
 END_TEST

@@ -13,87 +13,13 @@
 
 #define U_ROUND (DBL_EPSILON / 2)
 
-/* ---- parameters ---- */
-
-typedef struct fsai_args {
-    gs_params p;
-    char text[GS_MAX_PARAMS][40];
-} fsai_args;
-
-static void arg_set(fsai_args *a, const char *name, const char *value)
-{
-    snprintf(a->text[a->p.count], sizeof a->text[0], "%s", value);
-    ck_assert_int_eq(gs_params_set(&a->p, name, a->text[a->p.count], NULL), GS_OK);
-}
-
-/* tau, k, delta; a negative value leaves that parameter at its default. */
-static const gs_params *fsai_args_make(fsai_args *a, double tau, long k, double delta)
-{
-    char buf[40];
-    memset(a, 0, sizeof *a);
-    if (tau >= 0) snprintf(buf, sizeof buf, "%.17g", tau), arg_set(a, "tau", buf);
-    if (k >= 0) snprintf(buf, sizeof buf, "%ld", k), arg_set(a, "k", buf);
-    if (delta >= 0) snprintf(buf, sizeof buf, "%.17g", delta), arg_set(a, "delta", buf);
-    return &a->p;
-}
-
-/* ---- inputs ---- */
-
-static gs_csr generated(const char *spec)
-{
-    gs_csr A = {0};
-    gs_error err = {0};
-    char name[128];
-    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
-    return A;
-}
-
-/* Random symmetric n x n SPD matrix: ragged rows (a few dense ones), off-
- * diagonal magnitudes spread over 10^[-3, 0] so that tau cuts inside rows,
- * diagonal = sum of |off-diagonal| + [0.5, 1.5) (strictly diagonally
- * dominant, so SPD), then scaled D A D with d_i in 10^[-1, 1] so that the
- * prefilter's sqrt(a_ii a_jj) matters. */
-static gs_csr random_spd(tu_rng *r, int32_t n)
-{
-    int64_t cap = (int64_t)n * n + n;
-    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
-    double *v = malloc((size_t)cap * sizeof *v), *sum = calloc((size_t)n, sizeof *sum);
-    double *s = malloc((size_t)n * sizeof *s);
-    ck_assert(ri && ci && v && sum && s);
-    int64_t nz = 0;
-    for (int32_t i = 0; i < n; i++) {
-        double density = tu_uniform(r) < 0.1 ? 0.5 : 0.08 * tu_uniform(r);
-        for (int32_t j = 0; j < i; j++) {
-            if (tu_uniform(r) >= density) continue;
-            double a = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -3.0 * tu_uniform(r));
-            ri[nz] = i, ci[nz] = j, v[nz++] = a;
-            ri[nz] = j, ci[nz] = i, v[nz++] = a;
-            sum[i] += fabs(a), sum[j] += fabs(a);
-        }
-    }
-    for (int32_t i = 0; i < n; i++) {
-        ri[nz] = i, ci[nz] = i, v[nz++] = sum[i] + 0.5 + tu_uniform(r);
-        s[i] = pow(10.0, 2.0 * tu_uniform(r) - 1.0);
-    }
-    gs_csr A = {0};
-    gs_error err = {0};
-    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
-    gs_csr_scale_symmetric(&A, s);
-    free(ri), free(ci), free(v), free(sum), free(s);
-    return A;
-}
-
 /* ---- running fsai ---- */
 
 /* G as fsai builds it for A (setup must succeed); mu_G_hat into *mu_hat. */
 static gs_csr fsai_factor(const gs_csr *A, const gs_params *p, double *mu_hat)
 {
     tu_pc_run run;
-    gs_error err = {0};
-    ck_assert_msg(tu_pc_build(A, "fsai", p, &run, &err) == GS_OK, "fsai setup: %s", err.msg);
-    gs_csr G = {0};
-    tu_pc_saved_matrix(run.pc, "G", &G);
-    ck_assert_int_eq(G.nnz, run.pc->nnz);
+    gs_csr G = tu_pc_saved_factor(A, "fsai", p, "G", &run);
     const gs_kv *kv = tu_pc_extra(run.pc, "mu_G_hat");
     ck_assert_ptr_nonnull(kv);
     if (mu_hat) *mu_hat = kv->num;
@@ -108,14 +34,6 @@ static int fsai_status(const gs_csr *A, const gs_params *p, gs_error *err)
     int status = tu_pc_build(A, "fsai", p, &run, err);
     if (status == GS_OK) tu_pc_release(&run);
     return status;
-}
-
-static int32_t max_row_length(const gs_csr *A)
-{
-    int64_t m = 0;
-    for (int32_t i = 0; i < A->n_rows; i++)
-        if (A->row_ptr[i + 1] - A->row_ptr[i] > m) m = A->row_ptr[i + 1] - A->row_ptr[i];
-    return (int32_t)m;
 }
 
 /* G is lower triangular, every row ends with a positive diagonal entry. */
@@ -150,7 +68,7 @@ static double row_times(const gs_csr *A, int32_t j, const double *x, double *abs
  * we allow twice that for the second-order terms. */
 static void check_unit_diagonal(const gs_csr *A, const gs_csr *G, const char *label)
 {
-    const int32_t n = A->n_rows, r = max_row_length(A);
+    const int32_t n = A->n_rows, r = tu_max_row_length(A);
     double *x = calloc((size_t)n, sizeof *x), worst = 0;
     ck_assert_ptr_nonnull(x);
     check_lower_with_diagonal(G, label);
@@ -186,7 +104,7 @@ static void check_unit_diagonal(const gs_csr *A, const gs_csr *G, const char *la
  * is at most the unit-diagonal bound plus ||g_off|| ||(A g)_off||. */
 static void check_local_systems(const gs_csr *A, const gs_csr *G, const char *label)
 {
-    const int32_t n = A->n_rows, r = max_row_length(A);
+    const int32_t n = A->n_rows, r = tu_max_row_length(A);
     const size_t len = (size_t)(n > 0 ? n : 1);
     double *x = calloc(len, sizeof *x);
     int32_t *in_p = calloc(len, sizeof *in_p);
@@ -277,9 +195,9 @@ static void check_unfiltered(const gs_csr *A, double tau, long k, const char *wh
 {
     char label[160];
     snprintf(label, sizeof label, "%s tau=%g k=%ld", what, tau, k);
-    fsai_args a;
+    tu_fsai_args a;
     double mu_hat;
-    gs_csr G = fsai_factor(A, fsai_args_make(&a, tau, k, 0.0), &mu_hat);
+    gs_csr G = fsai_factor(A, tu_fsai_args_make(&a, tau, k, 0.0, NULL), &mu_hat);
     gs_csr S = expected_pattern(A, tau, k);
     check_same_pattern(&S, &G, label);
     ck_assert_double_eq_tol(mu_hat, (double)G.nnz / (double)A->nnz, 1e-12);
@@ -377,8 +295,8 @@ END_TEST
 
 START_TEST(fsai_properties_on_generated_problems)
 {
-    gs_csr P = generated("poisson3d:6"), N = generated("aniso3d:6x5x4"),
-           Q = generated("poisson3d27:4");
+    gs_csr P = tu_generated("poisson3d:6"), N = tu_generated("aniso3d:6x5x4"),
+           Q = tu_generated("poisson3d27:4");
     for (long k = 1; k <= 4; k++) check_unfiltered(&P, 0.0, k, "poisson3d:6");
     /* aniso3d: |a_ij| / sqrt(a_ii a_jj) is 0.45 (x), 0.045 (y), 0.0045 (z): these
      * taus keep all, drop z, drop y and z */
@@ -394,7 +312,7 @@ START_TEST(fsai_properties_on_random_spd_matrices)
 {
     tu_rng r = tu_rng_seed(2016);
     for (int trial = 0; trial < 6; trial++) {
-        gs_csr A = random_spd(&r, 40 + (int32_t)(tu_next(&r) % 90));
+        gs_csr A = tu_random_spd(&r, 40 + (int32_t)(tu_next(&r) % 90), 0.08);
         const double tau = trial % 3 == 0 ? 0.0 : 0.3 * tu_uniform(&r);
         check_unfiltered(&A, tau, 1 + trial % 4, "random SPD");
         gs_csr_free(&A);
@@ -414,10 +332,10 @@ END_TEST
  * within 1e-9 ||g0|| of the threshold are not judged (rounding may flip them). */
 static void check_postfilter(const gs_csr *A, double tau, long k, double delta, const char *what)
 {
-    fsai_args a;
-    const int32_t n = A->n_rows, r = max_row_length(A);
-    gs_csr G0 = fsai_factor(A, fsai_args_make(&a, tau, k, 0.0), NULL);
-    gs_csr G = fsai_factor(A, fsai_args_make(&a, tau, k, delta), NULL);
+    tu_fsai_args a;
+    const int32_t n = A->n_rows, r = tu_max_row_length(A);
+    gs_csr G0 = fsai_factor(A, tu_fsai_args_make(&a, tau, k, 0.0, NULL), NULL);
+    gs_csr G = fsai_factor(A, tu_fsai_args_make(&a, tau, k, delta, NULL), NULL);
     check_unit_diagonal(A, &G, what);
     double *eps = calloc((size_t)n, sizeof *eps), *g0 = calloc((size_t)n, sizeof *g0);
     ck_assert(eps && g0);
@@ -469,9 +387,9 @@ static void check_postfilter(const gs_csr *A, double tau, long k, double delta, 
 
 START_TEST(fsai_postfilter_is_the_papers_3_13)
 {
-    gs_csr P = generated("poisson3d:7"), N = generated("aniso3d:6x5x4");
+    gs_csr P = tu_generated("poisson3d:7"), N = tu_generated("aniso3d:6x5x4");
     tu_rng r = tu_rng_seed(313);
-    gs_csr R = random_spd(&r, 90);
+    gs_csr R = tu_random_spd(&r, 90, 0.08);
     const double deltas[] = {0.0035, 0.05, 0.2, 1.0};
     for (int t = 0; t < 4; t++) {
         check_postfilter(&P, 0.02, 3, deltas[t], "poisson3d:7");
@@ -479,8 +397,8 @@ START_TEST(fsai_postfilter_is_the_papers_3_13)
         check_postfilter(&R, 0.01, 2, deltas[t], "random SPD");
     }
     /* delta = 1 keeps only the diagonal: G = diag(A)^-1/2, i.e. M = Jacobi */
-    fsai_args a;
-    gs_csr G = fsai_factor(&P, fsai_args_make(&a, 0.0, 3, 1.0), NULL);
+    tu_fsai_args a;
+    gs_csr G = fsai_factor(&P, tu_fsai_args_make(&a, 0.0, 3, 1.0, NULL), NULL);
     ck_assert_int_eq(G.nnz, P.n_rows);
     gs_csr_free(&G);
     gs_csr_free(&P), gs_csr_free(&N), gs_csr_free(&R);
@@ -516,16 +434,6 @@ static int manifest_spd(manifest_row *out, int max, long max_rows)
     return count;
 }
 
-static gs_csr read_matrix(const char *name)
-{
-    char path[1024];
-    gs_csr A = {0};
-    gs_error err = {0};
-    tu_matrix_path(path, sizeof path, name);
-    ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
-    return A;
-}
-
 /* The same properties on every small real SPD matrix of the collection
  * (structural, power network, mass matrices; condition numbers up to 4e12),
  * without and with the postfilter. */
@@ -539,11 +447,11 @@ START_TEST(fsai_properties_on_real_spd_matrices)
     manifest_row rows[64];
     int count = manifest_spd(rows, 64, 1500), checked = 0;
     for (int c = 0; c < count; c++) {
-        gs_csr A = read_matrix(rows[c].name);
+        gs_csr A = tu_read_matrix(rows[c].name);
         const long k = A.nnz > 6000 ? 1 : 2; /* keep the suite fast on the denser ones */
         check_unfiltered(&A, 0.02, k, rows[c].name);
-        fsai_args a;
-        gs_csr G = fsai_factor(&A, fsai_args_make(&a, 0.02, k, 0.05), NULL);
+        tu_fsai_args a;
+        gs_csr G = fsai_factor(&A, tu_fsai_args_make(&a, 0.02, k, 0.05, NULL), NULL);
         check_unit_diagonal(&A, &G, rows[c].name);
         gs_csr_free(&G);
         gs_params defaults = {0}; /* tau 0.05, k 3, delta 0.0035 */
@@ -566,15 +474,15 @@ END_TEST
  * relative, u_32): the bound then uses u_32 for that term. */
 static void check_apply(const gs_csr *A, const char *precision)
 {
-    fsai_args a;
-    fsai_args_make(&a, 0.02, 2, 0.05);
-    arg_set(&a, "precond-precision", precision);
+    tu_fsai_args a;
+    tu_fsai_args_make(&a, 0.02, 2, 0.05, NULL);
+    tu_fsai_arg_set(&a, "precond-precision", precision);
     tu_pc_run run;
     gs_error err = {0};
     ck_assert_msg(tu_pc_build(A, "fsai", &a.p, &run, &err) == GS_OK, "%s", err.msg);
     gs_csr G = {0};
     tu_pc_saved_matrix(run.pc, "G", &G);
-    const int32_t n = A->n_rows, rg = max_row_length(&G);
+    const int32_t n = A->n_rows, rg = tu_max_row_length(&G);
     double *r = malloc((size_t)n * sizeof *r), *t = malloc((size_t)n * sizeof *t);
     double *z = malloc((size_t)n * sizeof *z), *tz = malloc((size_t)n * sizeof *tz);
     double *ta = calloc((size_t)n, sizeof *ta), *za = calloc((size_t)n, sizeof *za);
@@ -617,7 +525,7 @@ static void check_apply(const gs_csr *A, const char *precision)
 
 START_TEST(fsai_apply_is_gt_g)
 {
-    gs_csr A = generated("poisson3d27:5");
+    gs_csr A = tu_generated("poisson3d27:5");
     check_apply(&A, "double");
     check_apply(&A, "single");
     gs_csr_free(&A);
@@ -626,11 +534,11 @@ END_TEST
 
 START_TEST(fsai_reports_what_it_built)
 {
-    gs_csr A = generated("poisson3d:8");
-    fsai_args a;
+    gs_csr A = tu_generated("poisson3d:8");
+    tu_fsai_args a;
     tu_pc_run run;
     gs_error err = {0};
-    ck_assert(tu_pc_build(&A, "fsai", fsai_args_make(&a, 0.02, 3, 0.05), &run, &err) == GS_OK);
+    ck_assert(tu_pc_build(&A, "fsai", tu_fsai_args_make(&a, 0.02, 3, 0.05, NULL), &run, &err) == GS_OK);
     gs_pc *pc = run.pc;
     const char *stages[] = {"prefilter", "pattern", "gather+factorisation", "postfilter",
                             "transpose", "upload"};
@@ -651,7 +559,7 @@ START_TEST(fsai_reports_what_it_built)
     gs_csr_free(&A);
     /* tau above every normalised coupling (1/26 in the 27-point stencil) leaves
      * G = diag(A)^-1/2: M = G^T G is Jacobi */
-    A = generated("poisson3d27:5");
+    A = tu_generated("poisson3d27:5");
     gs_params none = {0};
     G = fsai_factor(&A, &none, NULL);
     ck_assert_int_eq(G.nnz, A.n_rows);
@@ -679,18 +587,18 @@ static long cg_iterations(const gs_csr *A, const char *pc, const gs_params *p)
 START_TEST(fsai_needs_fewer_iterations_than_jacobi)
 {
     gs_params none = {0};
-    fsai_args single, a;
+    tu_fsai_args single, a;
     /* the 27-point stencil's couplings |a_ij| / sqrt(a_ii a_jj) = 1/26 are below
      * the default tau (0.05), which would leave G diagonal (= Jacobi, see
      * fsai_reports_what_it_built): it runs with tau = 0.02 */
     const char *specs[] = {"poisson3d:16", "aniso3d:12", "poisson3d27:10"};
     const double taus[] = {-1, -1, 0.02};
     for (int s = 0; s < 3; s++) {
-        gs_csr A = generated(specs[s]);
+        gs_csr A = tu_generated(specs[s]);
         long jac = cg_iterations(&A, "jacobi", &none);
-        long fsai = cg_iterations(&A, "fsai", fsai_args_make(&a, taus[s], -1, -1));
-        fsai_args_make(&single, taus[s], -1, -1);
-        arg_set(&single, "precond-precision", "single");
+        long fsai = cg_iterations(&A, "fsai", tu_fsai_args_make(&a, taus[s], -1, -1, NULL));
+        tu_fsai_args_make(&single, taus[s], -1, -1, NULL);
+        tu_fsai_arg_set(&single, "precond-precision", "single");
         long fsai32 = cg_iterations(&A, "fsai", &single.p);
         ck_assert_msg(fsai < jac && fsai32 < jac, "%s: fsai %ld (single %ld), jacobi %ld",
                       specs[s], fsai, fsai32, jac);
@@ -706,7 +614,7 @@ START_TEST(fsai_needs_fewer_iterations_than_jacobi)
     const char *names[] = {"bcsstk05", "bcsstk08", "bcsstk10", "bcsstk20",
                            "bcsstk21", "nos3",     "1138_bus", "plat362"};
     for (size_t s = 0; s < sizeof names / sizeof names[0]; s++) {
-        gs_csr A = read_matrix(names[s]);
+        gs_csr A = tu_read_matrix(names[s]);
         long jac = cg_iterations(&A, "jacobi", &none);
         long fsai = cg_iterations(&A, "fsai", &none);
         ck_assert_msg(fsai < jac, "%s: fsai %ld, jacobi %ld", names[s], fsai, jac);
@@ -753,10 +661,10 @@ static gs_csr tridiagonal(int32_t n)
 START_TEST(fsai_rejects_bad_input)
 {
     gs_params none = {0};
-    fsai_args a;
+    tu_fsai_args a;
     gs_error err = {0};
     /* nonsymmetric: convection-diffusion */
-    gs_csr C = generated("convdiff3d:5");
+    gs_csr C = tu_generated("convdiff3d:5");
     expect_failure(&C, &none, GS_ERR_INPUT, "fsai needs a symmetric matrix", NULL);
     gs_csr_free(&C);
     /* non-square: 3 x 4 */
@@ -801,30 +709,30 @@ START_TEST(fsai_rejects_bad_input)
     /* symmetric, positive diagonal, indefinite: a_{37,36} = a_{36,37} = -3 makes
      * row 37's local system [[2,-3],[-3,2]] (k = 1) indefinite at its pivot 2 */
     T.val[gs_csr_find(&T, 36, 35)] = T.val[gs_csr_find(&T, 35, 36)] = -3.0;
-    expect_failure(&T, fsai_args_make(&a, 0.0, 1, 0.0), GS_ERR_NUMERIC, "row 37",
+    expect_failure(&T, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), GS_ERR_NUMERIC, "row 37",
                    "not positive definite");
     expect_failure(&T, &none, GS_ERR_NUMERIC, "not positive definite", "row 37");
     gs_csr_free(&T);
     /* bad parameter values, named by --param */
-    gs_csr P = generated("poisson3d:4");
-    fsai_args_make(&a, -1, -1, -1);
-    arg_set(&a, "tau", "-0.1");
+    gs_csr P = tu_generated("poisson3d:4");
+    tu_fsai_args_make(&a, -1, -1, -1, NULL);
+    tu_fsai_arg_set(&a, "tau", "-0.1");
     expect_failure(&P, &a.p, GS_ERR_USAGE, "--tau", "-0.1");
-    fsai_args_make(&a, -1, -1, -1);
-    arg_set(&a, "delta", "-1e-3");
+    tu_fsai_args_make(&a, -1, -1, -1, NULL);
+    tu_fsai_arg_set(&a, "delta", "-1e-3");
     expect_failure(&P, &a.p, GS_ERR_USAGE, "--delta", NULL);
-    expect_failure(&P, fsai_args_make(&a, 1.5, -1, -1), GS_ERR_USAGE, "--tau", NULL);
-    expect_failure(&P, fsai_args_make(&a, -1, 0, -1), GS_ERR_USAGE, "--k", NULL);
-    expect_failure(&P, fsai_args_make(&a, -1, 31, -1), GS_ERR_USAGE, "--k", NULL);
-    expect_failure(&P, fsai_args_make(&a, -1, -1, 2.0), GS_ERR_USAGE, "--delta", NULL);
-    fsai_args_make(&a, -1, -1, -1);
-    arg_set(&a, "k", "two");
+    expect_failure(&P, tu_fsai_args_make(&a, 1.5, -1, -1, NULL), GS_ERR_USAGE, "--tau", NULL);
+    expect_failure(&P, tu_fsai_args_make(&a, -1, 0, -1, NULL), GS_ERR_USAGE, "--k", NULL);
+    expect_failure(&P, tu_fsai_args_make(&a, -1, 31, -1, NULL), GS_ERR_USAGE, "--k", NULL);
+    expect_failure(&P, tu_fsai_args_make(&a, -1, -1, 2.0, NULL), GS_ERR_USAGE, "--delta", NULL);
+    tu_fsai_args_make(&a, -1, -1, -1, NULL);
+    tu_fsai_arg_set(&a, "k", "two");
     expect_failure(&P, &a.p, GS_ERR_USAGE, "--k", "two");
-    fsai_args_make(&a, -1, -1, -1);
-    arg_set(&a, "precond-precision", "half");
+    tu_fsai_args_make(&a, -1, -1, -1, NULL);
+    tu_fsai_arg_set(&a, "precond-precision", "half");
     expect_failure(&P, &a.p, GS_ERR_USAGE, "--precond-precision", NULL);
-    fsai_args_make(&a, -1, -1, -1);
-    arg_set(&a, "restart-fsai", "1");
+    tu_fsai_args_make(&a, -1, -1, -1, NULL);
+    tu_fsai_arg_set(&a, "restart-fsai", "1");
     expect_failure(&P, &a.p, GS_ERR_USAGE, "--restart-fsai", NULL);
     gs_csr_free(&P);
 }
@@ -852,7 +760,7 @@ START_TEST(fsai_rejects_real_non_spd_matrices)
         {"orsirr_1", GS_ERR_INPUT, "symmetric"},       /* nonsymmetric: entry named */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        gs_csr A = read_matrix(cases[c].name);
+        gs_csr A = tu_read_matrix(cases[c].name);
         gs_error err = {0};
         ck_assert_msg(fsai_status(&A, &none, &err) == cases[c].status, "%s: %s", cases[c].name,
                       err.msg);
@@ -867,9 +775,9 @@ END_TEST
  * (run under valgrind/ASan for the leaks). */
 START_TEST(fsai_survives_allocation_failures)
 {
-    gs_csr A = generated("poisson3d:5");
-    fsai_args a;
-    fsai_args_make(&a, 0.02, 2, 0.05);
+    gs_csr A = tu_generated("poisson3d:5");
+    tu_fsai_args a;
+    tu_fsai_args_make(&a, 0.02, 2, 0.05, NULL);
     ck_assert_int_gt(tu_pc_allocation_failures(&A, "fsai", &a.p), 10);
     gs_csr_free(&A);
 }

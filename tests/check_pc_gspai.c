@@ -5,37 +5,6 @@
 #include "gen.h"
 #include "testutil.h"
 
-static double rand_signed(tu_rng *r, double lo, double hi)
-{
-    double v = lo + (hi - lo) * tu_uniform(r);
-    return tu_next(r) & 1 ? v : -v;
-}
-
-/* n x n, diagonal +-[2, 4), about per_col off-diagonal entries per column of
- * magnitude 10^[-2, 0.2], one column denser than a warp (when n allows).
- * Full column rank with probability 1. */
-static gs_csr random_matrix(tu_rng *r, int n, int per_col)
-{
-    int64_t cap = (int64_t)n * (2 * per_col + 2) + 64;
-    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
-    double *v = malloc((size_t)cap * sizeof *v);
-    ck_assert(ri && ci && v);
-    int64_t nz = 0;
-    for (int j = 0; j < n; j++) {
-        ri[nz] = j, ci[nz] = j, v[nz++] = rand_signed(r, 2, 4);
-        int count = j == n / 2 ? (n < 40 ? n - 1 : 40) : (int)(tu_next(r) % (2 * per_col + 1));
-        for (int q = 0; q < count; q++) {
-            ri[nz] = (int32_t)(tu_next(r) % (uint64_t)n), ci[nz] = j;
-            v[nz++] = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -2 + 2.2 * tu_uniform(r));
-        }
-    }
-    gs_csr A = {0};
-    gs_error err = {0};
-    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
-    free(ri), free(ci), free(v);
-    return A;
-}
-
 static gs_params params2(const char *n1, const char *v1, const char *n2, const char *v2)
 {
     gs_params p = {0};
@@ -46,14 +15,7 @@ static gs_params params2(const char *n1, const char *v1, const char *n2, const c
 
 static gs_csr gspai_matrix(const gs_csr *A, const gs_params *p)
 {
-    tu_pc_run run;
-    gs_error err = {0};
-    ck_assert_msg(tu_pc_build(A, "gspai-opt", p, &run, &err) == GS_OK, "gspai-opt: %s", err.msg);
-    gs_csr M = {0};
-    tu_pc_saved_matrix(run.pc, "M", &M);
-    ck_assert_int_eq(M.nnz, run.pc->nnz);
-    tu_pc_release(&run);
-    return M;
+    return tu_pc_saved_factor(A, "gspai-opt", p, "M", NULL);
 }
 
 /* The pattern of (E + |A|)^k by dense boolean products, made here. */
@@ -100,10 +62,9 @@ static void check_gspai_on(const gs_csr *A, int k, int check_minimal, const char
         }
     ck_assert_int_eq(count, M.nnz);
     tu_spai_report rep = tu_check_spai_columns(A, &M, check_minimal);
-    ck_assert_msg(rep.worst_ratio <= 1.0,
-                  "%s k=%d: column %d differs from the least-squares oracle by %.3g x its "
-                  "tolerance (max cond bound %.3g)",
-                  what, k, rep.worst_column + 1, rep.worst_ratio, rep.max_kappa);
+    char label[200];
+    snprintf(label, sizeof label, "%s k=%d", what, k);
+    tu_assert_spai_report(&rep, label);
     free(P);
     gs_csr_free(&M);
 }
@@ -113,7 +74,7 @@ START_TEST(gspai_columns_are_local_least_squares_solutions)
     tu_rng r = tu_rng_seed(31);
     for (int k = 1; k <= 2; k++)
         for (int rep = 0; rep < 4; rep++) {
-            gs_csr A = random_matrix(&r, 40 + (int)(tu_next(&r) % 40), 2);
+            gs_csr A = tu_random_matrix(&r, 40 + (int)(tu_next(&r) % 40), 2);
             check_gspai_on(&A, k, 0, "random");
             gs_csr_free(&A);
         }
@@ -124,14 +85,12 @@ START_TEST(gspai_columns_are_minimal_on_their_pattern)
 {
     tu_rng r = tu_rng_seed(32);
     for (int k = 1; k <= 2; k++) {
-        gs_csr A = random_matrix(&r, 45, 2);
+        gs_csr A = tu_random_matrix(&r, 45, 2);
         check_gspai_on(&A, k, 1, "random");
         gs_csr_free(&A);
     }
-    gs_csr A = {0};
-    gs_error err = {0};
     char name[64];
-    ck_assert(gs_generate("convdiff3d:4", &A, name, sizeof name, &err) == GS_OK);
+    gs_csr A = tu_generated_named("convdiff3d:4", name, sizeof name);
     check_gspai_on(&A, 1, 1, name);
     check_gspai_on(&A, 2, 1, name);
     gs_csr_free(&A);
@@ -140,17 +99,10 @@ END_TEST
 
 START_TEST(gspai_property_on_real_matrices)
 {
-    if (!tu_matrices_dir()) {
-        fprintf(stderr, "skipped: no ../shared/matrices (set GS_MATRICES)\n");
-        return;
-    }
     const char *names[] = {"pores_1", "cage5", "fs_183_1", "arc130", "steam1"};
     for (int m = 0; m < 5; m++) {
-        char path[1024];
-        gs_csr A = {0};
-        gs_error err = {0};
-        tu_matrix_path(path, sizeof path, names[m]);
-        ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s", err.msg);
+        gs_csr A;
+        if (!tu_real_matrix(names[m], &A)) return;
         check_gspai_on(&A, 1, 0, names[m]);
         check_gspai_on(&A, 2, 0, names[m]);
         gs_csr_free(&A);
@@ -253,27 +205,11 @@ END_TEST
 
 /* ---- convergence: fewer BiCGSTAB iterations than Jacobi (pattern of A) ---- */
 
-static void assert_fewer_iterations(const gs_csr *A, const char *what)
-{
-    gs_krylov_result rj, rg;
-    gs_error err = {0};
-    gs_params none = params2(NULL, NULL, NULL, NULL);
-    ck_assert(tu_pc_solve(A, "jacobi", &none, "bicgstab", 10000, &rj, &err) == GS_OK);
-    ck_assert(tu_pc_solve(A, "gspai-opt", &none, "bicgstab", 10000, &rg, &err) == GS_OK);
-    ck_assert_msg(rg.reason == GS_REASON_CONVERGED, "%s: gspai-opt did not converge", what);
-    ck_assert_msg(rg.iterations < rj.iterations || rj.reason != GS_REASON_CONVERGED,
-                  "%s: gspai-opt %ld iterations, jacobi %ld", what, rg.iterations,
-                  rj.iterations);
-    gs_krylov_result_free(&rj), gs_krylov_result_free(&rg);
-}
-
 START_TEST(gspai_needs_fewer_iterations_than_jacobi)
 {
-    gs_csr A = {0};
-    gs_error err = {0};
     char name[64];
-    ck_assert(gs_generate("convdiff3d:10", &A, name, sizeof name, &err) == GS_OK);
-    assert_fewer_iterations(&A, name);
+    gs_csr A = tu_generated_named("convdiff3d:10", name, sizeof name);
+    tu_assert_fewer_than_jacobi(&A, "gspai-opt", "bicgstab", name);
     gs_csr_free(&A);
     if (!tu_matrices_dir()) {
         fprintf(stderr, "skipped: real matrices (no ../shared/matrices)\n");
@@ -281,10 +217,8 @@ START_TEST(gspai_needs_fewer_iterations_than_jacobi)
     }
     const char *names[] = {"orsirr_1", "sherman5", "pores_1", "fs_541_1"};
     for (int k = 0; k < 4; k++) {
-        char path[1024];
-        tu_matrix_path(path, sizeof path, names[k]);
-        ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s", err.msg);
-        assert_fewer_iterations(&A, names[k]);
+        A = tu_read_matrix(names[k]);
+        tu_assert_fewer_than_jacobi(&A, "gspai-opt", "bicgstab", names[k]);
         gs_csr_free(&A);
     }
 }
@@ -337,7 +271,7 @@ START_TEST(gspai_rejects_bad_input)
     /* column 9 of A zero (stored zeros): every column of M whose J holds 9
      * fails; the first is reported and column 9 of A is named */
     tu_rng r = tu_rng_seed(33);
-    gs_csr B = random_matrix(&r, 25, 2);
+    gs_csr B = tu_random_matrix(&r, 25, 2);
     for (int i = 0; i < 25; i++) {
         int64_t p = gs_csr_find(&B, i, 8);
         if (p >= 0) B.val[p] = 0.0;
@@ -375,10 +309,7 @@ END_TEST
  * GS_ERR_NOMEM and a clean unwind (the sanitizer build checks the frees). */
 START_TEST(gspai_allocation_failures_unwind)
 {
-    gs_csr A = {0};
-    gs_error err = {0};
-    char name[64];
-    ck_assert(gs_generate("convdiff3d:4", &A, name, sizeof name, &err) == GS_OK);
+    gs_csr A = tu_generated("convdiff3d:4");
     gs_params p = {0};
     ck_assert_int_gt(tu_pc_allocation_failures(&A, "gspai-opt", &p), 3);
     gs_csr_free(&A);

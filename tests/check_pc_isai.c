@@ -13,39 +13,6 @@
 
 /* ---- inputs ---- */
 
-static gs_csr generated(const char *spec)
-{
-    gs_csr A;
-    char name[128];
-    gs_error err = {0};
-    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
-    return A;
-}
-
-/* Read a MANIFEST matrix; 0 (and a message) when the folder is absent. */
-static int real_matrix(const char *name, gs_csr *A)
-{
-    char path[1024];
-    gs_error err = {0};
-    if (!tu_matrices_dir()) {
-        fprintf(stderr, "skipped: no ../shared/matrices (set GS_MATRICES)\n");
-        return 0;
-    }
-    tu_matrix_path(path, sizeof path, name);
-    ck_assert_msg(gs_mm_read_csr(path, A, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
-    return 1;
-}
-
-static gs_csr from_triplets(int32_t m, int32_t n, int64_t count, const int32_t *rows,
-                            const int32_t *cols, const double *vals)
-{
-    gs_csr A;
-    gs_error err = {0};
-    ck_assert_msg(gs_csr_from_coo(m, n, count, rows, cols, vals, &A, &err) == GS_OK, "%s",
-                  err.msg);
-    return A;
-}
-
 typedef struct coo {
     int64_t count, cap;
     int32_t *r, *c;
@@ -66,7 +33,7 @@ static void coo_add(coo *t, int32_t i, int32_t j, double v)
 
 static gs_csr coo_to_csr(coo *t, int32_t n)
 {
-    gs_csr A = from_triplets(n, n, t->count, t->r, t->c, t->v);
+    gs_csr A = tu_from_triplets(n, n, t->count, t->r, t->c, t->v);
     free(t->r), free(t->c), free(t->v);
     memset(t, 0, sizeof *t);
     return A;
@@ -264,7 +231,7 @@ START_TEST(ilu0_matches_a_on_its_pattern_generated)
 {
     const char *specs[] = {"poisson3d:8", "poisson3d27:6", "convdiff3d:9", "aniso3d:5x7x4"};
     for (int s = 0; s < 4; s++) {
-        gs_csr A = generated(specs[s]), L, U;
+        gs_csr A = tu_generated(specs[s]), L, U;
         gs_error err = {0};
         ck_assert_msg(gs_ilu0(&A, &L, &U, &err) == GS_OK, "%s: %s", specs[s], err.msg);
         check_ilu0_factors(&A, &L, &U, specs[s]);
@@ -303,7 +270,7 @@ START_TEST(ilu0_on_every_real_matrix)
         if (strcmp(field, "complex") == 0) continue;
         gs_csr A, L, U;
         gs_error err = {0};
-        ck_assert(real_matrix(name, &A));
+        ck_assert(tu_real_matrix(name, &A));
         int status = gs_ilu0(&A, &L, &U, &err);
         if (status == GS_OK) {
             check_ilu0_factors(&A, &L, &U, name);
@@ -328,7 +295,7 @@ START_TEST(isai_generated_k1_k2)
 {
     const char *specs[] = {"poisson3d:8", "convdiff3d:8", "poisson3d27:5"};
     for (int s = 0; s < 3; s++) {
-        gs_csr A = generated(specs[s]);
+        gs_csr A = tu_generated(specs[s]);
         check_isai_on(&A, "1", "yes", specs[s]);
         check_isai_on(&A, "2", "no", specs[s]);
         gs_csr_free(&A);
@@ -350,7 +317,7 @@ START_TEST(isai_real_k1_k2)
                            "nos3", "494_bus", "bcsstk14", "cryg2500"};
     for (int m = 0; m < 9; m++) {
         gs_csr A;
-        if (!real_matrix(names[m], &A)) return;
+        if (!tu_real_matrix(names[m], &A)) return;
         check_isai_on(&A, "1", m % 2 ? "yes" : "no", names[m]);
         check_isai_on(&A, "2", m % 2 ? "no" : "yes", names[m]);
         gs_csr_free(&A);
@@ -466,7 +433,7 @@ END_TEST
 /* The ISAI apply is z = M_U (M_L r) with the saved matrices. */
 START_TEST(isai_apply_is_mu_ml)
 {
-    gs_csr A = generated("convdiff3d:7");
+    gs_csr A = tu_generated("convdiff3d:7");
     const int32_t n = A.n_rows;
     gs_params p = {0};
     tu_pc_run r;
@@ -543,7 +510,7 @@ END_TEST
 START_TEST(scaling_real_matrix)
 {
     gs_csr A;
-    if (!real_matrix("bcsstk14", &A)) return;
+    if (!tu_real_matrix("bcsstk14", &A)) return;
     check_isai_on(&A, "1", "yes", "bcsstk14");
     gs_csr_free(&A);
 }
@@ -645,14 +612,14 @@ static void fewer_than_jacobi(const gs_csr *A, const char *what)
 
 START_TEST(fewer_iterations_than_jacobi)
 {
-    gs_csr A = generated("poisson3d:12");
+    gs_csr A = tu_generated("poisson3d:12");
     fewer_than_jacobi(&A, "poisson3d:12");
     gs_csr_free(&A);
     /* SPD matrices on which ILU(0)'s factors are well enough conditioned
      * for ISAI(1) (docs/isai.md lists those where they are not) */
     const char *names[] = {"nos3", "494_bus", "bcsstm12", "bcsstk05"};
     for (int m = 0; m < 4; m++) {
-        if (!real_matrix(names[m], &A)) return;
+        if (!tu_real_matrix(names[m], &A)) return;
         fewer_than_jacobi(&A, names[m]);
         gs_csr_free(&A);
     }
@@ -678,7 +645,7 @@ START_TEST(bad_input_named)
     /* zero diagonal in row 3 */
     const int32_t r3[] = {0, 1, 1, 2, 2, 3}, c3[] = {0, 1, 2, 1, 2, 3};
     const double v3[] = {2, 2, 1, 1, 0, 2};
-    gs_csr Z = from_triplets(4, 4, 6, r3, c3, v3);
+    gs_csr Z = tu_from_triplets(4, 4, 6, r3, c3, v3);
     const char *yes[] = {"scale", "yes", NULL}, *no[] = {"scale", "no", NULL};
     expect_failure(&Z, yes, GS_ERR_INPUT, "row 3");
     /* unscaled: u_33 = 0 - 1 * 1 / 2 is not zero, so make a_33 = 1/2 */
@@ -692,7 +659,7 @@ START_TEST(bad_input_named)
     /* a computed zero pivot: [[1 1] [1 1]] has u_22 = 0 */
     const int32_t r2[] = {0, 0, 1, 1}, c2[] = {0, 1, 0, 1};
     const double v2[] = {1, 1, 1, 1};
-    gs_csr S = from_triplets(2, 2, 4, r2, c2, v2);
+    gs_csr S = tu_from_triplets(2, 2, 4, r2, c2, v2);
     expect_failure(&S, no, GS_ERR_NUMERIC, "row 2");
     expect_failure(&S, yes, GS_ERR_NUMERIC, "row 2");
     gs_csr_free(&S);
@@ -700,13 +667,13 @@ START_TEST(bad_input_named)
     /* missing diagonal entry in row 2 */
     const int32_t rm[] = {0, 1, 2, 2}, cm[] = {0, 0, 1, 2};
     const double vm[] = {1, 1, 1, 1};
-    gs_csr M = from_triplets(3, 3, 4, rm, cm, vm);
+    gs_csr M = tu_from_triplets(3, 3, 4, rm, cm, vm);
     expect_failure(&M, no, GS_ERR_INPUT, "row 2 has no diagonal entry");
     expect_failure(&M, yes, GS_ERR_INPUT, "row 2");
     gs_csr_free(&M);
 
     /* NaN off the diagonal */
-    gs_csr N = generated("poisson3d:3");
+    gs_csr N = tu_generated("poisson3d:3");
     N.val[N.row_ptr[5] + 1] = NAN;
     expect_failure(&N, no, GS_ERR_NUMERIC, "row 6");
     gs_csr_free(&N);
@@ -714,7 +681,7 @@ START_TEST(bad_input_named)
     /* non-square */
     const int32_t rn[] = {0, 1, 2}, cn[] = {0, 1, 3};
     const double vn[] = {1, 1, 1};
-    gs_csr R = from_triplets(3, 4, 3, rn, cn, vn);
+    gs_csr R = tu_from_triplets(3, 4, 3, rn, cn, vn);
     expect_failure(&R, NULL, GS_ERR_INPUT, "3 x 4, not square");
     gs_csr_free(&R);
 }
@@ -722,7 +689,7 @@ END_TEST
 
 START_TEST(bad_parameters_named)
 {
-    gs_csr A = generated("poisson3d:3");
+    gs_csr A = tu_generated("poisson3d:3");
     const char *cases[][3] = {{"isai-power", "0", "--isai-power"},
                               {"isai-power", "9", "--isai-power"},
                               {"isai-power", "two", "--isai-power"},
@@ -747,7 +714,7 @@ END_TEST
 /* Report: stages named as documented, nnz and description as used. */
 START_TEST(report_items)
 {
-    gs_csr A = generated("poisson3d:5");
+    gs_csr A = tu_generated("poisson3d:5");
     const char *kv[] = {"isai-sweeps", "1", NULL};
     gs_params p = tu_params(kv);
     tu_pc_run r;
@@ -769,7 +736,7 @@ END_TEST
  * each failure is reported as GS_ERR_NOMEM, never a crash or a leak. */
 START_TEST(allocation_failures_reported)
 {
-    gs_csr A = generated("convdiff3d:4");
+    gs_csr A = tu_generated("convdiff3d:4");
     const char *kv[] = {"isai-sweeps", "1", NULL};
     gs_params p = tu_params(kv);
     ck_assert_int_gt(tu_pc_allocation_failures(&A, "isai", &p), 5);

@@ -9,40 +9,6 @@
 
 #define EPS DBL_EPSILON
 
-/* ---- inputs ---- */
-
-static gs_csr generated(const char *spec)
-{
-    gs_csr A;
-    char name[128];
-    gs_error err = {0};
-    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
-    return A;
-}
-
-static int real_matrix(const char *name, gs_csr *A)
-{
-    char path[1024];
-    gs_error err = {0};
-    if (!tu_matrices_dir()) {
-        fprintf(stderr, "skipped: no ../shared/matrices (set GS_MATRICES)\n");
-        return 0;
-    }
-    tu_matrix_path(path, sizeof path, name);
-    ck_assert_msg(gs_mm_read_csr(path, A, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
-    return 1;
-}
-
-static gs_csr from_triplets(int32_t m, int32_t n, int64_t count, const int32_t *rows,
-                            const int32_t *cols, const double *vals)
-{
-    gs_csr A;
-    gs_error err = {0};
-    ck_assert_msg(gs_csr_from_coo(m, n, count, rows, cols, vals, &A, &err) == GS_OK, "%s",
-                  err.msg);
-    return A;
-}
-
 /* ---- the preconditioner and what it saves ---- */
 
 typedef struct factors {
@@ -234,7 +200,7 @@ START_TEST(mic_preserves_row_sums)
 {
     const char *specs[] = {"poisson3d:8", "poisson3d:12", "aniso3d:9x6x5", "poisson3d27:5"};
     for (int s = 0; s < 4; s++) {
-        gs_csr A = generated(specs[s]);
+        gs_csr A = tu_generated(specs[s]);
         check_mic_on(&A, "1", "0", specs[s]);
         gs_csr_free(&A);
     }
@@ -242,7 +208,7 @@ START_TEST(mic_preserves_row_sums)
     const char *names[] = {"nos4", "gr_30_30", "bcsstk22", "mesh1e1", "bcsstk02"};
     for (int m = 0; m < 5; m++) {
         gs_csr A;
-        if (!real_matrix(names[m], &A)) return;
+        if (!tu_real_matrix(names[m], &A)) return;
         check_mic_on(&A, "1", "0", names[m]);
         gs_csr_free(&A);
     }
@@ -253,14 +219,14 @@ START_TEST(ic0_reproduces_a_on_its_pattern)
 {
     const char *specs[] = {"poisson3d:8", "aniso3d:7", "poisson3d27:5"};
     for (int s = 0; s < 3; s++) {
-        gs_csr A = generated(specs[s]);
+        gs_csr A = tu_generated(specs[s]);
         check_mic_on(&A, "0", "0", specs[s]);
         gs_csr_free(&A);
     }
     const char *names[] = {"1138_bus", "nos3", "bcsstm12", "lund_a", "bcsstk16", "s3rmt3m3"};
     for (int m = 0; m < 6; m++) {
         gs_csr A;
-        if (!real_matrix(names[m], &A)) return;
+        if (!tu_real_matrix(names[m], &A)) return;
         check_mic_on(&A, "0", "0", names[m]);
         gs_csr_free(&A);
     }
@@ -272,11 +238,11 @@ END_TEST
  * omega = 1 and no shift (a non-M-matrix); X = 0.1 cures it. */
 START_TEST(relaxed_and_shifted)
 {
-    gs_csr A = generated("poisson3d:7");
+    gs_csr A = tu_generated("poisson3d:7");
     check_mic_on(&A, "0.5", "0", "poisson3d:7");
     check_mic_on(&A, "1", "0.25", "poisson3d:7");
     gs_csr_free(&A);
-    if (!real_matrix("1138_bus", &A)) return;
+    if (!tu_real_matrix("1138_bus", &A)) return;
     check_mic_on(&A, "1", "0.1", "1138_bus");
     const char *kv[] = {"mic-shift", "0.1", NULL};
     gs_params p = tu_params(kv);
@@ -295,7 +261,7 @@ START_TEST(apply_solves_ldlt)
 {
     const char *specs[] = {"poisson3d:9", "aniso3d:8"};
     for (int s = 0; s < 2; s++) {
-        gs_csr A = generated(specs[s]);
+        gs_csr A = tu_generated(specs[s]);
         const int32_t n = A.n_rows;
         gs_params p = {0};
         tu_pc_run r;
@@ -366,7 +332,7 @@ static void fewer_than_jacobi(const gs_csr *A, const char *omega, const char *wh
 
 START_TEST(fewer_iterations_than_jacobi)
 {
-    gs_csr A = generated("poisson3d:12");
+    gs_csr A = tu_generated("poisson3d:12");
     fewer_than_jacobi(&A, "1", "poisson3d:12");
     fewer_than_jacobi(&A, "0", "poisson3d:12");
     gs_csr_free(&A);
@@ -375,10 +341,10 @@ START_TEST(fewer_iterations_than_jacobi)
     const char *mic_names[] = {"nos4", "gr_30_30", "bcsstk22"};
     const char *ic_names[] = {"1138_bus", "nos3", "bcsstk16"};
     for (int m = 0; m < 3; m++) {
-        if (!real_matrix(mic_names[m], &A)) return;
+        if (!tu_real_matrix(mic_names[m], &A)) return;
         fewer_than_jacobi(&A, "1", mic_names[m]);
         gs_csr_free(&A);
-        if (!real_matrix(ic_names[m], &A)) return;
+        if (!tu_real_matrix(ic_names[m], &A)) return;
         fewer_than_jacobi(&A, "0", ic_names[m]);
         gs_csr_free(&A);
     }
@@ -404,14 +370,14 @@ START_TEST(bad_input_named)
     /* non-square */
     const int32_t rn[] = {0, 1, 2}, cn[] = {0, 1, 3};
     const double vn[] = {1, 1, 1};
-    gs_csr R = from_triplets(3, 4, 3, rn, cn, vn);
+    gs_csr R = tu_from_triplets(3, 4, 3, rn, cn, vn);
     expect_failure(&R, NULL, GS_ERR_INPUT, "3 x 4, not square");
     gs_csr_free(&R);
 
     /* nonsymmetric values: a_12 = 2, a_21 = 1 */
     const int32_t ru[] = {0, 0, 1, 1, 2}, cu[] = {0, 1, 0, 1, 2};
     double vu[] = {4, 2, 1, 4, 4};
-    gs_csr U = from_triplets(3, 3, 5, ru, cu, vu);
+    gs_csr U = tu_from_triplets(3, 3, 5, ru, cu, vu);
     expect_failure(&U, NULL, GS_ERR_INPUT, "mic needs a symmetric matrix");
     expect_failure(&U, NULL, GS_ERR_INPUT, "row 1, column 2");
     gs_csr_free(&U);
@@ -419,42 +385,42 @@ START_TEST(bad_input_named)
     /* nonsymmetric pattern: a_31 stored, a_13 not */
     const int32_t rp[] = {0, 1, 2, 2}, cp[] = {0, 1, 0, 2};
     const double vp[] = {4, 4, 1, 4};
-    gs_csr P = from_triplets(3, 3, 4, rp, cp, vp);
+    gs_csr P = tu_from_triplets(3, 3, 4, rp, cp, vp);
     expect_failure(&P, NULL, GS_ERR_INPUT, "row 3, column 1");
     gs_csr_free(&P);
 
     /* zero, negative and missing diagonal entries */
     const int32_t rz[] = {0, 1, 1, 2, 2}, cz[] = {0, 1, 2, 1, 2};
     double vz[] = {2, 2, 1, 1, 0};
-    gs_csr Z = from_triplets(3, 3, 5, rz, cz, vz);
+    gs_csr Z = tu_from_triplets(3, 3, 5, rz, cz, vz);
     expect_failure(&Z, NULL, GS_ERR_INPUT, "row 3 has diagonal entry 0");
     Z.val[4] = -1;
     expect_failure(&Z, NULL, GS_ERR_INPUT, "row 3 has diagonal entry -1");
     gs_csr_free(&Z);
     const int32_t rm[] = {0, 2}, cm[] = {0, 2};
     const double vm[] = {1, 1};
-    gs_csr M = from_triplets(3, 3, 2, rm, cm, vm);
+    gs_csr M = tu_from_triplets(3, 3, 2, rm, cm, vm);
     expect_failure(&M, NULL, GS_ERR_INPUT, "row 2 has no diagonal entry");
     gs_csr_free(&M);
 
     /* not positive definite, positive diagonal: [[1 2] [2 1]], d_2 = -3 */
     const int32_t r2[] = {0, 0, 1, 1}, c2[] = {0, 1, 0, 1};
     const double v2[] = {1, 2, 2, 1};
-    gs_csr S = from_triplets(2, 2, 4, r2, c2, v2);
+    gs_csr S = tu_from_triplets(2, 2, 4, r2, c2, v2);
     const char *ic[] = {"omega", "0", NULL};
     expect_failure(&S, NULL, GS_ERR_NUMERIC, "non-positive pivot d = -3 in row 2");
     expect_failure(&S, ic, GS_ERR_NUMERIC, "non-positive pivot d = -3 in row 2");
     gs_csr_free(&S);
 
     /* indefinite 3D operator with a positive diagonal: 6 I - 2 (neighbours) */
-    gs_csr B = generated("poisson3d:5");
+    gs_csr B = tu_generated("poisson3d:5");
     for (int64_t p = 0; p < B.nnz; p++)
         if (B.val[p] < 0) B.val[p] = -2.0;
     expect_failure(&B, NULL, GS_ERR_NUMERIC, "non-positive pivot");
     expect_failure(&B, ic, GS_ERR_NUMERIC, "in row ");
     /* NaN off the diagonal (symmetrically) */
     gs_csr_free(&B);
-    B = generated("poisson3d:3");
+    B = tu_generated("poisson3d:3");
     B.val[gs_csr_find(&B, 4, 1)] = NAN;
     B.val[gs_csr_find(&B, 1, 4)] = NAN;
     expect_failure(&B, NULL, GS_ERR_INPUT, "not finite in row 2, column 5");
@@ -462,10 +428,10 @@ START_TEST(bad_input_named)
 
     /* real matrices: negative diagonal (sherman1), breakdown (1138_bus) */
     gs_csr A;
-    if (!real_matrix("sherman1", &A)) return;
+    if (!tu_real_matrix("sherman1", &A)) return;
     expect_failure(&A, NULL, GS_ERR_INPUT, "row 1 has diagonal entry");
     gs_csr_free(&A);
-    if (!real_matrix("1138_bus", &A)) return;
+    if (!tu_real_matrix("1138_bus", &A)) return;
     expect_failure(&A, NULL, GS_ERR_NUMERIC, "--mic-shift");
     gs_csr_free(&A);
 }
@@ -473,7 +439,7 @@ END_TEST
 
 START_TEST(bad_parameters_named)
 {
-    gs_csr A = generated("poisson3d:3");
+    gs_csr A = tu_generated("poisson3d:3");
     const char *cases[][3] = {{"omega", "1.5", "--omega"},     {"omega", "-0.1", "--omega"},
                               {"omega", "one", "--omega"},     {"mic-shift", "-1", "--mic-shift"},
                               {"mic-shift", "x", "--mic-shift"}, {"isai-power", "1", "--isai-power"}};
@@ -487,7 +453,7 @@ END_TEST
 
 START_TEST(report_items)
 {
-    gs_csr A = generated("poisson3d:5"), T;
+    gs_csr A = tu_generated("poisson3d:5"), T;
     gs_params p = {0};
     tu_pc_run r;
     build_ok(&A, &p, &r);
@@ -511,7 +477,7 @@ END_TEST
  * each failure is reported as GS_ERR_NOMEM, never a crash or a leak. */
 START_TEST(allocation_failures_reported)
 {
-    gs_csr A = generated("poisson3d:4");
+    gs_csr A = tu_generated("poisson3d:4");
     const char *kv[] = {"omega", "1", NULL};
     gs_params p = tu_params(kv);
     ck_assert_int_gt(tu_pc_allocation_failures(&A, "mic", &p), 5);

@@ -9,38 +9,6 @@
 
 /* ---- inputs ---- */
 
-static double rand_signed(tu_rng *r, double lo, double hi)
-{
-    double v = lo + (hi - lo) * tu_uniform(r);
-    return tu_next(r) & 1 ? v : -v;
-}
-
-/* n x n, nonzero diagonal +-[2, 4), about `per_col` off-diagonal entries per
- * column with magnitudes spread over 10^[-2, 0.2] (so that thresholds cut
- * inside columns), one column denser than a warp. Column rank is full with
- * probability 1, so every local problem is solvable. */
-static gs_csr random_matrix(tu_rng *r, int n, int per_col)
-{
-    int64_t cap = (int64_t)n * (per_col + 2) + 64;
-    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
-    double *v = malloc((size_t)cap * sizeof *v);
-    ck_assert(ri && ci && v);
-    int64_t nz = 0;
-    for (int j = 0; j < n; j++) {
-        ri[nz] = j, ci[nz] = j, v[nz++] = rand_signed(r, 2, 4);
-        int count = j == n / 2 ? (n < 40 ? n - 1 : 40) : (int)(tu_next(r) % (2 * per_col + 1));
-        for (int q = 0; q < count; q++) {
-            ri[nz] = (int32_t)(tu_next(r) % (uint64_t)n), ci[nz] = j;
-            v[nz++] = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -2 + 2.2 * tu_uniform(r));
-        }
-    }
-    gs_csr A = {0};
-    gs_error err = {0};
-    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK); /* duplicates summed */
-    free(ri), free(ci), free(v);
-    return A;
-}
-
 static gs_params params1(const char *name, const char *value)
 {
     gs_params p = {0};
@@ -51,14 +19,7 @@ static gs_params params1(const char *name, const char *value)
 /* M as spai builds it for A (setup must succeed). */
 static gs_csr spai_matrix(const gs_csr *A, const gs_params *p)
 {
-    tu_pc_run run;
-    gs_error err = {0};
-    ck_assert_msg(tu_pc_build(A, "spai", p, &run, &err) == GS_OK, "spai setup: %s", err.msg);
-    gs_csr M = {0};
-    tu_pc_saved_matrix(run.pc, "M", &M);
-    ck_assert_int_eq(M.nnz, run.pc->nnz);
-    tu_pc_release(&run);
-    return M;
+    return tu_pc_saved_factor(A, "spai", p, "M", NULL);
 }
 
 /* The test's own J for column i: {j : |a_ji| > (1 - tau) max_j |a_ji|} ∪ {i}. */
@@ -106,10 +67,9 @@ static void check_spai_on(const gs_csr *A, double tau, int check_minimal, const 
     gs_csr M = spai_matrix(A, &p);
     assert_spai_pattern(A, &M, tau);
     tu_spai_report rep = tu_check_spai_columns(A, &M, check_minimal);
-    ck_assert_msg(rep.worst_ratio <= 1.0,
-                  "%s tau %g: column %d differs from the least-squares oracle by %.3g x "
-                  "its tolerance (max cond bound %.3g)",
-                  what, tau, rep.worst_column + 1, rep.worst_ratio, rep.max_kappa);
+    char label[200];
+    snprintf(label, sizeof label, "%s tau %g", what, tau);
+    tu_assert_spai_report(&rep, label);
     gs_csr_free(&M);
 }
 
@@ -123,9 +83,9 @@ START_TEST(lsq_matches_oracle_on_random_problems)
         double *A = malloc((size_t)m * n * sizeof *A), *W = malloc((size_t)m * n * sizeof *W);
         double *b = malloc((size_t)m * sizeof *b), *c = malloc((size_t)m * sizeof *c);
         double *x = malloc((size_t)n * sizeof *x), *xr = malloc((size_t)n * sizeof *xr);
-        for (int k = 0; k < m * n; k++) A[k] = rand_signed(&r, 0, 1) * (tu_uniform(&r) < 0.5);
+        for (int k = 0; k < m * n; k++) A[k] = tu_rand_signed(&r, 0, 1) * (tu_uniform(&r) < 0.5);
         for (int j = 0; j < n; j++) A[(size_t)j * m + j] += 3; /* full rank */
-        for (int k = 0; k < m; k++) b[k] = rand_signed(&r, 0, 1);
+        for (int k = 0; k < m; k++) b[k] = tu_rand_signed(&r, 0, 1);
         memcpy(W, A, (size_t)m * n * sizeof *A);
         memcpy(c, b, (size_t)m * sizeof *b);
         ck_assert_int_eq(gs_lsq_solve(m, n, W, c, x), 0);
@@ -168,7 +128,7 @@ START_TEST(spai_columns_are_local_least_squares_solutions)
     const double taus[] = {0.2, 0.5, 0.7, 0.9, 1.0};
     for (int t = 0; t < 5; t++)
         for (int rep = 0; rep < 2; rep++) {
-            gs_csr A = random_matrix(&r, 40 + (int)(tu_next(&r) % 50), 3);
+            gs_csr A = tu_random_matrix(&r, 40 + (int)(tu_next(&r) % 50), 3);
             check_spai_on(&A, taus[t], 0, "random");
             gs_csr_free(&A);
         }
@@ -179,14 +139,12 @@ START_TEST(spai_columns_are_minimal_on_their_pattern)
 {
     tu_rng r = tu_rng_seed(22);
     for (int rep = 0; rep < 3; rep++) {
-        gs_csr A = random_matrix(&r, 50, 3);
+        gs_csr A = tu_random_matrix(&r, 50, 3);
         check_spai_on(&A, 0.9, 1, "random");
         gs_csr_free(&A);
     }
-    gs_csr A = {0};
-    gs_error err = {0};
     char name[64];
-    ck_assert(gs_generate("convdiff3d:5", &A, name, sizeof name, &err) == GS_OK);
+    gs_csr A = tu_generated_named("convdiff3d:5", name, sizeof name);
     check_spai_on(&A, 0.9, 1, name);
     gs_csr_free(&A);
 }
@@ -195,17 +153,10 @@ END_TEST
 /* Small real nonsymmetric matrices, with the paper's two tau values. */
 START_TEST(spai_property_on_real_matrices)
 {
-    if (!tu_matrices_dir()) {
-        fprintf(stderr, "skipped: no ../shared/matrices (set GS_MATRICES)\n");
-        return;
-    }
     const char *names[] = {"pores_1", "cage5", "fs_183_1", "arc130", "steam1"};
     for (int k = 0; k < 5; k++) {
-        char path[1024];
-        gs_csr A = {0};
-        gs_error err = {0};
-        tu_matrix_path(path, sizeof path, names[k]);
-        ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s", err.msg);
+        gs_csr A;
+        if (!tu_real_matrix(names[k], &A)) return;
         check_spai_on(&A, 0.7, 0, names[k]);
         check_spai_on(&A, 0.9, 0, names[k]);
         gs_csr_free(&A);
@@ -219,7 +170,7 @@ END_TEST
 START_TEST(spai_tau_edge_cases)
 {
     tu_rng r = tu_rng_seed(23);
-    gs_csr A = random_matrix(&r, 60, 3);
+    gs_csr A = tu_random_matrix(&r, 60, 3);
     gs_params p0 = params1("tau", "0");
     gs_csr M = spai_matrix(&A, &p0);
     ck_assert_int_eq(M.nnz, A.n_rows);
@@ -261,7 +212,7 @@ END_TEST
 START_TEST(spai_single_precision_storage)
 {
     tu_rng r = tu_rng_seed(24);
-    gs_csr A = random_matrix(&r, 70, 3);
+    gs_csr A = tu_random_matrix(&r, 70, 3);
     gs_params p64 = params1(NULL, NULL);
     gs_params p32 = params1("precond-precision", "single");
     gs_csr M64 = spai_matrix(&A, &p64);
@@ -279,7 +230,7 @@ START_TEST(spai_single_precision_storage)
     /* z = M32 r through the engine, against the host product */
     const int n = A.n_rows;
     double *x = malloc(n * sizeof *x), *z = malloc(n * sizeof *z), *zh = malloc(n * sizeof *zh);
-    for (int i = 0; i < n; i++) x[i] = rand_signed(&r, 0, 1);
+    for (int i = 0; i < n; i++) x[i] = tu_rand_signed(&r, 0, 1);
     gs_vec *vr = NULL, *vz = NULL;
     gs_engine *e = run.eng;
     ck_assert(e->ops->vec_create(e, n, &vr) == GS_OK && e->ops->vec_create(e, n, &vz) == GS_OK);
@@ -300,7 +251,7 @@ END_TEST
 START_TEST(spai_reports_what_it_built)
 {
     tu_rng r = tu_rng_seed(25);
-    gs_csr A = random_matrix(&r, 50, 3);
+    gs_csr A = tu_random_matrix(&r, 50, 3);
     tu_pc_run run;
     gs_error err = {0};
     gs_params p = params1(NULL, NULL);
@@ -322,26 +273,11 @@ END_TEST
  * default pattern helps. Not here: pores_1 (tau = 0.9 drops the small but
  * significant entries of its badly scaled columns, and SPAI-ME then needs
  * more iterations than Jacobi) and fs_541_1 (both take a handful). */
-static void assert_fewer_iterations(const gs_csr *A, const char *what)
-{
-    gs_krylov_result rj, rs;
-    gs_error err = {0};
-    gs_params none = params1(NULL, NULL);
-    ck_assert(tu_pc_solve(A, "jacobi", &none, "bicgstab", 10000, &rj, &err) == GS_OK);
-    ck_assert(tu_pc_solve(A, "spai", &none, "bicgstab", 10000, &rs, &err) == GS_OK);
-    ck_assert_msg(rs.reason == GS_REASON_CONVERGED, "%s: spai did not converge", what);
-    ck_assert_msg(rs.iterations < rj.iterations || rj.reason != GS_REASON_CONVERGED,
-                  "%s: spai %ld iterations, jacobi %ld", what, rs.iterations, rj.iterations);
-    gs_krylov_result_free(&rj), gs_krylov_result_free(&rs);
-}
-
 START_TEST(spai_needs_fewer_iterations_than_jacobi)
 {
-    gs_csr A = {0};
-    gs_error err = {0};
     char name[64];
-    ck_assert(gs_generate("convdiff3d:10", &A, name, sizeof name, &err) == GS_OK);
-    assert_fewer_iterations(&A, name);
+    gs_csr A = tu_generated_named("convdiff3d:10", name, sizeof name);
+    tu_assert_fewer_than_jacobi(&A, "spai", "bicgstab", name);
     gs_csr_free(&A);
     if (!tu_matrices_dir()) {
         fprintf(stderr, "skipped: real matrices (no ../shared/matrices)\n");
@@ -349,10 +285,8 @@ START_TEST(spai_needs_fewer_iterations_than_jacobi)
     }
     const char *names[] = {"orsirr_1", "sherman5", "add20"};
     for (int k = 0; k < 3; k++) {
-        char path[1024];
-        tu_matrix_path(path, sizeof path, names[k]);
-        ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s", err.msg);
-        assert_fewer_iterations(&A, names[k]);
+        A = tu_read_matrix(names[k]);
+        tu_assert_fewer_than_jacobi(&A, "spai", "bicgstab", names[k]);
         gs_csr_free(&A);
     }
 }
@@ -372,7 +306,7 @@ static gs_csr zero_diagonal_matrix(tu_rng *r, int h)
     for (int i = 0; i < h; i++)
         for (int j = 0; j < h; j++)
             if (i == j || tu_uniform(r) < 0.1) {
-                double b = i == j ? rand_signed(r, 4, 5) : rand_signed(r, 0.1, 0.5);
+                double b = i == j ? tu_rand_signed(r, 4, 5) : tu_rand_signed(r, 0.1, 0.5);
                 ri[nz] = i, ci[nz] = h + j, v[nz++] = b;       /* B(i,j)   */
                 ri[nz] = h + j, ci[nz] = i, v[nz++] = b;       /* B^T(j,i) */
             }
@@ -418,7 +352,7 @@ START_TEST(spai_rejects_bad_input)
 
     /* a zero column (column 7): A(I,J) rank deficient, A singular */
     tu_rng r = tu_rng_seed(27);
-    gs_csr B = random_matrix(&r, 20, 2);
+    gs_csr B = tu_random_matrix(&r, 20, 2);
     for (int i = 0; i < 20; i++) {
         int64_t p = gs_csr_find(&B, i, 6);
         if (p >= 0) B.val[p] = 0.0; /* stored zeros: the column is still zero */
@@ -466,10 +400,7 @@ END_TEST
  * GS_ERR_NOMEM and a clean unwind (the sanitizer build checks the frees). */
 START_TEST(spai_allocation_failures_unwind)
 {
-    gs_csr A = {0};
-    gs_error err = {0};
-    char name[64];
-    ck_assert(gs_generate("convdiff3d:4", &A, name, sizeof name, &err) == GS_OK);
+    gs_csr A = tu_generated("convdiff3d:4");
     gs_params p = {0};
     ck_assert_int_gt(tu_pc_allocation_failures(&A, "spai", &p), 3);
     gs_csr_free(&A);

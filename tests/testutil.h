@@ -27,7 +27,8 @@ static inline const char *tu_matrices_dir(void)
 
 static inline void tu_matrix_path(char *buf, size_t len, const char *name)
 {
-    snprintf(buf, len, "%s/%s.mtx", tu_matrices_dir(), name);
+    int w = snprintf(buf, len, "%s/%s.mtx", tu_matrices_dir(), name);
+    ck_assert_msg(w >= 0 && (size_t)w < len, "matrix path too long: %s", name);
 }
 
 /* Deterministic per-test generator (xorshift64*), seeded per call site. */
@@ -415,6 +416,204 @@ static inline int tu_pc_allocation_failures(const gs_csr *A, const char *name,
     e->ops->mat_destroy(e, Ae);
     gs_engine_destroy(e);
     return k;
+}
+
+/* ---- inputs and helpers shared by the pc suites ---- */
+#include "gen.h"
+
+/* A generated problem (gen.c spec; setup must succeed); its full name, as
+ * gs_generate writes it ("convdiff3d:4x4x4"), into name[len] when given. */
+static inline gs_csr tu_generated_named(const char *spec, char *name, size_t len)
+{
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert_msg(gs_generate(spec, &A, name, len, &err) == GS_OK, "%s", err.msg);
+    return A;
+}
+
+static inline gs_csr tu_generated(const char *spec)
+{
+    char name[128];
+    return tu_generated_named(spec, name, sizeof name);
+}
+
+/* A MANIFEST matrix by name (the folder must be there: see tu_real_matrix). */
+static inline gs_csr tu_read_matrix(const char *name)
+{
+    char path[1024];
+    gs_csr A = {0};
+    gs_error err = {0};
+    tu_matrix_path(path, sizeof path, name);
+    ck_assert_msg(gs_mm_read_csr(path, &A, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
+    return A;
+}
+
+/* Read a MANIFEST matrix; 0 (and a message) when the folder is absent. */
+static inline int tu_real_matrix(const char *name, gs_csr *A)
+{
+    if (!tu_matrices_dir()) {
+        fprintf(stderr, "skipped: no ../shared/matrices (set GS_MATRICES)\n");
+        return 0;
+    }
+    *A = tu_read_matrix(name);
+    return 1;
+}
+
+/* m x n CSR from triplets (duplicates summed; must succeed). */
+static inline gs_csr tu_from_triplets(int32_t m, int32_t n, int64_t count, const int32_t *rows,
+                                      const int32_t *cols, const double *vals)
+{
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert_msg(gs_csr_from_coo(m, n, count, rows, cols, vals, &A, &err) == GS_OK, "%s",
+                  err.msg);
+    return A;
+}
+
+/* Preconditioner `name` set up on A (must succeed), and the matrix it saves
+ * as PREFIX_<suffix>.mtx, which must hold pc->nnz entries. With keep, the
+ * run is left built there for the caller (release it with tu_pc_release). */
+static inline gs_csr tu_pc_saved_factor(const gs_csr *A, const char *name, const gs_params *p,
+                                        const char *suffix, tu_pc_run *keep)
+{
+    tu_pc_run run;
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_build(A, name, p, &run, &err) == GS_OK, "%s setup: %s", name, err.msg);
+    gs_csr M = {0};
+    tu_pc_saved_matrix(run.pc, suffix, &M);
+    ck_assert_int_eq(M.nnz, run.pc->nnz);
+    if (keep) *keep = run;
+    else tu_pc_release(&run);
+    return M;
+}
+
+/* rep of tu_check_spai_columns within tolerance; what names the case. */
+static inline void tu_assert_spai_report(const tu_spai_report *rep, const char *what)
+{
+    ck_assert_msg(rep->worst_ratio <= 1.0,
+                  "%s: column %d differs from the least-squares oracle by %.3g x its "
+                  "tolerance (max cond bound %.3g)",
+                  what, rep->worst_column + 1, rep->worst_ratio, rep->max_kappa);
+}
+
+/* Preconditioner `name` (default parameters) must converge with `method`
+ * (maxit 10000), in fewer iterations than Jacobi where Jacobi converges. */
+static inline void tu_assert_fewer_than_jacobi(const gs_csr *A, const char *name,
+                                               const char *method, const char *what)
+{
+    gs_krylov_result rj, rp;
+    gs_error err = {0};
+    gs_params none = {0};
+    ck_assert(tu_pc_solve(A, "jacobi", &none, method, 10000, &rj, &err) == GS_OK);
+    ck_assert(tu_pc_solve(A, name, &none, method, 10000, &rp, &err) == GS_OK);
+    ck_assert_msg(rp.reason == GS_REASON_CONVERGED, "%s: %s did not converge", what, name);
+    ck_assert_msg(rp.iterations < rj.iterations || rj.reason != GS_REASON_CONVERGED,
+                  "%s: %s %ld iterations, jacobi %ld", what, name, rp.iterations,
+                  rj.iterations);
+    gs_krylov_result_free(&rj), gs_krylov_result_free(&rp);
+}
+
+/* FSAI parameters that own their text (gs_params keeps pointers): tau, k,
+ * delta (negative: default), precond-precision (NULL: default). */
+typedef struct tu_fsai_args {
+    gs_params p;
+    char text[GS_MAX_PARAMS][40];
+} tu_fsai_args;
+
+static inline void tu_fsai_arg_set(tu_fsai_args *a, const char *name, const char *value)
+{
+    snprintf(a->text[a->p.count], sizeof a->text[0], "%s", value);
+    ck_assert_int_eq(gs_params_set(&a->p, name, a->text[a->p.count], NULL), GS_OK);
+}
+
+static inline const gs_params *tu_fsai_args_make(tu_fsai_args *a, double tau, long k, double delta,
+                                                 const char *prec)
+{
+    char buf[40];
+    memset(a, 0, sizeof *a);
+    if (tau >= 0) snprintf(buf, sizeof buf, "%.17g", tau), tu_fsai_arg_set(a, "tau", buf);
+    if (k >= 0) snprintf(buf, sizeof buf, "%ld", k), tu_fsai_arg_set(a, "k", buf);
+    if (delta >= 0) snprintf(buf, sizeof buf, "%.17g", delta), tu_fsai_arg_set(a, "delta", buf);
+    if (prec) tu_fsai_arg_set(a, "precond-precision", prec);
+    return &a->p;
+}
+
+/* Random symmetric n x n SPD matrix: ragged rows (a tenth of them half
+ * dense, the others of density `density` times [0, 1)), off-diagonal
+ * magnitudes spread over 10^[-3, 0] so that tau cuts inside rows, diagonal =
+ * sum of |off-diagonal| + [0.5, 1.5) (strictly diagonally dominant, so SPD),
+ * then scaled D A D with d_i in 10^[-1, 1] so that the prefilter's
+ * sqrt(a_ii a_jj) matters. */
+static inline gs_csr tu_random_spd(tu_rng *r, int32_t n, double density)
+{
+    int64_t cap = (int64_t)n * n + n;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v), *sum = calloc((size_t)n, sizeof *sum);
+    double *s = malloc((size_t)n * sizeof *s);
+    ck_assert(ri && ci && v && sum && s);
+    int64_t nz = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double d = tu_uniform(r) < 0.1 ? 0.5 : density * tu_uniform(r);
+        for (int32_t j = 0; j < i; j++) {
+            if (tu_uniform(r) >= d) continue;
+            double a = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -3.0 * tu_uniform(r));
+            ri[nz] = i, ci[nz] = j, v[nz++] = a;
+            ri[nz] = j, ci[nz] = i, v[nz++] = a;
+            sum[i] += fabs(a), sum[j] += fabs(a);
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        ri[nz] = i, ci[nz] = i, v[nz++] = sum[i] + 0.5 + tu_uniform(r);
+        s[i] = pow(10.0, 2.0 * tu_uniform(r) - 1.0);
+    }
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
+    gs_csr_scale_symmetric(&A, s);
+    free(ri), free(ci), free(v), free(sum), free(s);
+    return A;
+}
+
+/* +-[lo, hi), sign and magnitude drawn from r. */
+static inline double tu_rand_signed(tu_rng *r, double lo, double hi)
+{
+    double v = lo + (hi - lo) * tu_uniform(r);
+    return tu_next(r) & 1 ? v : -v;
+}
+
+/* Nonsymmetric n x n for the SPAI suites: diagonal +-[2, 4), about per_col
+ * off-diagonal entries per column (duplicates summed) with magnitudes spread
+ * over 10^[-2, 0.2] (so that thresholds cut inside columns), one column
+ * denser than a warp (when n allows). Full column rank with probability 1,
+ * so every local problem is solvable. */
+static inline gs_csr tu_random_matrix(tu_rng *r, int n, int per_col)
+{
+    int64_t cap = (int64_t)n * (2 * per_col + 2) + 64;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t nz = 0;
+    for (int j = 0; j < n; j++) {
+        ri[nz] = j, ci[nz] = j, v[nz++] = tu_rand_signed(r, 2, 4);
+        int count = j == n / 2 ? (n < 40 ? n - 1 : 40) : (int)(tu_next(r) % (2 * per_col + 1));
+        for (int q = 0; q < count; q++) {
+            ri[nz] = (int32_t)(tu_next(r) % (uint64_t)n), ci[nz] = j;
+            v[nz++] = (tu_next(r) & 1 ? 1 : -1) * pow(10.0, -2 + 2.2 * tu_uniform(r));
+        }
+    }
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert(gs_csr_from_coo(n, n, nz, ri, ci, v, &A, &err) == GS_OK);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+static inline int32_t tu_max_row_length(const gs_csr *A)
+{
+    int64_t m = 0;
+    for (int32_t i = 0; i < A->n_rows; i++)
+        if (A->row_ptr[i + 1] - A->row_ptr[i] > m) m = A->row_ptr[i + 1] - A->row_ptr[i];
+    return (int32_t)m;
 }
 
 #endif

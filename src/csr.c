@@ -145,8 +145,16 @@ int gs_csr_copy(const gs_csr *A, gs_csr *out, gs_error *err)
     int status = GS_OK;
     GS_TRY(gs_csr_alloc(A->n_rows, A->n_cols, A->nnz, A->val != NULL, &C, err));
     memcpy(C.row_ptr, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof *C.row_ptr);
-    memcpy(C.col, A->col, (size_t)A->nnz * sizeof *C.col);
-    if (A->val) memcpy(C.val, A->val, (size_t)A->nnz * sizeof *C.val);
+    /* In blocks over the threads: on fresh memory the copy is bound by page
+     * faults, which the cores take in parallel (the CPU engine's mat_create
+     * copies every matrix it is given, G of FSAI included). */
+    const int64_t block = (int64_t)1 << 20, nblocks = (A->nnz + block - 1) / block;
+#pragma omp parallel for schedule(static) if (nblocks > 1)
+    for (int64_t b = 0; b < nblocks; b++) {
+        const int64_t lo = b * block, len = A->nnz - lo < block ? A->nnz - lo : block;
+        memcpy(C.col + lo, A->col + lo, (size_t)len * sizeof *C.col);
+        if (A->val) memcpy(C.val + lo, A->val + lo, (size_t)len * sizeof *C.val);
+    }
 cleanup:
     if (status != GS_OK) gs_csr_free(&C);
     *out = C;

@@ -92,14 +92,19 @@ static int cpu_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_m
         free(M);
         return status;
     }
-    if (prec == GS_FP32)
+    if (prec == GS_FP32) {
+#pragma omp parallel for schedule(static)
         for (int64_t k = 0; k < A->nnz; k++) M->A.val[k] = (double)(float)M->A.val[k];
-    M->is_lower = M->is_upper = 1;
+    }
+    int above = 0, below = 0; /* entries right / left of the diagonal exist */
+#pragma omp parallel for schedule(static) reduction(| : above, below)
     for (int32_t i = 0; i < A->n_rows; i++)
         for (int64_t k = A->row_ptr[i]; k < A->row_ptr[i + 1]; k++) {
-            if (A->col[k] > i) M->is_lower = 0;
-            if (A->col[k] < i) M->is_upper = 0;
+            above |= A->col[k] > i;
+            below |= A->col[k] < i;
         }
+    M->is_lower = !above;
+    M->is_upper = !below;
     *out = M;
     return GS_OK;
 }

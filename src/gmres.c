@@ -21,9 +21,9 @@ typedef struct gmres_ws {
 /* Per-step vector accesses outside A and M: spmv 2, two CGS passes of
  * (j+2) + (j+3), the norm 1, the scaling 2: 4j + 13, averaged over j < m,
  * plus the end of each cycle (m+1 reads for V y, 3 for x += z) spread over m. */
-double gs_gmres_vector_accesses(int restart)
+double gs_gmres_vector_accesses(const gs_krylov_opts *opts)
 {
-    const double m = restart;
+    const double m = opts->restart;
     return 2.0 * m + 11.0 + (m + 6.0) / m;
 }
 
@@ -136,7 +136,7 @@ int gs_gmres_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs
     kr_ctx k;
     gmres_ws ws = {0};
     gs_vec *u = NULL;
-    int status = kr_init(&k, e, A, pc, b, opts, res);
+    int status = kr_init(&k, e, A, pc, opts, res);
     const int64_t n = gs_vec_length(b);
     ws.m = opts->restart;
     if (ws.m < 1 || 2 * (ws.m + 1) + 1 + KR_FREE > GS_MAX_SCALARS) {

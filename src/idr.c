@@ -24,8 +24,9 @@ typedef struct idr_ws {
  * two maxpy over s-k and k vectors each, spmv, an s-vector mdot, the r and
  * x updates), the reduction step 11, and each cycle one s-vector mdot;
  * s inner steps and one reduction step make a cycle of s + 1 spmv. */
-double gs_idr_vector_accesses(int s)
+double gs_idr_vector_accesses(const gs_krylov_opts *opts)
 {
+    const double s = opts->idr_s;
     return (s * (3.0 * s + 21.0) + 11.0 + s + 1.0) / (s + 1.0);
 }
 
@@ -228,7 +229,7 @@ int gs_idr_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_v
     kr_ctx k;
     idr_ws ws = {0};
     gs_vec *r = NULL;
-    int status = kr_init(&k, e, A, pc, b, opts, res), done = 0;
+    int status = kr_init(&k, e, A, pc, opts, res), done = 0;
     const int64_t n = gs_vec_length(b);
     ws.s = opts->idr_s;
     if (ws.s < 1 || ws.s > IDR_MAX_S || ws.s > n) {

@@ -49,19 +49,22 @@ typedef struct gs_method_type {
      * operations; the bandwidth floor counts 8 n bytes for each. One
      * iteration = one preconditioned spmv for cg/gmres/idr (two for bicgstab:
      * its iteration is counted as one full step). */
-    double vector_accesses;
+    double (*vector_accesses)(const gs_krylov_opts *opts);
     int spmv_per_iteration;
 } gs_method_type;
 
 const gs_method_type *gs_method_find(const char *name);
-/* Vector accesses per iteration for these options (gmres and idr depend on
- * --restart and --idr-s). */
-double gs_method_vector_accesses(const gs_method_type *m, const gs_krylov_opts *opts);
 int gs_method_type_count(void);
 const gs_method_type *gs_method_type_at(int i);
 
 const char *gs_reason_name(gs_reason r);
 void gs_krylov_result_free(gs_krylov_result *res);
+
+/* The methods' vector accesses per iteration (gs_method_type). */
+double gs_cg_vector_accesses(const gs_krylov_opts *opts);
+double gs_bicgstab_vector_accesses(const gs_krylov_opts *opts);
+double gs_gmres_vector_accesses(const gs_krylov_opts *opts);
+double gs_idr_vector_accesses(const gs_krylov_opts *opts);
 
 int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
                 const gs_krylov_opts *opts, gs_krylov_result *res);

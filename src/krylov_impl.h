@@ -27,8 +27,8 @@ typedef struct kr_ctx {
 
 typedef int (*kr_body_fn)(kr_ctx *k, void *state);
 
-int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
-            const gs_krylov_opts *opts, gs_krylov_result *res);
+int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_krylov_opts *opts,
+            gs_krylov_result *res);
 int kr_initial_residual(kr_ctx *k, const gs_vec *b, gs_vec *x, gs_vec *r, int *done);
 int kr_check(kr_ctx *k, long it, double rr);
 void kr_breakdown(kr_ctx *k, long it, const char *what);
@@ -44,7 +44,5 @@ long kr_next_block(const kr_ctx *k, long it);
 #define KR_AUTO_MAX 16
 void kr_finish(kr_ctx *k);
 
-double gs_gmres_vector_accesses(int restart);
-double gs_idr_vector_accesses(int s);
 
 #endif

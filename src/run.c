@@ -161,7 +161,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     run->extra = pc->extra;
     run->bytes_per_iteration = method->spmv_per_iteration *
                                    (gs_csr_stream_bytes(&p->A, GS_FP64) + pc->apply_bytes) +
-                               gs_method_vector_accesses(method, &run->opts) * 8.0 * p->A.n_rows;
+                               method->vector_accesses(&run->opts) * 8.0 * p->A.n_rows;
     if (cli->save_precond) {
         if (!pc->save)
             status = gs_error_set(err, GS_ERR_UNSUPPORTED, "--save-precond: '%s' has nothing to save",

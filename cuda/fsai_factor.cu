@@ -18,43 +18,51 @@
  * g = w / sqrt(w_m) = L^-T e_m, i.e. U^T g = sqrt(D_m) e_m: back substitution
  * g_K = ([K = m-1] sqrt(D_K) - sum_{i>K} U_iK g_i) / D_K.
  *
- * Size classes: m <= 32 one warp per system (rows in registers, shuffles);
- * m <= 64, 128, 256 one block of 64, 128, 256 threads per system with the
- * triangle in shared memory when it fits the device (fp64 at 256 does not on
- * an H100/H200); otherwise, and for m > 256, the same block algorithm on the
- * triangle in place in global memory (L1/L2 resident), which never fails. */
+ * Size classes: m <= 32 one warp per system and m <= 64 two warps, rows of
+ * the symmetric matrix in registers (factor_rows_kernel);
+ * m <= 128 and m <= fit (the largest m <= 256 whose triangle fits a block's
+ * shared memory: 239 in fp64 on an H100/H200) one block of 128, 256
+ * threads per system with the triangle in shared memory; larger systems the
+ * same block algorithm with 1024 threads on the triangle in place in global
+ * memory (L1/L2 resident) and the pivot column in shared memory, which never
+ * fails. */
 #include <cub/cub.cuh>
+#include <cuda_pipeline.h>
 
 #include "fsai_cuda.h"
 
 #define FULL_MASK 0xffffffffu
 #define FACTOR_CLASSES 5             /* <= 32, <= 64, <= 128, <= 256, larger */
-#define WARP_SYSTEMS_PER_BLOCK 4
+/* counters: the classes' counts, the largest m, each class's largest m */
+#define FACTOR_COUNTERS (2 * FACTOR_CLASSES + 1)
 #define GATHER_THREADS 256
-#define GLOBAL_THREADS 256
+#define GLOBAL_THREADS 1024          /* m > fit: in place, latency-bound */
 #define DENSE_BUDGET_MAX ((size_t)1 << 30)
 #define DENSE_BUDGET_MIN ((size_t)64 << 20)
 
 static __host__ __device__ inline int64_t tri(int64_t r) { return r * (r + 1) / 2; }
 
-/* Size class of a system of m rows. */
-static __device__ inline int factor_class(int64_t m)
+/* Size class of a system of m rows; fit: the largest m <= 256 whose
+ * triangle and solution fit a block's shared memory (239 in fp64 on an
+ * H100/H200, 256 in fp32). */
+static __device__ inline int factor_class(int64_t m, int32_t fit)
 {
-    return m <= 32 ? 0 : m <= 64 ? 1 : m <= 128 ? 2 : m <= 256 ? 3 : 4;
+    return m <= 32 ? 0 : m <= 64 ? 1 : m <= 128 ? 2 : m <= fit ? 3 : 4;
 }
 
-__global__ void factor_classify_kernel(int32_t n, const int64_t *__restrict__ s_rp,
+__global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__restrict__ s_rp,
                                        uint8_t *__restrict__ cls, int32_t *__restrict__ rows,
-                                       int *__restrict__ counts, int *m_max)
+                                       int *__restrict__ counts)
 {
     const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= n) return;
     const int64_t m = s_rp[i + 1] - s_rp[i];
-    const int c = factor_class(m);
+    const int c = factor_class(m, fit);
     cls[i] = (uint8_t)c;
     rows[i] = i;
     atomicAdd(&counts[c], 1);
-    atomicMax(m_max, (int)m);
+    atomicMax(&counts[FACTOR_CLASSES], (int)m);
+    atomicMax(&counts[FACTOR_CLASSES + 1 + c], (int)m);
 }
 
 /* sizes[j] = m (m + 1) / 2 of the system of row order[j]. */
@@ -157,77 +165,181 @@ static __device__ inline bool pivot_ok(T d)
     return d > (T)0 && isfinite(d);
 }
 
-/* m <= 32: one warp per system, the triangle in a 32 x 33 tile of shared
- * memory (padded: lane r's row r and the broadcast column entries are free of
- * bank conflicts), lane r owns row r. Registers instead (the paper's choice)
- * made this kernel need 214 registers a thread in fp64: 8 warps per SM, and
- * latency-bound; the tile keeps 24 warps per SM resident. */
+/* 1 / d for a positive finite pivot: the fp32 reciprocal refined by Newton
+ * steps (each squares the relative error: 2^-23 -> 2^-46 -> below an ulp),
+ * a few instructions where IEEE division is a subroutine that every thread
+ * of a system would run at every step. Outside fp32's normal range (no
+ * SPD matrix scaled to unit diagonal gets there), the division. */
+static __device__ inline double factor_recip(double d)
+{
+    if (!(d > 1e-30 && d < 1e30)) return 1.0 / d;
+    double y = (double)__frcp_rn((float)d);
+    y = fma(y, fma(-d, y, 1.0), y);
+    return fma(y, fma(-d, y, 1.0), y);
+}
+
+static __device__ inline float factor_recip(float d)
+{
+    if (!(d > 1e-30f && d < 1e30f)) return 1.0f / d;
+    const float y = __frcp_rn(d);
+    return fmaf(y, fmaf(-d, y, 1.0f), y);
+}
+
+/* Start copying count values from global src to shared dst, thread t of
+ * nthreads taking every nthreads-th one: asynchronous copies (cp.async),
+ * all in flight at once, where a loop of loads and stores waited for each
+ * load in turn. The caller waits with factor_copy_wait and a barrier. */
 template <typename T>
-__global__ void __launch_bounds__(32 * WARP_SYSTEMS_PER_BLOCK)
-    factor_warp_kernel(int32_t j0, int32_t j1, int32_t chunk0, const int64_t *__restrict__ off,
+static __device__ inline void factor_copy_start(T *dst, const T *src, int64_t count, int t,
+                                                int nthreads)
+{
+    for (int64_t q = t; q < count; q += nthreads)
+        __pipeline_memcpy_async(dst + q, src + q, sizeof(T));
+    __pipeline_commit();
+}
+
+static __device__ inline void factor_copy_wait() { __pipeline_wait_prior(0); }
+
+/* m <= M, M = 32 or 64: M threads per system, thread r holding row r of the
+ * whole symmetric matrix (not only its lower triangle) in M registers; the
+ * loops over rows and columns are unrolled, so every register index is a
+ * constant. Rows and columns m .. M-1 are padded with the identity.
+ *
+ * Step J: each thread publishes its a_rJ to a shared vector (two of them,
+ * alternating, so one barrier a step suffices); every thread r > J updates
+ * its row, a_rc -= (a_rJ / a_JJ) a_cJ for c > J, reading a_cJ by broadcast.
+ * Thread r stops changing at step r, and since the update is symmetric its
+ * entry c > r ends equal to row c's entry r: U_cr. So each thread also
+ * holds its column of U, which the back substitution U^T g = sqrt(D_m) e_m
+ * needs: g_K = ([K = m-1] sqrt(D_K) - sum_{i>K} U_iK g_i) / D_K, thread r
+ * accumulating its sum as each g_i is broadcast.
+ *
+ * Per system: about M^2/2 fused multiply-adds and as many shared-memory
+ * broadcasts a thread, no shared-memory stores in the inner loop. The
+ * previous kernel (the triangle in a shared tile, thread r updating its own
+ * entries there) did a load, a load and a store of shared memory per
+ * update and was bound by them (docs/perf-notes.md, "FSAI setup"). The
+ * packed triangle is copied to shared memory asynchronously, then each
+ * thread reads its row (entries c <= r) and column (c > r) from it. */
+template <int M>
+struct factor_rows_shape {
+    static constexpr int systems = M == 32 ? 4 : 1; /* systems a block */
+};
+
+template <int M>
+static __device__ inline void factor_rows_sync()
+{
+    if constexpr (M == 32) __syncwarp();
+    else __syncthreads();
+}
+
+template <typename T, int M>
+__global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
+    factor_rows_kernel(int32_t j0, int32_t j1, int32_t chunk0, const int64_t *__restrict__ off,
                        const int32_t *__restrict__ order, const int64_t *__restrict__ s_rp,
                        const T *__restrict__ buf, T *__restrict__ g_out,
                        unsigned long long *fail)
 {
-    __shared__ T tile[WARP_SYSTEMS_PER_BLOCK][32][33];
-    const int lane = threadIdx.x & 31;
-    const int32_t j = j0 + (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
-    if (j >= j1) return; /* the whole warp: no block-wide barrier below */
-    T(*a)[33] = tile[threadIdx.x >> 5];
+    constexpr int SPB = factor_rows_shape<M>::systems;
+    __shared__ T packed[SPB][M * (M + 1) / 2];
+    __shared__ __align__(16) T colv[SPB][2][M];
+    const int r = (int)(threadIdx.x % M), s = (int)(threadIdx.x / M);
+    const int32_t j = j0 + (int32_t)blockIdx.x * SPB + s;
+    /* M = 32: the whole warp leaves; M = 64: one system a block, j < j1 */
+    if (j >= j1) return;
     const int32_t row = order[j];
     const int m = (int)(s_rp[row + 1] - s_rp[row]);
     const T *sys = buf + (off[j] - off[chunk0]);
-    for (int r = 0; r < m; r++)                       /* coalesced, row by row */
-        if (lane <= r) a[r][lane] = sys[tri(r) + lane];
-    __syncwarp();
-    T dinv = 0;
-    for (int J = 0; J < m; J++) {                     /* a_rc -= (a_rJ / a_JJ) a_cJ */
-        const T piv = a[J][J];
-        if (!pivot_ok(piv)) {
-            if (lane == 0) factor_fail(fail, row, J);
+    T *pk = packed[s];
+    T(*cv)[M] = colv[s];
+    factor_copy_start(pk, sys, tri(m), r, M);
+    factor_copy_wait();
+    factor_rows_sync<M>();
+    T a[M];
+    const int tr = (int)tri(r);
+#pragma unroll
+    for (int c = 0; c < M; c++)
+        a[c] = r < m && c < m ? (c <= r ? pk[tr + c] : pk[c * (c + 1) / 2 + r]) : (T)(r == c);
+    T piv_r = 1, inv_r = 1;                           /* D_r and 1 / D_r */
+#pragma unroll
+    for (int J = 0; J < M; J++) {
+        if (J >= m) break;
+        cv[J & 1][r] = a[J];
+        factor_rows_sync<M>();
+        const T piv = cv[J & 1][J];
+        if (!pivot_ok(piv)) {                         /* every thread sees it */
+            if (r == 0) factor_fail(fail, row, J);
             return;
         }
-        const T inv = (T)1 / piv;
-        if (lane == J) dinv = inv;
-        if (lane > J && lane < m) {
-            const T f = a[lane][J] * inv;
-            for (int c = J + 1; c <= lane; c++) a[lane][c] -= f * a[c][J];
+        const T inv = factor_recip(piv);
+        if (r == J) {
+            piv_r = piv;
+            inv_r = inv;
         }
-        __syncwarp();
+        const T f = r > J ? a[J] * inv : (T)0;
+        /* c from J + 1 down to a multiple of 16 bytes, read 16 bytes at a
+         * time. The extra entries c <= J of a thread r > J are never read
+         * again (step c is past, and the back substitution reads c > r);
+         * padded columns c >= m have a_cJ = 0. */
+        constexpr int W = 16 / (int)sizeof(T);
+#pragma unroll
+        for (int c = (J + 1) / W * W; c < M; c += W) {
+            if constexpr (W == 2) {
+                const double2 v = *reinterpret_cast<const double2 *>(&cv[J & 1][c]);
+                a[c] -= f * v.x;
+                a[c + 1] -= f * v.y;
+            } else {
+                const float4 v = *reinterpret_cast<const float4 *>(&cv[J & 1][c]);
+                a[c] -= f * v.x;
+                a[c + 1] -= f * v.y;
+                a[c + 2] -= f * v.z;
+                a[c + 3] -= f * v.w;
+            }
+        }
     }
-    T g = 0, acc = 0;                                 /* acc_i = sum_{k>i} U_ki g_k */
-    for (int K = m - 1; K >= 0; K--) {
-        if (lane == K) g = ((K == m - 1 ? sqrt(a[K][K]) : (T)0) - acc) * dinv;
-        const T gK = __shfl_sync(FULL_MASK, g, K);
-        if (lane < K) acc += a[K][lane] * gK;
+    T g = 0, acc = 0;                                 /* acc: sum_{i>r} U_ir g_i */
+#pragma unroll
+    for (int K = M - 1; K >= 0; K--) {
+        if (K >= m) continue;
+        if (r == K) g = ((K == m - 1 ? sqrt(piv_r) : (T)0) - acc) * inv_r;
+        T gK;
+        if constexpr (M == 32) {
+            gK = __shfl_sync(FULL_MASK, g, K);
+        } else {
+            if (r == K) cv[K & 1][0] = g;
+            __syncthreads();
+            gK = cv[K & 1][0];
+        }
+        if (r < K) acc += a[K] * gK;
     }
-    if (lane < m) g_out[s_rp[row] + lane] = g;
+    if (r < m) g_out[s_rp[row] + r] = g;
 }
 
 /* One block of BT threads per system; for the back substitution thread t
  * owns rows t, t + BT, ...
  * SHARED: the triangle and the solution in shared memory (copied in and
- * out); else in place: the triangle in buf, the solution in g_out. */
+ * out); else in place: the triangle in sys, the solution in g_out, and the
+ * pivot column copied to shared memory at each step when it fits (m <=
+ * cap): the updates then read it there, and their loads and stores of the
+ * triangle are free of the possible aliasing with the column's reads that
+ * serialised them. */
 template <typename T, int BT, bool SHARED>
-__global__ void __launch_bounds__(BT)
-    factor_block_kernel(int32_t j0, int32_t chunk0, const int64_t *__restrict__ off,
-                        const int32_t *__restrict__ order, const int64_t *__restrict__ s_rp,
-                        T *__restrict__ buf, T *__restrict__ g_out, unsigned long long *fail)
+static __device__ inline void factor_block_body(int32_t row, int64_t m, T *__restrict__ sys,
+                                                T *__restrict__ g_out, T *__restrict__ sm,
+                                                int64_t cap, unsigned long long *fail)
 {
-    extern __shared__ unsigned char factor_smem[];
     /* the trailing update as a TY x TX grid of threads over (row, column) of
      * the trailing triangle: balanced, where one thread per row did r - J
      * updates (the last row's thread set the pace, and half the block idled) */
-    constexpr int TX = BT >= 256 ? 16 : 8, TY = BT / TX;
+    constexpr int TX = BT >= 1024 ? 32 : BT >= 256 ? 16 : 8, TY = BT / TX;
     const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
-    const int32_t j = j0 + (int32_t)blockIdx.x;
-    const int32_t row = order[j];
-    const int64_t m = s_rp[row + 1] - s_rp[row];
-    T *sys = buf + (off[j] - off[chunk0]);
-    T *a = SHARED ? (T *)factor_smem : sys;
-    T *y = SHARED ? (T *)factor_smem + tri(m) : g_out + s_rp[row];
+    T *a = SHARED ? sm : sys;
+    T *y = SHARED ? sm + tri(m) : g_out;
+    T *col = sm;                                       /* !SHARED: column J */
+    const bool staged = !SHARED && m <= cap;
     if (SHARED) {
-        for (int64_t q = threadIdx.x; q < tri(m); q += BT) a[q] = sys[q];
+        factor_copy_start(a, sys, tri(m), threadIdx.x, BT);
+        factor_copy_wait();
         __syncthreads();
     }
     for (int64_t J = 0; J < m; J++) {
@@ -236,11 +348,21 @@ __global__ void __launch_bounds__(BT)
             if (threadIdx.x == 0) factor_fail(fail, row, J);
             return;
         }
-        const T inv = (T)1 / piv;
-        for (int64_t r = J + 1 + ty; r < m; r += TY) {   /* thread (ty, tx): r = ty, c = tx mod */
-            T *ar = a + tri(r);
-            const T f = ar[J] * inv;
-            for (int64_t c = J + 1 + tx; c <= r; c += TX) ar[c] -= f * a[tri(c) + J];
+        const T inv = factor_recip(piv);
+        if (staged) {
+            for (int64_t c = J + 1 + threadIdx.x; c < m; c += BT) col[c] = a[tri(c) + J];
+            __syncthreads();
+            for (int64_t r = J + 1 + ty; r < m; r += TY) {
+                T *ar = a + tri(r);
+                const T f = col[r] * inv;
+                for (int64_t c = J + 1 + tx; c <= r; c += TX) ar[c] -= f * col[c];
+            }
+        } else {
+            for (int64_t r = J + 1 + ty; r < m; r += TY) { /* thread (ty, tx): r = ty, c = tx mod */
+                T *ar = a + tri(r);
+                const T f = ar[J] * inv;
+                for (int64_t c = J + 1 + tx; c <= r; c += TX) ar[c] -= f * a[tri(c) + J];
+            }
         }
         __syncthreads();
     }
@@ -258,8 +380,27 @@ __global__ void __launch_bounds__(BT)
     }
     if (SHARED) {
         __syncthreads();
-        for (int64_t r = threadIdx.x; r < m; r += BT) g_out[s_rp[row] + r] = y[r];
+        for (int64_t r = threadIdx.x; r < m; r += BT) g_out[r] = y[r];
     }
+}
+
+/* cap: the T values of dynamic shared memory. A system whose triangle and
+ * solution fit takes the shared path, a larger one the in-place path. */
+template <typename T, int BT>
+__global__ void __launch_bounds__(BT)
+    factor_block_kernel(int32_t j0, int32_t chunk0, const int64_t *__restrict__ off,
+                        const int32_t *__restrict__ order, const int64_t *__restrict__ s_rp,
+                        T *__restrict__ buf, T *__restrict__ g_out, unsigned long long *fail,
+                        int64_t cap)
+{
+    extern __shared__ unsigned char factor_smem[];
+    const int32_t j = j0 + (int32_t)blockIdx.x;
+    const int32_t row = order[j];
+    const int64_t m = s_rp[row + 1] - s_rp[row];
+    T *sys = buf + (off[j] - off[chunk0]);
+    T *sm = (T *)factor_smem;
+    if (tri(m) + m <= cap) factor_block_body<T, BT, true>(row, m, sys, g_out + s_rp[row], sm, cap, fail);
+    else factor_block_body<T, BT, false>(row, m, sys, g_out + s_rp[row], sm, cap, fail);
 }
 
 /* off[first[b]] for b <= K (first[K] = n): the chunks' packed offsets. */
@@ -276,11 +417,11 @@ typedef struct factor_plan {
     int32_t n;
     uint8_t *cls, *cls_sorted;
     int32_t *rows, *order;
-    int *counters;        /* device: FACTOR_CLASSES counts, then m_max */
+    int *counters;        /* device: FACTOR_COUNTERS */
     int64_t *sizes, *off; /* n + 1 each */
     void *tmp;
     size_t tmp_bytes;
-    int counts[FACTOR_CLASSES + 1];
+    int counts[FACTOR_COUNTERS];
     int32_t K;            /* chunks */
     int32_t *first;       /* host, K + 1 */
     int64_t *first_off;   /* host, K + 1 */
@@ -295,7 +436,7 @@ static void factor_plan_free(gs_engine *e, factor_plan *p)
     gs_cuda_free(e, p->cls_sorted, n);
     gs_cuda_free(e, p->rows, n * sizeof(int32_t));
     gs_cuda_free(e, p->order, n * sizeof(int32_t));
-    gs_cuda_free(e, p->counters, (FACTOR_CLASSES + 1) * sizeof(int));
+    gs_cuda_free(e, p->counters, FACTOR_COUNTERS * sizeof(int));
     gs_cuda_free(e, p->sizes, (n + 1) * sizeof(int64_t));
     gs_cuda_free(e, p->off, (n + 1) * sizeof(int64_t));
     gs_cuda_free(e, p->tmp, p->tmp_bytes);
@@ -304,24 +445,27 @@ static void factor_plan_free(gs_engine *e, factor_plan *p)
 }
 
 /* Classes, the stable sort of the rows by class, the size scan. */
-static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, factor_plan *p)
+static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, factor_plan *p)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = S->n;
-    int status = GS_OK;
+    int status = GS_OK, optin = 0;
+    int32_t fit = 256;
     size_t bytes = 0;
+    GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                     c->device)));
+    while (fit > 128 && (size_t)(tri(fit) + fit) * vsize > (size_t)optin) fit--;
     GS_TRY(gs_cuda_alloc(e, &p->cls, (size_t)n, "fsai factor: size classes"));
     GS_TRY(gs_cuda_alloc(e, &p->cls_sorted, (size_t)n, "fsai factor: sorted classes"));
     GS_TRY(gs_cuda_alloc(e, &p->rows, (size_t)n * sizeof(int32_t), "fsai factor: rows"));
     GS_TRY(gs_cuda_alloc(e, &p->order, (size_t)n * sizeof(int32_t), "fsai factor: row order"));
-    GS_TRY(gs_cuda_alloc(e, &p->counters, (FACTOR_CLASSES + 1) * sizeof(int), "fsai factor: counts"));
+    GS_TRY(gs_cuda_alloc(e, &p->counters, FACTOR_COUNTERS * sizeof(int), "fsai factor: counts"));
     GS_TRY(gs_cuda_alloc(e, &p->sizes, ((size_t)n + 1) * sizeof(int64_t), "fsai factor: sizes"));
     GS_TRY(gs_cuda_alloc(e, &p->off, ((size_t)n + 1) * sizeof(int64_t), "fsai factor: offsets"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(p->counters, 0, (FACTOR_CLASSES + 1) * sizeof(int),
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(p->counters, 0, FACTOR_COUNTERS * sizeof(int),
                                               c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_classify_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
-                       (const int64_t *)S->rp, p->cls, p->rows, p->counters,
-                       p->counters + FACTOR_CLASSES));
+                       fit, (const int64_t *)S->rp, p->cls, p->rows, p->counters));
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs((void *)NULL, bytes,
                                                               (const uint8_t *)p->cls, p->cls_sorted,
                                                               (const int32_t *)p->rows, p->order,
@@ -394,33 +538,40 @@ cleanup:
     return status;
 }
 
-/* Systems [j0, j1) of size class BT/2 < m <= BT: one block each, the
- * triangle in shared memory when it fits the device, else (and for BT > 256,
- * any m) in place in global memory. */
+/* Systems [j0, j1) of size class m <= M, M = 32 or 64. */
+template <typename T, int M>
+static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
+                              const factor_plan *p, const int64_t *s_rp, T *buf, T *g,
+                              unsigned long long *fail)
+{
+    constexpr int SPB = factor_rows_shape<M>::systems;
+    return CUDA_LAUNCH(&e->err, (factor_rows_kernel<T, M>), fsai_blocks(j1 - j0, SPB), M * SPB, 0,
+                       gs_cuda_of(e)->stream, j0, j1, chunk0, (const int64_t *)p->off,
+                       (const int32_t *)p->order, s_rp, (const T *)buf, g, fail);
+}
+
+/* Systems [j0, j1) of size class m <= BT (BT > 256: any m larger than
+ * fit), the largest mc: one block each, with as much shared memory as the
+ * class's largest system needs, up to the device's limit
+ * (factor_block_kernel picks the shared or the in-place path system by
+ * system). The in-place systems get GLOBAL_THREADS threads: their updates
+ * wait on the L2 cache, and more threads keep more of them in flight. */
 template <typename T, int BT>
 static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
                                const factor_plan *p, const int64_t *s_rp, T *buf, T *g,
-                               unsigned long long *fail, size_t smem_optin)
+                               unsigned long long *fail, int64_t mc, size_t smem_optin)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
+    constexpr int B = BT <= 256 ? BT : GLOBAL_THREADS;
     int status = GS_OK;
-    if constexpr (BT <= 256) {
-        const size_t smem = (size_t)(tri(BT) + BT) * sizeof(T);
-        if (smem <= smem_optin) {
-            auto kernel = factor_block_kernel<T, BT, true>;
-            GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute(
-                                          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)smem)));
-            return CUDA_LAUNCH(&e->err, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
-                               (const int64_t *)p->off, (const int32_t *)p->order, s_rp, buf, g,
-                               fail);
-        }
-    }
-    {
-        auto kernel = factor_block_kernel<T, GLOBAL_THREADS, false>;
-        GS_TRY(CUDA_LAUNCH(&e->err, kernel, j1 - j0, GLOBAL_THREADS, 0, c->stream, j0, chunk0,
-                           (const int64_t *)p->off, (const int32_t *)p->order, s_rp, buf, g, fail));
-    }
+    const size_t whole = (size_t)(tri(mc) + mc) * sizeof(T);
+    const size_t smem = whole < smem_optin ? whole : smem_optin / sizeof(T) * sizeof(T);
+    auto kernel = factor_block_kernel<T, B>;
+    GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)smem)));
+    GS_TRY(CUDA_LAUNCH(&e->err, kernel, j1 - j0, B, smem, c->stream, j0, chunk0,
+                       (const int64_t *)p->off, (const int32_t *)p->order, s_rp, buf, g, fail,
+                       (int64_t)(smem / sizeof(T))));
 cleanup:
     return status;
 }
@@ -462,19 +613,18 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
             const int32_t z = j1 < class_start[k + 1] ? j1 : class_start[k + 1];
             if (a >= z) continue;
             if (k == 0)
-                GS_TRY(CUDA_LAUNCH(&e->err, factor_warp_kernel<T>,
-                                   fsai_blocks(z - a, WARP_SYSTEMS_PER_BLOCK),
-                                   32 * WARP_SYSTEMS_PER_BLOCK, 0, c->stream, a, z, j0,
-                                   (const int64_t *)p->off, (const int32_t *)p->order,
-                                   (const int64_t *)S->rp, (const T *)buf, g, fail));
+                GS_TRY((factor_launch_rows<T, 32>(e, a, z, j0, p, S->rp, buf, g, fail)));
             else if (k == 1)
-                GS_TRY((factor_launch_block<T, 64>(e, a, z, j0, p, S->rp, buf, g, fail, optin)));
+                GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, S->rp, buf, g, fail)));
             else if (k == 2)
-                GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, S->rp, buf, g, fail, optin)));
+                GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, S->rp, buf, g, fail,
+                                                      p->counts[FACTOR_CLASSES + 1 + k], optin)));
             else if (k == 3)
-                GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, S->rp, buf, g, fail, optin)));
+                GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, S->rp, buf, g, fail,
+                                                      p->counts[FACTOR_CLASSES + 1 + k], optin)));
             else
-                GS_TRY((factor_launch_block<T, 257>(e, a, z, j0, p, S->rp, buf, g, fail, optin)));
+                GS_TRY((factor_launch_block<T, 257>(e, a, z, j0, p, S->rp, buf, g, fail,
+                                                      p->counts[FACTOR_CLASSES + 1 + k], optin)));
         }
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     }
@@ -516,7 +666,7 @@ int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision p
     int status = GS_OK;
     p.n = S->n;
     double t0 = gs_pc_stage_begin(pc);
-    GS_TRY(factor_plan_order(e, S, &p));
+    GS_TRY(factor_plan_order(e, S, vsize, &p));
     *m_max = p.counts[FACTOR_CLASSES];
     GS_TRY(factor_plan_chunks(e, S, vsize, &p));
     GS_TRY(gs_cuda_alloc(e, &g, (size_t)S->nnz * vsize, "fsai: values of G before the postfilter"));

@@ -21,8 +21,7 @@ int gs_cuda_alloc_at(gs_engine *e, void **p, size_t bytes, const char *what, con
      * a setup allocates and frees dozens of work arrays, and cudaMalloc and
      * cudaFree (which waits for the device) made that a fixed cost of about
      * a millisecond even on the smallest matrices */
-    cudaStream_t s = gs_cuda_of(e)->stream;
-    cudaError_t rc = s ? cudaMallocAsync(p, bytes, s) : cudaMalloc(p, bytes);
+    cudaError_t rc = cudaMallocAsync(p, bytes, gs_cuda_of(e)->stream);
     if (rc != cudaSuccess) {
         *p = NULL;
         (void)cudaGetLastError(); /* not sticky: do not let a later launch check see it */
@@ -43,9 +42,7 @@ void gs_cuda_free(gs_engine *e, void *p, size_t bytes)
 {
     if (!p) return;
     /* an error here is a sticky one already reported elsewhere */
-    cudaStream_t s = gs_cuda_of(e)->stream;
-    if (s) cudaFreeAsync(p, s);
-    else cudaFree(p);
+    cudaFreeAsync(p, gs_cuda_of(e)->stream);
     e->device_bytes_now -= bytes <= e->device_bytes_now ? bytes : e->device_bytes_now;
 }
 

@@ -427,6 +427,7 @@ typedef struct factor_plan {
     int64_t *first_off;   /* host, K + 1 */
     int64_t budget;       /* entries a chunk starts within */
     int64_t cap;          /* entries the buffer holds */
+    int optin;            /* a block's shared memory, bytes (opt-in limit) */
 } factor_plan;
 
 static void factor_plan_free(gs_engine *e, factor_plan *p)
@@ -449,12 +450,12 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = S->n;
-    int status = GS_OK, optin = 0;
+    int status = GS_OK;
     int32_t fit = 256;
     size_t bytes = 0;
-    GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+    GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&p->optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                                      c->device)));
-    while (fit > 128 && (size_t)(tri(fit) + fit) * vsize > (size_t)optin) fit--;
+    while (fit > 128 && (size_t)(tri(fit) + fit) * vsize > (size_t)p->optin) fit--;
     GS_TRY(gs_cuda_alloc(e, &p->cls, (size_t)n, "fsai factor: size classes"));
     GS_TRY(gs_cuda_alloc(e, &p->cls_sorted, (size_t)n, "fsai factor: sorted classes"));
     GS_TRY(gs_cuda_alloc(e, &p->rows, (size_t)n * sizeof(int32_t), "fsai factor: rows"));
@@ -585,12 +586,10 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
     gs_cuda_impl *c = gs_cuda_of(e);
     T *buf = NULL;
     int32_t *block_first = NULL;
-    int status = GS_OK, optin = 0;
+    int status = GS_OK;
     const size_t first_bytes = ((size_t)fsai_blocks(p->cap, GATHER_THREADS) + 1) * sizeof(int32_t);
     int32_t class_start[FACTOR_CLASSES + 1] = {};
     for (int k = 0; k < FACTOR_CLASSES; k++) class_start[k + 1] = class_start[k] + p->counts[k];
-    GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                                     c->device)));
     GS_TRY(gs_cuda_alloc(e, &buf, (size_t)p->cap * sizeof(T), "fsai factor: dense local systems"));
     GS_TRY(gs_cuda_alloc(e, &block_first, first_bytes, "fsai factor: gather block starts"));
     for (int32_t b = 0; b < p->K; b++) {
@@ -618,13 +617,13 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
                 GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, S->rp, buf, g, fail)));
             else if (k == 2)
                 GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, S->rp, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], optin)));
+                                                      p->counts[FACTOR_CLASSES + 1 + k], p->optin)));
             else if (k == 3)
                 GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, S->rp, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], optin)));
+                                                      p->counts[FACTOR_CLASSES + 1 + k], p->optin)));
             else
                 GS_TRY((factor_launch_block<T, 257>(e, a, z, j0, p, S->rp, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], optin)));
+                                                      p->counts[FACTOR_CLASSES + 1 + k], p->optin)));
         }
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     }

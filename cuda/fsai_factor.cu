@@ -19,12 +19,14 @@
  * g_K = ([K = m-1] sqrt(D_K) - sum_{i>K} U_iK g_i) / D_K.
  *
  * Size classes: m <= 32 one warp per system and m <= 64 two warps, rows of
- * the symmetric matrix in registers (factor_rows_kernel);
- * m <= 128 and m <= fit (the largest m <= 256 whose triangle fits a block's
- * shared memory: 239 in fp64 on an H100/H200) one block of 128, 256
- * threads per system with the triangle in shared memory; larger systems the
- * same block algorithm with 1024 threads on the triangle in place in global
- * memory (L1/L2 resident) and the pivot column in shared memory, which never
+ * the symmetric matrix in registers (factor_rows_kernel); m <= 128 and
+ * m <= fit (the largest m <= 256 whose triangle and a panel of PANEL
+ * columns fit a block's shared memory: 224 in fp64 on an H100/H200) one
+ * block of 128, 256 threads per system, the panel (blocked) factorisation
+ * with the triangle in shared memory (factor_panel_body); larger systems
+ * the same with the triangle in place in global memory and the panel in
+ * shared memory; beyond m = 1815 (fp64), where not even the panel fits,
+ * the step-by-step updates in place (factor_inplace_body), which never
  * fails. */
 #include <cub/cub.cuh>
 #include <cuda_pipeline.h>
@@ -36,14 +38,13 @@
 /* counters: the classes' counts, the largest m, each class's largest m */
 #define FACTOR_COUNTERS (2 * FACTOR_CLASSES + 1)
 #define GATHER_THREADS 256
-#define GLOBAL_THREADS 1024          /* m > fit: in place, latency-bound */
 #define DENSE_BUDGET_MAX ((size_t)1 << 30)
 #define DENSE_BUDGET_MIN ((size_t)64 << 20)
 
 static __host__ __device__ inline int64_t tri(int64_t r) { return r * (r + 1) / 2; }
 
 /* Size class of a system of m rows; fit: the largest m <= 256 whose
- * triangle and solution fit a block's shared memory (239 in fp64 on an
+ * triangle and panel fit a block's shared memory (224 in fp64 on an
  * H100/H200, 256 in fp32). */
 static __device__ inline int factor_class(int64_t m, int32_t fit)
 {
@@ -315,33 +316,210 @@ __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
     if (r < m) g_out[s_rp[row] + r] = g;
 }
 
-/* One block of BT threads per system; for the back substitution thread t
- * owns rows t, t + BT, ...
- * SHARED: the triangle and the solution in shared memory (copied in and
- * out); else in place: the triangle in sys, the solution in g_out, and the
- * pivot column copied to shared memory at each step when it fits (m <=
- * cap): the updates then read it there, and their loads and stores of the
- * triangle are free of the possible aliasing with the column's reads that
- * serialised them. */
-template <typename T, int BT, bool SHARED>
-static __device__ inline void factor_block_body(int32_t row, int64_t m, T *__restrict__ sys,
-                                                T *__restrict__ g_out, T *__restrict__ sm,
-                                                int64_t cap, unsigned long long *fail)
+/* U^T g = sqrt(D_m) e_m by back substitution on the factored triangle a
+ * (U below the diagonal, the pivots D on it): thread t owns rows t, t + BT,
+ * ...; y (m values) holds sum_{i>r} U_ir g_i, then g_r. A version in blocks
+ * of 32 rows (warp 0 solving each block by shuffles, two barriers a block)
+ * measured slower: docs/perf-notes.md, "FSAI setup, v6". */
+template <typename T, int BT>
+static __device__ inline void factor_back_subst(const T *__restrict__ a, T *__restrict__ y,
+                                                int64_t m)
 {
-    /* the trailing update as a TY x TX grid of threads over (row, column) of
-     * the trailing triangle: balanced, where one thread per row did r - J
-     * updates (the last row's thread set the pace, and half the block idled) */
-    constexpr int TX = BT >= 1024 ? 32 : BT >= 256 ? 16 : 8, TY = BT / TX;
-    const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+    for (int64_t r = threadIdx.x; r < m; r += BT) y[r] = (T)0;
+    __syncthreads();
+    for (int64_t K = m - 1; K >= 0; K--) {
+        if (K % BT == threadIdx.x) {
+            const T d = a[tri(K) + K];
+            y[K] = ((K == m - 1 ? sqrt(d) : (T)0) - y[K]) / d;       /* now g_K */
+        }
+        __syncthreads();
+        const T gK = y[K];
+        for (int64_t r = threadIdx.x; r < K; r += BT) y[r] += a[tri(K) + r] * gK;
+        /* no barrier: y[K-1] is next written and read by its owner only */
+    }
+}
+
+/* Blocked (panel) form of the same factorisation, for m > 64: the result
+ * is that of the step-by-step updates up to the order of the roundings.
+ * Panel J0 .. J0 + PANEL - 1 (PANEL columns, fewer at the end):
+ *   (a) its diagonal block, by warp 0: lane rho holds row J0 + rho in
+ *       registers, the column entries broadcast by shuffles (one warp, no
+ *       barrier per column);
+ *   (b) the rows below it, a thread each: row r's panel entries depend
+ *       only on the diagonal block (U_rk for k in the panel), no barrier;
+ *   (c) the trailing update a_rc -= sum_k U_rk U_ck / D_k over the panel,
+ *       a symmetric rank-PANEL update: each warp a 16 x 32 tile of the
+ *       trailing triangle, each lane 4 x 4 of it (rows rg + 4i, columns
+ *       cg + 8j, so that the lanes of a warp touch 4 rows of 8 consecutive
+ *       entries), 16 fused multiply-adds per 8 reads of the panel, each
+ *       entry of the triangle read and written once a panel.
+ * The step-by-step kernel read and wrote every trailing entry once a
+ * column, three shared-memory accesses per multiply-add and a barrier per
+ * column (docs/perf-notes.md, "FSAI setup, v6").
+ * The panel's columns are staged in shared memory, k-major (P[k m + rho],
+ * rho = r - J0), with their pivots' reciprocals. SHARED: the triangle in
+ * shared memory too (copied in and out); else in place in global memory
+ * (each entry of the trailing triangle read and written once a panel). */
+#ifndef PANEL
+#define PANEL 16
+#endif
+
+static __host__ __device__ inline int64_t panel_smem(int64_t m, bool shared)
+{
+    return (shared ? tri(m) : 0) + PANEL * m + PANEL;
+}
+
+/* Tiles of 16 rows x 32 columns before row block ri of the trailing
+ * triangle: row block i holds i / 2 + 1 of them. */
+static __device__ inline int panel_tiles_before(int ri)
+{
+    const int h = ri / 2;
+    return ri % 2 ? (h + 1) * (h + 1) : h * (h + 1);
+}
+
+template <typename T, int BT, bool SHARED>
+static __device__ inline void factor_panel_body(int32_t row, int64_t m, T *__restrict__ sys,
+                                                T *__restrict__ g_out, T *__restrict__ sm,
+                                                unsigned long long *fail)
+{
+    constexpr int B = PANEL, WARPS = BT / 32;
+    __shared__ int failed;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     T *a = SHARED ? sm : sys;
-    T *y = SHARED ? sm + tri(m) : g_out;
-    T *col = sm;                                       /* !SHARED: column J */
-    const bool staged = !SHARED && m <= cap;
-    if (SHARED) {
-        factor_copy_start(a, sys, tri(m), threadIdx.x, BT);
-        factor_copy_wait();
+    T *P = SHARED ? sm + tri(m) : sm;
+    T *inv = P + B * m;
+    if (SHARED) factor_copy_start(a, sys, tri(m), threadIdx.x, BT);
+    if (threadIdx.x == 0) failed = 0;
+    if (SHARED) factor_copy_wait();
+    __syncthreads();
+    for (int64_t J0 = 0; J0 < m; J0 += B) {
+        const int64_t rows = m - J0;
+        const int jb = rows < B ? (int)rows : B;
+        /* (a) rows jb .. B-1 of a short last panel padded with the identity,
+         * so that every loop is unrolled whole and d indexed statically; a
+         * pivot that is not positive stops nothing in the loop (the values
+         * after it are not used): the first one is reported. */
+        if (warp == 0) {
+            T d[B];
+            const int64_t base = tri(J0 + lane) + J0;
+#pragma unroll
+            for (int c = 0; c < B; c++)
+                d[c] = lane < jb ? (c <= lane ? a[base + c] : (T)0) : (T)(c == lane);
+            int bad = B;
+#pragma unroll
+            for (int k = 0; k < B; k++) {
+                const T piv = __shfl_sync(FULL_MASK, d[k], k);
+                if (!pivot_ok(piv) && bad == B) bad = k;  /* the same in every lane */
+                const T ik = factor_recip(piv);
+                if (lane == k) inv[k] = ik;
+                const T f = lane > k ? d[k] * ik : (T)0;
+#pragma unroll
+                for (int c = k + 1; c < B; c++) {
+                    const T uck = __shfl_sync(FULL_MASK, d[k], c);
+                    if (c <= lane) d[c] -= f * uck;
+                }
+            }
+            if (bad < jb) {
+                if (lane == 0) {
+                    factor_fail(fail, row, J0 + bad);
+                    failed = 1;
+                }
+            } else if (lane < jb) {
+#pragma unroll
+                for (int c = 0; c < B; c++) {
+                    if (c <= lane) a[base + c] = d[c];
+                    P[c * m + lane] = d[c];           /* 0 above the diagonal */
+                }
+            }
+        }
+        __syncthreads();
+        if (failed) return;
+        if (rows <= B) break;                         /* the last panel: no rows below */
+        /* (b): jb = B from here on */
+        for (int64_t rho = B + threadIdx.x; rho < rows; rho += BT) {
+            T p[B];
+            const int64_t base = tri(J0 + rho) + J0;
+#pragma unroll
+            for (int c = 0; c < B; c++) p[c] = a[base + c];
+#pragma unroll
+            for (int k = 0; k < B; k++) {
+                const T f = p[k] * inv[k];
+#pragma unroll
+                for (int c = k + 1; c < B; c++) p[c] -= f * P[k * m + c];
+            }
+#pragma unroll
+            for (int c = 0; c < B; c++) {
+                a[base + c] = p[c];
+                P[c * m + rho] = p[c];
+            }
+        }
+        __syncthreads();
+        /* (c) */
+        const int nr = (int)((rows - B + 15) / 16), tiles = panel_tiles_before(nr);
+        const int rg = lane >> 3, cg = lane & 7;
+        int ri = 0;
+        for (int q = warp; q < tiles; q += WARPS) {
+            while (panel_tiles_before(ri + 1) <= q) ri++;
+            const int64_t r0 = B + 16 * ri + rg, c0 = B + 32 * (q - panel_tiles_before(ri)) + cg;
+            int64_t rr[4], cc[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                rr[i] = r0 + 4 * i < rows ? r0 + 4 * i : rows - 1;  /* clamped reads */
+                cc[i] = c0 + 8 * i < rows ? c0 + 8 * i : rows - 1;
+            }
+            T acc[4][4] = {};
+#pragma unroll
+            for (int k = 0; k < B; k++) {
+                const T *Pk = P + k * m;
+                const T ik = inv[k];
+                T x[4], y[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    x[i] = Pk[rr[i]];
+                    y[i] = Pk[cc[i]] * ik;
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) acc[i][j] += x[i] * y[j];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int64_t r = r0 + 4 * i;
+                if (r >= rows) break;
+                T *ar = a + tri(J0 + r) + J0;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (c0 + 8 * j <= r) ar[c0 + 8 * j] -= acc[i][j];
+            }
+        }
         __syncthreads();
     }
+    T *y = SHARED ? P : g_out;
+    factor_back_subst<T, BT>(a, y, m);
+    if (SHARED) {
+        __syncthreads();
+        for (int64_t r = threadIdx.x; r < m; r += BT) g_out[r] = y[r];
+    }
+}
+
+/* Systems too large for even the panel in shared memory (PANEL m values:
+ * m > 1815 in fp64): the step-by-step updates on the triangle in place in
+ * global memory, one block of BT threads, the pivot column copied to
+ * shared memory at each step when it fits (m <= cap): the updates then
+ * read it there, and their loads and stores of the triangle are free of
+ * the possible aliasing with the column's reads that serialised them.
+ * Slow (every trailing entry read and written once a column) but it never
+ * fails. */
+template <typename T, int BT>
+static __device__ inline void factor_inplace_body(int32_t row, int64_t m, T *__restrict__ a,
+                                                  T *__restrict__ g_out, T *__restrict__ col,
+                                                  int64_t cap, unsigned long long *fail)
+{
+    /* the trailing update as a TY x TX grid of threads over (row, column) */
+    constexpr int TX = BT >= 1024 ? 32 : BT >= 256 ? 16 : 8, TY = BT / TX;
+    const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+    const bool staged = m <= cap;
     for (int64_t J = 0; J < m; J++) {
         const T piv = a[tri(J) + J];
         if (!pivot_ok(piv)) {
@@ -358,7 +536,7 @@ static __device__ inline void factor_block_body(int32_t row, int64_t m, T *__res
                 for (int64_t c = J + 1 + tx; c <= r; c += TX) ar[c] -= f * col[c];
             }
         } else {
-            for (int64_t r = J + 1 + ty; r < m; r += TY) { /* thread (ty, tx): r = ty, c = tx mod */
+            for (int64_t r = J + 1 + ty; r < m; r += TY) {
                 T *ar = a + tri(r);
                 const T f = ar[J] * inv;
                 for (int64_t c = J + 1 + tx; c <= r; c += TX) ar[c] -= f * a[tri(c) + J];
@@ -366,26 +544,13 @@ static __device__ inline void factor_block_body(int32_t row, int64_t m, T *__res
         }
         __syncthreads();
     }
-    for (int64_t r = threadIdx.x; r < m; r += BT) y[r] = (T)0; /* y_r: sum_{i>r} U_ir g_i */
-    __syncthreads();
-    for (int64_t K = m - 1; K >= 0; K--) {
-        if (K % BT == threadIdx.x) {
-            const T d = a[tri(K) + K];
-            y[K] = ((K == m - 1 ? sqrt(d) : (T)0) - y[K]) / d;       /* now g_K */
-        }
-        __syncthreads();
-        const T gK = y[K];
-        for (int64_t r = threadIdx.x; r < K; r += BT) y[r] += a[tri(K) + r] * gK;
-        /* no barrier: y[K-1] is next written and read by its owner only */
-    }
-    if (SHARED) {
-        __syncthreads();
-        for (int64_t r = threadIdx.x; r < m; r += BT) g_out[r] = y[r];
-    }
+    factor_back_subst<T, BT>(a, g_out, m);
 }
 
-/* cap: the T values of dynamic shared memory. A system whose triangle and
- * solution fit takes the shared path, a larger one the in-place path. */
+/* One block of BT threads per system. cap: the T values of dynamic shared
+ * memory; each system takes the fastest path that fits it: the panel
+ * factorisation with the triangle in shared memory, with the triangle in
+ * place in global memory, or the step-by-step updates in place. */
 template <typename T, int BT>
 __global__ void __launch_bounds__(BT)
     factor_block_kernel(int32_t j0, int32_t chunk0, const int64_t *__restrict__ off,
@@ -399,8 +564,10 @@ __global__ void __launch_bounds__(BT)
     const int64_t m = s_rp[row + 1] - s_rp[row];
     T *sys = buf + (off[j] - off[chunk0]);
     T *sm = (T *)factor_smem;
-    if (tri(m) + m <= cap) factor_block_body<T, BT, true>(row, m, sys, g_out + s_rp[row], sm, cap, fail);
-    else factor_block_body<T, BT, false>(row, m, sys, g_out + s_rp[row], sm, cap, fail);
+    T *g = g_out + s_rp[row];
+    if (panel_smem(m, true) <= cap) factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail);
+    else if (panel_smem(m, false) <= cap) factor_panel_body<T, BT, false>(row, m, sys, g, sm, fail);
+    else factor_inplace_body<T, BT>(row, m, sys, g, sm, cap, fail);
 }
 
 /* off[first[b]] for b <= K (first[K] = n): the chunks' packed offsets. */
@@ -427,7 +594,7 @@ typedef struct factor_plan {
     int64_t *first_off;   /* host, K + 1 */
     int64_t budget;       /* entries a chunk starts within */
     int64_t cap;          /* entries the buffer holds */
-    int optin;            /* a block's shared memory, bytes (opt-in limit) */
+    size_t smem_max;      /* dynamic shared memory a block kernel can have, bytes */
 } factor_plan;
 
 static void factor_plan_free(gs_engine *e, factor_plan *p)
@@ -445,6 +612,26 @@ static void factor_plan_free(gs_engine *e, factor_plan *p)
     free(p->first_off);
 }
 
+/* The dynamic shared memory both block kernels can have: the opt-in limit
+ * less their static shared memory, in whole T values. */
+template <typename T>
+static int factor_smem_max(gs_engine *e, size_t *out)
+{
+    int optin = 0, status = GS_OK;
+    cudaFuncAttributes a128, a256;
+    GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                     gs_cuda_of(e)->device)));
+    GS_TRY(CUDA_CALL(&e->err, cudaFuncGetAttributes(&a128, factor_block_kernel<T, 128>)));
+    GS_TRY(CUDA_CALL(&e->err, cudaFuncGetAttributes(&a256, factor_block_kernel<T, 256>)));
+    {
+        const size_t st = a128.sharedSizeBytes > a256.sharedSizeBytes ? a128.sharedSizeBytes
+                                                                       : a256.sharedSizeBytes;
+        *out = ((size_t)optin > st ? (size_t)optin - st : 0) / sizeof(T) * sizeof(T);
+    }
+cleanup:
+    return status;
+}
+
 /* Classes, the stable sort of the rows by class, the size scan. */
 static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, factor_plan *p)
 {
@@ -453,9 +640,9 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
     int status = GS_OK;
     int32_t fit = 256;
     size_t bytes = 0;
-    GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&p->optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                                     c->device)));
-    while (fit > 128 && (size_t)(tri(fit) + fit) * vsize > (size_t)p->optin) fit--;
+    GS_TRY(vsize == sizeof(float) ? factor_smem_max<float>(e, &p->smem_max)
+                                  : factor_smem_max<double>(e, &p->smem_max));
+    while (fit > 128 && (size_t)panel_smem(fit, true) * vsize > p->smem_max) fit--;
     GS_TRY(gs_cuda_alloc(e, &p->cls, (size_t)n, "fsai factor: size classes"));
     GS_TRY(gs_cuda_alloc(e, &p->cls_sorted, (size_t)n, "fsai factor: sorted classes"));
     GS_TRY(gs_cuda_alloc(e, &p->rows, (size_t)n * sizeof(int32_t), "fsai factor: rows"));
@@ -551,26 +738,24 @@ static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chun
                        (const int32_t *)p->order, s_rp, (const T *)buf, g, fail);
 }
 
-/* Systems [j0, j1) of size class m <= BT (BT > 256: any m larger than
- * fit), the largest mc: one block each, with as much shared memory as the
- * class's largest system needs, up to the device's limit
- * (factor_block_kernel picks the shared or the in-place path system by
- * system). The in-place systems get GLOBAL_THREADS threads: their updates
- * wait on the L2 cache, and more threads keep more of them in flight. */
+/* Systems [j0, j1) of one of the block classes (m > 64), the largest mc:
+ * one block of BT threads each, with the shared memory the class's largest
+ * system needs (its triangle and panel when the class fits shared memory,
+ * else its panel), up to the device's limit; factor_block_kernel picks
+ * each system's path by what fits. */
 template <typename T, int BT>
 static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
                                const factor_plan *p, const int64_t *s_rp, T *buf, T *g,
-                               unsigned long long *fail, int64_t mc, size_t smem_optin)
+                               unsigned long long *fail, int64_t mc, bool shared_class)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
-    constexpr int B = BT <= 256 ? BT : GLOBAL_THREADS;
     int status = GS_OK;
-    const size_t whole = (size_t)(tri(mc) + mc) * sizeof(T);
-    const size_t smem = whole < smem_optin ? whole : smem_optin / sizeof(T) * sizeof(T);
-    auto kernel = factor_block_kernel<T, B>;
+    const size_t whole = (size_t)panel_smem(mc, shared_class) * sizeof(T);
+    const size_t smem = whole < p->smem_max ? whole : p->smem_max;
+    auto kernel = factor_block_kernel<T, BT>;
     GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)smem)));
-    GS_TRY(CUDA_LAUNCH(&e->err, kernel, j1 - j0, B, smem, c->stream, j0, chunk0,
+    GS_TRY(CUDA_LAUNCH(&e->err, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
                        (const int64_t *)p->off, (const int32_t *)p->order, s_rp, buf, g, fail,
                        (int64_t)(smem / sizeof(T))));
 cleanup:
@@ -617,13 +802,10 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
                 GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, S->rp, buf, g, fail)));
             else if (k == 2)
                 GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, S->rp, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], p->optin)));
-            else if (k == 3)
-                GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, S->rp, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], p->optin)));
+                                                      p->counts[FACTOR_CLASSES + 1 + k], true)));
             else
-                GS_TRY((factor_launch_block<T, 257>(e, a, z, j0, p, S->rp, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], p->optin)));
+                GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, S->rp, buf, g, fail,
+                                                      p->counts[FACTOR_CLASSES + 1 + k], k == 3)));
         }
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     }

@@ -324,6 +324,44 @@ START_TEST(test_random_with_dense_rows)
 }
 END_TEST
 
+/* An arrowhead (tridiagonal, the last row and column dense; diagonally
+ * dominant): with k = 1 the last row's local system is the whole matrix,
+ * m = n, next to systems of 1 and 2 rows. n = 600: the panel factorisation
+ * in place in global memory; n = 2000 in fp64: past the largest panel that
+ * fits shared memory (m > 1815), the step-by-step path; in fp32 the panel
+ * again. */
+START_TEST(test_one_huge_system)
+{
+    tu_rng r = tu_rng_seed(11);
+    const int32_t sizes[] = {600, 2000};
+    for (int t = 0; t < 2; t++) {
+        const int32_t n = sizes[t];
+        int32_t *ri = malloc(5 * (size_t)n * sizeof *ri), *ci = malloc(5 * (size_t)n * sizeof *ci);
+        double *v = malloc(5 * (size_t)n * sizeof *v);
+        ck_assert(ri && ci && v);
+        int64_t q = 0;
+        for (int32_t i = 0; i < n; i++) {
+            ri[q] = ci[q] = i, v[q++] = i == n - 1 ? (double)n : 4.0;
+            if (i + 1 < n - 1) {
+                const double w = -tu_uniform(&r);
+                ri[q] = i, ci[q] = i + 1, v[q++] = w;
+                ri[q] = i + 1, ci[q] = i, v[q++] = w;
+            }
+            if (i < n - 1) {
+                const double w = tu_rand_signed(&r, 0.1, 0.5);
+                ri[q] = i, ci[q] = n - 1, v[q++] = w;
+                ri[q] = n - 1, ci[q] = i, v[q++] = w;
+            }
+        }
+        gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
+        free(ri), free(ci), free(v);
+        check_case(&A, 0.0, 1, 0.0, NULL, t ? "arrowhead:2000" : "arrowhead:600");
+        if (t) check_case(&A, 0.0, 1, 0.0, "single", "arrowhead:2000");
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
 START_TEST(test_single_precision)
 {
     gs_csr A = tu_generated("poisson3d:12");
@@ -598,6 +636,7 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_generated);
         tcase_add_test(tc, test_every_size_class);
         tcase_add_test(tc, test_random_with_dense_rows);
+        tcase_add_test(tc, test_one_huge_system);
         tcase_add_test(tc, test_single_precision);
         tcase_add_test(tc, test_real_spd);
         tcase_add_test(tc, test_engine_copy_of_A);

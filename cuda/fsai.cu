@@ -32,6 +32,10 @@ extern "C" {
 
 #define FULL_MASK 0xffffffffu
 #define ROW_WARPS 8 /* warps (rows) per 256-thread block of the row kernels */
+#define POSTFILTER_ZCAP 384
+#ifndef POSTFILTER_ILP
+#define POSTFILTER_ILP 2 /* entries of a row of A a lane searches for at once */
+#endif /* longest row of G whose z^T A z is summed in shared memory */
 
 /* ------------------------------------------------------------- helpers */
 
@@ -274,7 +278,7 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
                                        const int32_t *__restrict__ a_col,
                                        const double *__restrict__ a_val, int64_t *g_rp,
                                        int32_t *__restrict__ g_col, T *__restrict__ g_val,
-                                       int *fail)
+                                       int zcap, int *fail)
 {
     const int lane = threadIdx.x & 31;
     const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
@@ -336,6 +340,49 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
             const double zs = __shfl_sync(FULL_MASK, zv, s);
             if (q < total && hit) zaz += zj * (a_val[p] * zs);
         }
+    } else if (mz <= zcap) {
+        /* Z and z staged in the warp's slice of shared memory: read from
+         * global memory, where this warp has just written them, every step
+         * of the searches waited on the L2 cache (bcsstk16: 0.83 ms). Each
+         * lane walks row Z_r of A POSTFILTER_ILP entries at a time, their
+         * branch-free binary searches (lo = the entries of Z below the
+         * column) interleaved. Two, not four: four took the kernel from 40
+         * to 48 registers, and the occupancy of every row with it. */
+        extern __shared__ double postfilter_smem[];         /* zcap values, zcap columns a warp */
+        double *zs = postfilter_smem + (threadIdx.x >> 5) * zcap;
+        int32_t *Zs = (int32_t *)(postfilter_smem + ROW_WARPS * zcap) + (threadIdx.x >> 5) * zcap;
+        const int nz = (int)mz;
+        for (int r = lane; r < nz; r += 32) {
+            Zs[r] = Z[r];
+            zs[r] = (double)z[r];
+        }
+        __syncwarp();
+        int top = 1;
+        while (2 * top <= nz) top *= 2;
+        for (int r = lane; r < nz; r += 32) {
+            const int32_t zr = Zs[r];
+            const int64_t p1 = a_rp[zr + 1];
+            double az = 0.0;                                   /* (A z)_{Z_r} */
+            for (int64_t p = a_rp[zr]; p < p1; p += POSTFILTER_ILP) {
+                int32_t cu[POSTFILTER_ILP];
+                double vu[POSTFILTER_ILP];
+                int lo[POSTFILTER_ILP];
+#pragma unroll
+                for (int u = 0; u < POSTFILTER_ILP; u++) {
+                    cu[u] = p + u < p1 ? a_col[p + u] : INT32_MAX; /* columns are < n */
+                    vu[u] = p + u < p1 ? a_val[p + u] : 0.0;
+                    lo[u] = 0;
+                }
+                for (int step = top; step > 0; step >>= 1)
+#pragma unroll
+                    for (int u = 0; u < POSTFILTER_ILP; u++)
+                        if (lo[u] + step <= nz && Zs[lo[u] + step - 1] < cu[u]) lo[u] += step;
+#pragma unroll
+                for (int u = 0; u < POSTFILTER_ILP; u++)
+                    if (lo[u] < nz && Zs[lo[u]] == cu[u]) az += vu[u] * zs[lo[u]];
+            }
+            zaz += zs[r] * az;
+        }
     } else {
         for (int64_t r = lane; r < mz; r += 32) {
             double az = 0.0;                                   /* (A z)_{Z_r} */
@@ -357,8 +404,11 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
 
 template <typename T>
 static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_dcsr *H,
-                                 double delta, fsai_dcsr *G, gs_error *err)
+                                 int64_t m_max, double delta, fsai_dcsr *G, gs_error *err)
 {
+    /* shared memory only where a row of G can be longer than 32 (no row of
+     * G is longer than its local system): it would cost the others occupancy */
+    const int zcap = m_max > 32 ? POSTFILTER_ZCAP : 0;
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = H->n;
     const unsigned grid = fsai_blocks(n, ROW_WARPS);
@@ -372,14 +422,14 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
                        c->stream, n, (const int64_t *)H->rp, (const int32_t *)H->col,
                        (const T *)H->val, delta, (const int64_t *)dA->rp,
                        (const int32_t *)dA->col, (const double *)dA->val, G->rp, (int32_t *)NULL,
-                       (T *)NULL, d_fail));
+                       (T *)NULL, 0, d_fail));
     GS_TRY(fsai_counts_to_row_ptr(e, G->rp, n, &nnz));
     GS_TRY(fsai_dcsr_alloc_entries(e, G, nnz, sizeof(T), "fsai: G"));
-    GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, true>), grid, 32 * ROW_WARPS, 0,
-                       c->stream, n, (const int64_t *)H->rp, (const int32_t *)H->col,
-                       (const T *)H->val, delta, (const int64_t *)dA->rp,
-                       (const int32_t *)dA->col, (const double *)dA->val, G->rp, G->col,
-                       (T *)G->val, d_fail));
+    GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, true>), grid, 32 * ROW_WARPS,
+                       (size_t)zcap * ROW_WARPS * (sizeof(double) + sizeof(int32_t)), c->stream, n,
+                       (const int64_t *)H->rp, (const int32_t *)H->col, (const T *)H->val, delta,
+                       (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                       (const double *)dA->val, G->rp, G->col, (T *)G->val, zcap, d_fail));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&fail, d_fail, sizeof fail, cudaMemcpyDeviceToHost,
                                               c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
@@ -642,8 +692,8 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, &m_max, err));   /* gather, factorisation */
     nnz_hat = S.nnz;
     t0 = gs_pc_stage_begin(pc);
-    if (o->prec == GS_FP32) GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, o->delta, &G, err));
-    else GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, o->delta, &G, err));
+    if (o->prec == GS_FP32) GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, m_max, o->delta, &G, err));
+    else GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, &G, err));
     fsai_dcsr_free(e, &S);
     fsai_release_A(e, &dA, &viewA);
     GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));

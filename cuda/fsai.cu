@@ -34,7 +34,7 @@ extern "C" {
 #define ROW_WARPS 8 /* warps (rows) per 256-thread block of the row kernels */
 #define POSTFILTER_ZCAP 384
 #ifndef POSTFILTER_ILP
-#define POSTFILTER_ILP 2 /* entries of a row of A a lane searches for at once */
+#define POSTFILTER_ILP 4 /* entries of a row of A a lane searches for at once */
 #endif /* longest row of G whose z^T A z is summed in shared memory */
 
 /* ------------------------------------------------------------- helpers */
@@ -346,8 +346,9 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
          * of the searches waited on the L2 cache (bcsstk16: 0.83 ms). Each
          * lane walks row Z_r of A POSTFILTER_ILP entries at a time, their
          * branch-free binary searches (lo = the entries of Z below the
-         * column) interleaved. Two, not four: four took the kernel from 40
-         * to 48 registers, and the occupancy of every row with it. */
+         * column) interleaved. Four: 15.5 ms where two took 32.5 on the
+         * 27-point tau=0.01 k=2 case; they cost 8 registers (40 to 48) and
+         * with them 0.4 ms on poisson3d:128, whose rows are all short. */
         extern __shared__ double postfilter_smem[];         /* zcap values, zcap columns a warp */
         double *zs = postfilter_smem + (threadIdx.x >> 5) * zcap;
         int32_t *Zs = (int32_t *)(postfilter_smem + ROW_WARPS * zcap) + (threadIdx.x >> 5) * zcap;

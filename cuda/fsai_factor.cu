@@ -39,7 +39,11 @@
 #define FACTOR_COUNTERS (2 * FACTOR_CLASSES + 1)
 #define GATHER_THREADS 256
 #define DENSE_BUDGET_MAX ((size_t)1 << 30)
-#define DENSE_BUDGET_MIN ((size_t)64 << 20)
+/* at least 256 MiB a chunk (within a quarter of free memory): 64 MiB cut
+ * bcsstk16's 600 MB of local systems into 9 chunks, each a gather, a
+ * partial last wave of blocks and two synchronisations (10.4 against
+ * 9.4 ms) */
+#define DENSE_BUDGET_MIN ((size_t)256 << 20)
 
 static __host__ __device__ inline int64_t tri(int64_t r) { return r * (r + 1) / 2; }
 
@@ -677,7 +681,7 @@ cleanup:
  * offset reaches b * budget, so it holds at most budget + one system. The
  * budget: the packed values of all systems if small, else about the bytes
  * of Ĝ's values (so that the setup's peak memory stays a small multiple of
- * the factor's), within [64 MiB, 1 GiB] and a quarter of free memory. */
+ * the factor's), within [256 MiB, 1 GiB] and a quarter of free memory. */
 static int factor_plan_chunks(gs_engine *e, const fsai_dcsr *S, size_t vsize, factor_plan *p)
 {
     gs_cuda_impl *c = gs_cuda_of(e);

@@ -690,7 +690,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, &S));
     fsai_dcsr_free(e, &At);
     GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
-    GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, &m_max, err));   /* gather, factorisation */
+    GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, &m_max, err)); /* gather, factorisation */
     nnz_hat = S.nnz;
     t0 = gs_pc_stage_begin(pc);
     if (o->prec == GS_FP32) GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, m_max, o->delta, &G, err));
@@ -736,8 +736,9 @@ extern "C" int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     pc->destroy = gs_fsai_destroy;
     GS_TRY(gs_fsai_read_options(pc, &o, err));
     if (A->n_rows != A->n_cols || !A->val) GS_TRY(gs_fsai_check_input(A, NULL, err));
-    snprintf(pc->description, sizeof pc->description, "tau=%g k=%ld delta=%g precision=%s", o.tau,
-             o.k, o.delta, o.prec == GS_FP32 ? "single" : "double");
+    snprintf(pc->description, sizeof pc->description, "tau=%g k=%ld delta=%g precision=%s gather=%s",
+             o.tau, o.k, o.delta, o.prec == GS_FP32 ? "single" : "double",
+             o.fused_gather ? "fused" : "separate");
     GS_TRY(fsai_cuda_build(pc, A, &o, d, err));
     pc->apply = gs_fsai_apply;
     pc->apply_dot = gs_fsai_apply_dot;

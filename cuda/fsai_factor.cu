@@ -70,14 +70,18 @@ __global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__
     atomicMax(&counts[FACTOR_CLASSES + 1 + c], (int)m);
 }
 
-/* sizes[j] = m (m + 1) / 2 of the system of row order[j]. */
+/* sizes[j] = m (m + 1) / 2 of the system of row order[j], 0 for a system
+ * the factorisation gathers itself (fused: m <= 64): such systems take no
+ * room in the dense buffer. */
 __global__ void factor_sizes_kernel(int32_t n, const int64_t *__restrict__ s_rp,
-                                    const int32_t *__restrict__ order, int64_t *__restrict__ sizes)
+                                    const int32_t *__restrict__ order, int fused,
+                                    int64_t *__restrict__ sizes)
 {
     const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (j >= n) return;
     const int32_t i = order[j];
-    sizes[j] = tri(s_rp[i + 1] - s_rp[i]);
+    const int64_t m = s_rp[i + 1] - s_rp[i];
+    sizes[j] = fused && m <= 64 ? 0 : tri(m);
 }
 
 /* Chunk b starts at the first system whose packed offset is >= b * budget:
@@ -238,27 +242,65 @@ static __device__ inline void factor_rows_sync()
     else __syncthreads();
 }
 
-template <typename T, int M>
+/* The dense system's source: the packed triangle in the gather buffer, or
+ * (FUSED) A itself, each thread r gathering its row's lower part: the
+ * entries a_{P_r, j}, j <= P_r, of row P_r of A (sorted) placed at their
+ * positions in P (a binary search of P in shared memory), zeros elsewhere:
+ * the values the gather kernel would have written, without the buffer's
+ * round trip through global memory. */
+template <typename T>
+struct factor_source {
+    const int64_t *off;
+    const T *buf;
+    const int32_t *s_col;
+    const int64_t *a_rp;
+    const int32_t *a_col;
+    const double *a_val;
+};
+
+template <typename T, int M, bool FUSED>
 __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
-    factor_rows_kernel(int32_t j0, int32_t j1, int32_t chunk0, const int64_t *__restrict__ off,
-                       const int32_t *__restrict__ order, const int64_t *__restrict__ s_rp,
-                       const T *__restrict__ buf, T *__restrict__ g_out,
-                       unsigned long long *fail)
+    factor_rows_kernel(int32_t j0, int32_t j1, int32_t chunk0, const int32_t *__restrict__ order,
+                       const int64_t *__restrict__ s_rp, factor_source<T> src,
+                       T *__restrict__ g_out, unsigned long long *fail)
 {
     constexpr int SPB = factor_rows_shape<M>::systems;
     __shared__ T packed[SPB][M * (M + 1) / 2];
     __shared__ __align__(16) T colv[SPB][2][M];
+    __shared__ int32_t pcol[FUSED ? SPB : 1][FUSED ? M : 1];
     const int r = (int)(threadIdx.x % M), s = (int)(threadIdx.x / M);
     const int32_t j = j0 + (int32_t)blockIdx.x * SPB + s;
     /* M = 32: the whole warp leaves; M = 64: one system a block, j < j1 */
     if (j >= j1) return;
     const int32_t row = order[j];
     const int m = (int)(s_rp[row + 1] - s_rp[row]);
-    const T *sys = buf + (off[j] - off[chunk0]);
     T *pk = packed[s];
     T(*cv)[M] = colv[s];
-    factor_copy_start(pk, sys, tri(m), r, M);
-    factor_copy_wait();
+    if constexpr (FUSED) {
+        int32_t *P = pcol[s];
+        if (r < m) P[r] = src.s_col[s_rp[row] + r];
+        factor_rows_sync<M>();
+        if (r < m) {
+            T *prow = pk + tri(r);
+            for (int c = 0; c <= r; c++) prow[c] = (T)0;
+            const int32_t pr = P[r];
+            const int64_t q1 = src.a_rp[pr + 1];
+            for (int64_t q = src.a_rp[pr]; q < q1; q++) {
+                const int32_t col = src.a_col[q];
+                if (col > pr) break;                  /* the upper part of the row */
+                int lo = 0, hi = r;                   /* the first P[lo] >= col, lo <= r */
+                while (lo < hi) {
+                    const int mid = (lo + hi) >> 1;
+                    if (P[mid] < col) lo = mid + 1;
+                    else hi = mid;
+                }
+                if (P[lo] == col) prow[lo] = (T)src.a_val[q];
+            }
+        }
+    } else {
+        factor_copy_start(pk, src.buf + (src.off[j] - src.off[chunk0]), tri(m), r, M);
+        factor_copy_wait();
+    }
     factor_rows_sync<M>();
     T a[M];
     const int tr = (int)tri(r);
@@ -599,6 +641,7 @@ typedef struct factor_plan {
     int64_t budget;       /* entries a chunk starts within */
     int64_t cap;          /* entries the buffer holds */
     size_t smem_max;      /* dynamic shared memory a block kernel can have, bytes */
+    int fused;            /* systems of <= 64 rows gathered by the rows kernels */
 } factor_plan;
 
 static void factor_plan_free(gs_engine *e, factor_plan *p)
@@ -668,7 +711,7 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
                                                               p->cls_sorted, (const int32_t *)p->rows,
                                                               p->order, n, 0, 3, c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_sizes_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
-                       (const int64_t *)S->rp, (const int32_t *)p->order, p->sizes));
+                       (const int64_t *)S->rp, (const int32_t *)p->order, p->fused, p->sizes));
     GS_TRY(fsai_exclusive_scan(e, p->sizes, p->off, n));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(p->counts, p->counters, sizeof p->counts,
                                               cudaMemcpyDeviceToHost, c->stream)));
@@ -706,6 +749,7 @@ static int factor_plan_chunks(gs_engine *e, const fsai_dcsr *S, size_t vsize, fa
     p->K = (int32_t)(last / p->budget + 1);
     p->cap = p->budget + tri(m_max);
     if (p->cap > total) p->cap = total;
+    if (p->cap < 1) p->cap = 1; /* every system gathered fused */
     p->first = (int32_t *)gs_malloc(((size_t)p->K + 1) * sizeof(int32_t), "fsai factor: chunks", &e->err);
     p->first_off = (int64_t *)gs_malloc(((size_t)p->K + 1) * sizeof(int64_t), "fsai factor: chunks", &e->err);
     if (!p->first || !p->first_off) GS_TRY(GS_ERR_NOMEM);
@@ -733,13 +777,18 @@ cleanup:
 /* Systems [j0, j1) of size class m <= M, M = 32 or 64. */
 template <typename T, int M>
 static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
-                              const factor_plan *p, const int64_t *s_rp, T *buf, T *g,
-                              unsigned long long *fail)
+                              const factor_plan *p, const fsai_dcsr *A, const fsai_dcsr *S,
+                              T *buf, T *g, unsigned long long *fail)
 {
     constexpr int SPB = factor_rows_shape<M>::systems;
-    return CUDA_LAUNCH(&e->err, (factor_rows_kernel<T, M>), fsai_blocks(j1 - j0, SPB), M * SPB, 0,
-                       gs_cuda_of(e)->stream, j0, j1, chunk0, (const int64_t *)p->off,
-                       (const int32_t *)p->order, s_rp, (const T *)buf, g, fail);
+    const factor_source<T> src = {p->off, buf, S->col, A->rp, A->col, (const double *)A->val};
+    if (p->fused)
+        return CUDA_LAUNCH(&e->err, (factor_rows_kernel<T, M, true>), fsai_blocks(j1 - j0, SPB),
+                           M * SPB, 0, gs_cuda_of(e)->stream, j0, j1, chunk0,
+                           (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
+    return CUDA_LAUNCH(&e->err, (factor_rows_kernel<T, M, false>), fsai_blocks(j1 - j0, SPB),
+                       M * SPB, 0, gs_cuda_of(e)->stream, j0, j1, chunk0, (const int32_t *)p->order,
+                       (const int64_t *)S->rp, src, g, fail);
 }
 
 /* Systems [j0, j1) of one of the block classes (m > 64), the largest mc:
@@ -786,14 +835,16 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
         const int64_t count = p->first_off[b + 1] - p->first_off[b];
         if (j0 >= j1) continue;
         double t0 = gs_pc_stage_begin(pc);
-        GS_TRY(CUDA_LAUNCH(&e->err, factor_block_first_kernel, fsai_blocks(j1 - j0, 256), 256, 0,
-                           c->stream, j0, j1, (const int64_t *)p->off, block_first));
-        GS_TRY(CUDA_LAUNCH(&e->err, factor_gather_kernel<T>, fsai_blocks(count, GATHER_THREADS),
-                           GATHER_THREADS, 0, c->stream, j0, j1, (const int64_t *)p->off,
-                           (const int32_t *)block_first, (const int32_t *)p->order,
-                           (const int64_t *)S->rp,
-                           (const int32_t *)S->col, (const int64_t *)A->rp,
-                           (const int32_t *)A->col, (const double *)A->val, buf));
+        if (count > 0) { /* none when every system of the chunk is gathered fused */
+            GS_TRY(CUDA_LAUNCH(&e->err, factor_block_first_kernel, fsai_blocks(j1 - j0, 256), 256,
+                               0, c->stream, j0, j1, (const int64_t *)p->off, block_first));
+            GS_TRY(CUDA_LAUNCH(&e->err, factor_gather_kernel<T>, fsai_blocks(count, GATHER_THREADS),
+                               GATHER_THREADS, 0, c->stream, j0, j1, (const int64_t *)p->off,
+                               (const int32_t *)block_first, (const int32_t *)p->order,
+                               (const int64_t *)S->rp, (const int32_t *)S->col,
+                               (const int64_t *)A->rp, (const int32_t *)A->col,
+                               (const double *)A->val, buf));
+        }
         GS_TRY(gs_pc_stage_end(pc, "gather", t0));
         t0 = gs_pc_stage_begin(pc);
         for (int k = 0; k < FACTOR_CLASSES; k++) {
@@ -801,9 +852,9 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
             const int32_t z = j1 < class_start[k + 1] ? j1 : class_start[k + 1];
             if (a >= z) continue;
             if (k == 0)
-                GS_TRY((factor_launch_rows<T, 32>(e, a, z, j0, p, S->rp, buf, g, fail)));
+                GS_TRY((factor_launch_rows<T, 32>(e, a, z, j0, p, A, S, buf, g, fail)));
             else if (k == 1)
-                GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, S->rp, buf, g, fail)));
+                GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, A, S, buf, g, fail)));
             else if (k == 2)
                 GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, S->rp, buf, g, fail,
                                                       p->counts[FACTOR_CLASSES + 1 + k], true)));
@@ -840,7 +891,7 @@ cleanup:
 }
 
 int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
-                     int64_t *m_max, gs_error *err)
+                     int fused, int64_t *m_max, gs_error *err)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -850,6 +901,7 @@ int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision p
     void *g = NULL;
     int status = GS_OK;
     p.n = S->n;
+    p.fused = fused;
     double t0 = gs_pc_stage_begin(pc);
     GS_TRY(factor_plan_order(e, S, vsize, &p));
     *m_max = p.counts[FACTOR_CLASSES];

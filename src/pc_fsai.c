@@ -48,6 +48,11 @@ const gs_param_decl gs_fsai_params[] = {
     {"precond-precision", "double",
      "FSAI: values of G and G^T as stored for the apply, double|single (the Krylov method "
      "stays in double)"},
+    {"gather", "fused",
+     "FSAI, CUDA setup: fused: the factorisation kernels gather local systems of at most 64 "
+     "rows themselves (no dense buffer; their gather time shows under factorisation); "
+     "separate: a gather kernel for every system, one thread an element (the paper's Fig. 1); "
+     "fused|separate"},
     {NULL, NULL, NULL},
 };
 
@@ -112,6 +117,11 @@ int gs_fsai_read_options(const gs_pc *pc, fsai_options *o, gs_error *err)
         status = gs_params_choice(pc->params, gs_fsai_params, "precond-precision",
                                   "double|single", &precision, err);
     if (status == GS_OK) o->prec = strcmp(precision, "single") == 0 ? GS_FP32 : GS_FP64;
+    const char *gather = NULL;
+    if (status == GS_OK)
+        status = gs_params_choice(pc->params, gs_fsai_params, "gather", "fused|separate", &gather,
+                                  err);
+    if (status == GS_OK) o->fused_gather = strcmp(gather, "fused") == 0;
     return status;
 }
 

@@ -44,6 +44,7 @@
 static gs_engine *gpu;
 static int host_A; /* 1: the setup gets no engine copy of A (pc->A = NULL): it uploads A */
 static double worst64, worst32; /* largest max |g_gpu - g_cpu| / ||g|| seen, per precision */
+static const char *gather_mode; /* the setups' --gather (NULL: the default, fused) */
 
 /* --------------------------------------------------------------- setups */
 
@@ -240,8 +241,9 @@ static void check_case(const gs_csr *A, double tau, long k, double delta, const 
     char label[200];
     tu_fsai_args a;
     const gs_params *p = tu_fsai_args_make(&a, tau, k, delta, prec);
-    snprintf(label, sizeof label, "%s tau=%g k=%ld delta=%g %s", what, tau, k, delta,
-             prec ? prec : "double");
+    if (gather_mode) tu_fsai_arg_set(&a, "gather", gather_mode);
+    snprintf(label, sizeof label, "%s tau=%g k=%ld delta=%g %s gather=%s", what, tau, k, delta,
+             prec ? prec : "double", gather_mode ? gather_mode : "fused");
     fsai_out g = fsai_on(gpu, A, p), c = fsai_on(NULL, A, p);
     ck_assert_msg(c.status == GS_OK, "%s: CPU: %s", label, c.err.msg);
     ck_assert_msg(g.status == GS_OK, "%s: GPU: %s", label, g.err.msg);
@@ -359,6 +361,28 @@ START_TEST(test_one_huge_system)
         if (t) check_case(&A, 0.0, 1, 0.0, "single", "arrowhead:2000");
         gs_csr_free(&A);
     }
+}
+END_TEST
+
+/* The gather kernel for every system (--gather separate, the paper's
+ * mapping) gives the same G as the default, where the rows kernels gather
+ * the systems of at most 64 rows themselves: generated and random matrices
+ * with systems on both sides of 32 and 64 rows, fp64 and fp32. */
+START_TEST(test_separate_gather)
+{
+    gather_mode = "separate";
+    gs_csr A = tu_generated("poisson3d27:9");
+    for (long k = 1; k <= 3; k++) check_case(&A, 0.0, k, 0.0, NULL, "poisson3d27:9");
+    check_case(&A, 0.0, 2, 0.0035, "single", "poisson3d27:9");
+    gs_csr_free(&A);
+    A = tu_generated("poisson3d:12");
+    check_case(&A, 0.05, 3, 0.0035, NULL, "poisson3d:12");
+    gs_csr_free(&A);
+    tu_rng r = tu_rng_seed(9);
+    A = tu_random_spd(&r, 300, 0.02);
+    check_case(&A, 0.001, 2, 0.01, NULL, "random");
+    gs_csr_free(&A);
+    gather_mode = NULL;
 }
 END_TEST
 
@@ -637,6 +661,7 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_every_size_class);
         tcase_add_test(tc, test_random_with_dense_rows);
         tcase_add_test(tc, test_one_huge_system);
+        tcase_add_test(tc, test_separate_gather);
         tcase_add_test(tc, test_single_precision);
         tcase_add_test(tc, test_real_spd);
         tcase_add_test(tc, test_engine_copy_of_A);

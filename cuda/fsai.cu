@@ -92,7 +92,25 @@ int fsai_exclusive_scan(gs_engine *e, int64_t *in, int64_t *out, int64_t count)
     GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai: scan workspace"));
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::ExclusiveSum(tmp, bytes, in, out, count + 1,
                                                             c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream))); /* tmp idle before the free */
+cleanup:
+    /* stream-ordered: tmp is freed after the scan has run */
+    gs_cuda_free(e, tmp, bytes);
+    return status;
+}
+
+/* rp[1..n] counts -> row pointer, in stream order (no host read). */
+static int fsai_counts_scan(gs_engine *e, int64_t *rp, int32_t n)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    void *tmp = NULL;
+    size_t bytes = 0;
+    int status = GS_OK;
+    if (n == 0) return GS_OK;
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum((void *)NULL, bytes, rp + 1, rp + 1,
+                                                            n, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai: scan workspace"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(tmp, bytes, rp + 1, rp + 1, n,
+                                                            c->stream)));
 cleanup:
     gs_cuda_free(e, tmp, bytes);
     return status;
@@ -100,20 +118,9 @@ cleanup:
 
 int fsai_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz)
 {
-    gs_cuda_impl *c = gs_cuda_of(e);
-    void *tmp = NULL;
-    size_t bytes = 0;
-    int status = GS_OK;
     *nnz = 0;
-    if (n == 0) return GS_OK;
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum((void *)NULL, bytes, rp + 1, rp + 1,
-                                                            n, c->stream)));
-    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai: scan workspace"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(tmp, bytes, rp + 1, rp + 1, n,
-                                                            c->stream)));
-    GS_TRY(fsai_read_int64(e, rp + n, nnz));
-cleanup:
-    gs_cuda_free(e, tmp, bytes);
+    int status = fsai_counts_scan(e, rp, n);
+    if (status == GS_OK && n > 0) status = fsai_read_int64(e, rp + n, nnz);
     return status;
 }
 
@@ -206,8 +213,20 @@ __global__ void fsai_prefilter_kernel(int32_t n, const int64_t *__restrict__ rp,
     if (!FILL && lane == 0) at_rp[i + 1] = na, l_rp[i + 1] = nl;
 }
 
+/* info = {the input check's flag, nnz(Ã), nnz(L_1)}: what the prefilter
+ * needs on the host, read in one round trip. */
+__global__ void fsai_prefilter_info_kernel(const int *bad, const int64_t *at_rp,
+                                           const int64_t *l_rp, int32_t n, int64_t *info)
+{
+    info[0] = *bad;
+    info[1] = at_rp[n];
+    info[2] = l_rp[n];
+}
+
 /* Checks, diag(A), Ã and L_1. A failed device check hands over to the host
- * reference for the message (it finds the same first offence). */
+ * reference for the message (it finds the same first offence). One host
+ * round trip: the flag and both sizes are read together, after the counts
+ * (the kernels that follow a failed check only see finite garbage). */
 static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, double tau,
                           fsai_dcsr *At, fsai_dcsr *L1, gs_error *err)
 {
@@ -215,40 +234,45 @@ static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, do
     const int32_t n = dA->n;
     const unsigned grid = fsai_blocks(n, ROW_WARPS);
     double *diag = NULL, *host_diag = NULL;
-    int *d_bad = NULL, bad = 0, status = GS_OK;
-    int64_t nnz = 0;
+    int *d_bad = NULL, status = GS_OK;
+    int64_t *d_info = NULL, info[3] = {0, 0, 0};
     GS_TRY(gs_cuda_alloc(e, &diag, ((size_t)n + 1) * sizeof(double), "fsai: diagonal of A"));
     GS_TRY(gs_cuda_alloc(e, &d_bad, sizeof(int), "fsai: input check flag"));
+    GS_TRY(gs_cuda_alloc(e, &d_info, sizeof info, "fsai: prefilter sizes"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_bad, 0, sizeof(int), c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_check_kernel, grid, 32 * ROW_WARPS, 0, c->stream, n,
                        (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, diag, d_bad));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost,
-                                              c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    if (bad) {
-        host_diag = (double *)gs_malloc(((size_t)n + 1) * sizeof(double), "fsai diagonal", err);
-        if (!host_diag) GS_TRY(GS_ERR_NOMEM);
-        GS_TRY(gs_fsai_check_input(A, host_diag, err));
-    }
     GS_TRY(fsai_dcsr_alloc_rows(e, At, n, "fsai: row pointers of the prefiltered A"));
     GS_TRY(fsai_dcsr_alloc_rows(e, L1, n, "fsai: row pointers of L_1"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<false>, grid, 32 * ROW_WARPS, 0, c->stream,
                        n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, (const double *)diag, tau, At->rp,
                        (int32_t *)NULL, L1->rp, (int32_t *)NULL));
-    GS_TRY(fsai_counts_to_row_ptr(e, At->rp, n, &nnz));
-    GS_TRY(fsai_dcsr_alloc_entries(e, At, nnz, 0, "fsai: prefiltered A"));
-    GS_TRY(fsai_counts_to_row_ptr(e, L1->rp, n, &nnz));
-    GS_TRY(fsai_dcsr_alloc_entries(e, L1, nnz, 0, "fsai: L_1"));
+    GS_TRY(fsai_counts_scan(e, At->rp, n));
+    GS_TRY(fsai_counts_scan(e, L1->rp, n));
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_info_kernel, 1, 1, 0, c->stream,
+                       (const int *)d_bad, (const int64_t *)At->rp, (const int64_t *)L1->rp, n,
+                       d_info));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(info, d_info, sizeof info, cudaMemcpyDeviceToHost,
+                                              c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    if (info[0]) {
+        host_diag = (double *)gs_malloc(((size_t)n + 1) * sizeof(double), "fsai diagonal", err);
+        if (!host_diag) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(gs_fsai_check_input(A, host_diag, err));
+    }
+    GS_TRY(fsai_dcsr_alloc_entries(e, At, info[1], 0, "fsai: prefiltered A"));
+    GS_TRY(fsai_dcsr_alloc_entries(e, L1, info[2], 0, "fsai: L_1"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<true>, grid, 32 * ROW_WARPS, 0, c->stream,
                        n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, (const double *)diag, tau, At->rp, At->col,
                        L1->rp, L1->col));
 cleanup:
-    if (c->stream) cudaStreamSynchronize(c->stream);
+    /* stream-ordered frees: after the kernels that use them */
     gs_cuda_free(e, diag, ((size_t)n + 1) * sizeof(double));
     gs_cuda_free(e, d_bad, sizeof(int));
+    gs_cuda_free(e, d_info, sizeof info);
     free(host_diag);
     return status;
 }
@@ -491,8 +515,7 @@ static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT)
         GS_TRY(CUDA_LAUNCH(&e->err, fsai_widen_kernel, fsai_blocks(n + 1, 256), 256, 0, c->stream,
                            (int64_t)n + 1, (const int32_t *)cp32, GT->rp));
     }
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-cleanup:
+cleanup: /* stream-ordered frees */
     gs_cuda_free(e, buffer, bytes);
     gs_cuda_free(e, rp32, ((size_t)n + 1) * sizeof(int32_t));
     gs_cuda_free(e, cp32, ((size_t)n + 1) * sizeof(int32_t));
@@ -523,8 +546,7 @@ static int fsai_engine_matrix(gs_engine *e, const fsai_dcsr *M, gs_precision pre
                        gs_cuda_of(e)->stream, M->nnz, (const float *)M->val, wide));
     GS_TRY(gs_cuda_mat_from_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col, wide, prec,
                                        GS_CUDA_TRI_NONE, out));
-cleanup:
-    if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
+cleanup: /* stream-ordered free */
     gs_cuda_free(e, wide, (size_t)M->nnz * sizeof(double));
     return status;
 }

@@ -36,7 +36,7 @@ void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m); /* NULL-safe, zeroes m */
 int fsai_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz);
 
 /* out[i] = sum_{j<i} in[j] for i <= count; in and out have count + 1
- * entries (in[count] is set to 0). Synchronises. */
+ * entries (in[count] is set to 0). In stream order. */
 int fsai_exclusive_scan(gs_engine *e, int64_t *in, int64_t *out, int64_t count);
 
 /* Download one int64 (synchronises). */

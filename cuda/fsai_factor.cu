@@ -635,6 +635,7 @@ typedef struct factor_plan {
     void *tmp;
     size_t tmp_bytes;
     int counts[FACTOR_COUNTERS];
+    int64_t last, total;  /* packed offset of the last system, all systems' size */
     int32_t K;            /* chunks */
     int32_t *first;       /* host, K + 1 */
     int64_t *first_off;   /* host, K + 1 */
@@ -679,6 +680,17 @@ cleanup:
     return status;
 }
 
+/* info = the counters, off[n-1] and off[n]: what the plan needs on the
+ * host, read in one round trip. */
+__global__ void factor_plan_info_kernel(const int *counters, const int64_t *off, int32_t n,
+                                        int64_t *info)
+{
+    const int t = threadIdx.x;
+    if (t < FACTOR_COUNTERS) info[t] = counters[t];
+    if (t == FACTOR_COUNTERS) info[t] = n > 0 ? off[n - 1] : 0;
+    if (t == FACTOR_COUNTERS + 1) info[t] = off[n];
+}
+
 /* Classes, the stable sort of the rows by class, the size scan. */
 static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, factor_plan *p)
 {
@@ -687,6 +699,7 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
     int status = GS_OK;
     int32_t fit = 256;
     size_t bytes = 0;
+    int64_t *d_info = NULL, info[FACTOR_COUNTERS + 2];
     GS_TRY(vsize == sizeof(float) ? factor_smem_max<float>(e, &p->smem_max)
                                   : factor_smem_max<double>(e, &p->smem_max));
     while (fit > 128 && (size_t)panel_smem(fit, true) * vsize > p->smem_max) fit--;
@@ -713,10 +726,17 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
     GS_TRY(CUDA_LAUNCH(&e->err, factor_sizes_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
                        (const int64_t *)S->rp, (const int32_t *)p->order, p->fused, p->sizes));
     GS_TRY(fsai_exclusive_scan(e, p->sizes, p->off, n));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(p->counts, p->counters, sizeof p->counts,
-                                              cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &d_info, sizeof info, "fsai factor: plan sizes"));
+    GS_TRY(CUDA_LAUNCH(&e->err, factor_plan_info_kernel, 1, 32, 0, c->stream,
+                       (const int *)p->counters, (const int64_t *)p->off, n, d_info));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(info, d_info, sizeof info, cudaMemcpyDeviceToHost,
+                                              c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    for (int k = 0; k < FACTOR_COUNTERS; k++) p->counts[k] = (int)info[k];
+    p->last = info[FACTOR_COUNTERS];
+    p->total = info[FACTOR_COUNTERS + 1];
 cleanup:
+    gs_cuda_free(e, d_info, sizeof info);
     return status;
 }
 
@@ -729,15 +749,13 @@ static int factor_plan_chunks(gs_engine *e, const fsai_dcsr *S, size_t vsize, fa
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = S->n;
-    int64_t last = 0, total = 0;
+    const int64_t last = p->last, total = p->total;
     int32_t *d_first = NULL;
     int64_t *d_first_off = NULL;
     int status = GS_OK;
     size_t free_bytes = 0, total_bytes = 0;
     const int64_t m_max = p->counts[FACTOR_CLASSES];
     if (n == 0) return GS_OK;
-    GS_TRY(fsai_read_int64(e, p->off + n - 1, &last));
-    GS_TRY(fsai_read_int64(e, p->off + n, &total));
     GS_TRY(CUDA_CALL(&e->err, cudaMemGetInfo(&free_bytes, &total_bytes)));
     {
         size_t b = (size_t)S->nnz * vsize;
@@ -753,6 +771,11 @@ static int factor_plan_chunks(gs_engine *e, const fsai_dcsr *S, size_t vsize, fa
     p->first = (int32_t *)gs_malloc(((size_t)p->K + 1) * sizeof(int32_t), "fsai factor: chunks", &e->err);
     p->first_off = (int64_t *)gs_malloc(((size_t)p->K + 1) * sizeof(int64_t), "fsai factor: chunks", &e->err);
     if (!p->first || !p->first_off) GS_TRY(GS_ERR_NOMEM);
+    if (p->K == 1) { /* one chunk: no device work, no round trip */
+        p->first[0] = 0, p->first[1] = n;
+        p->first_off[0] = 0, p->first_off[1] = total;
+        goto cleanup;
+    }
     GS_TRY(gs_cuda_alloc(e, &d_first, ((size_t)p->K + 1) * sizeof(int32_t), "fsai factor: chunks"));
     GS_TRY(gs_cuda_alloc(e, &d_first_off, ((size_t)p->K + 1) * sizeof(int64_t), "fsai factor: chunks"));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_chunks_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
@@ -865,7 +888,7 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     }
 cleanup:
-    if (c->stream) cudaStreamSynchronize(c->stream); /* buf idle before the free */
+    /* stream-ordered frees: after the kernels that use them */
     gs_cuda_free(e, buf, (size_t)p->cap * sizeof(T));
     gs_cuda_free(e, block_first, first_bytes);
     return status;

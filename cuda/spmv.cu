@@ -400,6 +400,15 @@ static unsigned blocks_for(int64_t threads)
     return (unsigned)((threads + GS_CUDA_BLOCK - 1) / GS_CUDA_BLOCK);
 }
 
+/* info[0] = slice_ptr[ns], info[1] = sizes[ns - 1] (info[2] holds the
+ * widest slice already): the three read in one round trip. */
+__global__ void slice_info_kernel(const int64_t *slice_ptr, const int64_t *sizes, int64_t ns,
+                                  int64_t *info)
+{
+    info[0] = slice_ptr[ns];
+    info[1] = sizes[ns - 1];
+}
+
 /* slice_ptr = [0, cumulative sizes]; returns P = stored entries and the
  * padding measure over real rows (ghost rows of the last slice excluded). */
 static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t *sizes,
@@ -409,7 +418,7 @@ static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t 
     int status = GS_OK;
     void *tmp = NULL, *tmp_max = NULL;
     size_t tmp_bytes = 0, tmp_max_bytes = 0;
-    int64_t host[3] = {0, 0, 0}, *d_max = NULL;
+    int64_t host[3] = {0, 0, 0}, *d_info = NULL; /* stored, last slice, widest slice */
     const int64_t ns = m->n_slices;
     GS_TRY(CUDA_LAUNCH(&e->err, slice_size_kernel, blocks_for(ns * 32), GS_CUDA_BLOCK, 0, c->stream,
                        len, (const int32_t *)m->perm, (int64_t)m->n_rows, ns, sizes));
@@ -419,25 +428,23 @@ static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t 
     GS_TRY(gs_cuda_alloc(e, &tmp, tmp_bytes, "SELL build: scan workspace"));
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(tmp, tmp_bytes, sizes,
                                                             m->slice_ptr + 1, ns, c->stream)));
-    GS_TRY(gs_cuda_alloc(e, &d_max, sizeof(int64_t), "SELL build: widest slice"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceReduce::Max(NULL, tmp_max_bytes, sizes, d_max, ns,
+    GS_TRY(gs_cuda_alloc(e, &d_info, sizeof host, "SELL build: sizes"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceReduce::Max(NULL, tmp_max_bytes, sizes, d_info + 2, ns,
                                                      c->stream)));
     GS_TRY(gs_cuda_alloc(e, &tmp_max, tmp_max_bytes, "SELL build: max workspace"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceReduce::Max(tmp_max, tmp_max_bytes, sizes, d_max, ns,
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceReduce::Max(tmp_max, tmp_max_bytes, sizes, d_info + 2, ns,
                                                      c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&host[0], m->slice_ptr + ns, sizeof(int64_t),
-                                              cudaMemcpyDeviceToHost, c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&host[1], sizes + ns - 1, sizeof(int64_t),
-                                              cudaMemcpyDeviceToHost, c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&host[2], d_max, sizeof(int64_t),
-                                              cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_LAUNCH(&e->err, slice_info_kernel, 1, 1, 0, c->stream,
+                       (const int64_t *)m->slice_ptr, (const int64_t *)sizes, ns, d_info));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(host, d_info, sizeof host, cudaMemcpyDeviceToHost,
+                                              c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
     *P = host[0];
     *P_real = host[0] - (ns * SELL_C - m->n_rows) * (host[1] / SELL_C);
     *width_max = host[2] / SELL_C;
 cleanup:
     gs_cuda_free(e, tmp_max, tmp_max_bytes);
-    gs_cuda_free(e, d_max, sizeof(int64_t));
+    gs_cuda_free(e, d_info, sizeof host);
     gs_cuda_free(e, tmp, tmp_bytes);
     return status;
 }

@@ -85,7 +85,7 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
 /* Ĝ on the pattern S: row i solves A[P_i,P_i] w = e_m (3.6) and keeps
  * g = w / sqrt(w_m) (3.7); on success S->val holds the values (float for
  * GS_FP32, else double) and S->vsize their size. Times the stages "gather"
- * and "factorisation" on pc (fused: systems of at most 64 rows gathered by
+ * and "factorisation" on pc (fused: systems that fit shared memory gathered by
  * the factorisation kernels, their gather timed with the factorisation);
  * *m_max = the largest m_i. A non-positive pivot:
  * GS_ERR_NUMERIC in err naming the smallest such row (1-based), as the CPU

@@ -71,17 +71,17 @@ __global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__
 }
 
 /* sizes[j] = m (m + 1) / 2 of the system of row order[j], 0 for a system
- * the factorisation gathers itself (fused: m <= 64): such systems take no
+ * the factorisation gathers itself (m <= fused_max): such systems take no
  * room in the dense buffer. */
 __global__ void factor_sizes_kernel(int32_t n, const int64_t *__restrict__ s_rp,
-                                    const int32_t *__restrict__ order, int fused,
+                                    const int32_t *__restrict__ order, int64_t fused_max,
                                     int64_t *__restrict__ sizes)
 {
     const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (j >= n) return;
     const int32_t i = order[j];
     const int64_t m = s_rp[i + 1] - s_rp[i];
-    sizes[j] = fused && m <= 64 ? 0 : tri(m);
+    sizes[j] = m <= fused_max ? 0 : tri(m);
 }
 
 /* Chunk b starts at the first system whose packed offset is >= b * budget:
@@ -258,6 +258,35 @@ struct factor_source {
     const double *a_val;
 };
 
+/* Row r of a gathered system: arow[c] = a_{P_r, P_c} for the entries of
+ * row pr = P_r of A (sorted) with P_c <= P_r, found by binary searches of
+ * pc[0..r] (P, in shared memory; top = the largest power of two <= r + 1
+ * or above), four interleaved; arow is zero beforehand. */
+template <typename T>
+static __device__ inline void gather_row_lower(const factor_source<T> &src, int32_t pr, int r,
+                                               int top, const int32_t *__restrict__ pc,
+                                               T *__restrict__ arow)
+{
+    const int64_t q1 = src.a_rp[pr + 1];
+    for (int64_t q = src.a_rp[pr]; q < q1; q += 4) {
+        int32_t cu[4];
+        int lo[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            cu[u] = q + u < q1 ? src.a_col[q + u] : INT32_MAX; /* columns are < n */
+            lo[u] = 0;
+        }
+        for (int step = top; step > 0; step >>= 1)
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (lo[u] + step <= r + 1 && pc[lo[u] + step - 1] < cu[u]) lo[u] += step;
+#pragma unroll
+        for (int u = 0; u < 4; u++)     /* lo <= r: only columns up to P_r land */
+            if (lo[u] <= r && pc[lo[u]] == cu[u]) arow[lo[u]] = (T)src.a_val[q + u];
+        if (cu[3] >= pr) break;         /* past the diagonal (or the row's end) */
+    }
+}
+
 template <typename T, int M, bool FUSED>
 __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
     factor_rows_kernel(int32_t j0, int32_t j1, int32_t chunk0, const int32_t *__restrict__ order,
@@ -283,19 +312,7 @@ __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
         if (r < m) {
             T *prow = pk + tri(r);
             for (int c = 0; c <= r; c++) prow[c] = (T)0;
-            const int32_t pr = P[r];
-            const int64_t q1 = src.a_rp[pr + 1];
-            for (int64_t q = src.a_rp[pr]; q < q1; q++) {
-                const int32_t col = src.a_col[q];
-                if (col > pr) break;                  /* the upper part of the row */
-                int lo = 0, hi = r;                   /* the first P[lo] >= col, lo <= r */
-                while (lo < hi) {
-                    const int mid = (lo + hi) >> 1;
-                    if (P[mid] < col) lo = mid + 1;
-                    else hi = mid;
-                }
-                if (P[lo] == col) prow[lo] = (T)src.a_val[q];
-            }
+            gather_row_lower(src, P[r], r, M, P, prow);
         }
     } else {
         factor_copy_start(pk, src.buf + (src.off[j] - src.off[chunk0]), tri(m), r, M);
@@ -423,10 +440,34 @@ static __device__ inline int panel_tiles_before(int ri)
     return ri % 2 ? (h + 1) * (h + 1) : h * (h + 1);
 }
 
+/* The packed lower triangle of A[P,P] (m rows) gathered straight into a
+ * (shared memory) by a block of BT threads: P staged in pc (m int32), the
+ * triangle zeroed, then thread r scatters the lower part of row P_r of A
+ * (sorted) to its positions in P, four branch-free binary searches at a
+ * time. The values the gather kernel would have written, without the round
+ * trip of a dense buffer through global memory. */
+template <typename T, int BT>
+static __device__ inline void panel_gather(int32_t row, int64_t m, const factor_source<T> &src,
+                                           const int64_t *__restrict__ s_rp, T *__restrict__ a,
+                                           int32_t *__restrict__ pc)
+{
+    const int64_t p0 = s_rp[row];
+    for (int64_t r = threadIdx.x; r < m; r += BT) pc[r] = src.s_col[p0 + r];
+    for (int64_t q = threadIdx.x; q < tri(m); q += BT) a[q] = (T)0;
+    __syncthreads();
+    int top = 1;
+    while (2 * top <= m) top *= 2;
+    for (int64_t r = threadIdx.x; r < m; r += BT) gather_row_lower(src, pc[r], (int)r, top, pc, a + tri(r));
+    __syncthreads();
+}
+
+/* gather: the system gathered from A (src) instead of copied from sys. */
 template <typename T, int BT, bool SHARED>
 static __device__ inline void factor_panel_body(int32_t row, int64_t m, T *__restrict__ sys,
                                                 T *__restrict__ g_out, T *__restrict__ sm,
-                                                unsigned long long *fail)
+                                                unsigned long long *fail,
+                                                const factor_source<T> *gather = NULL,
+                                                const int64_t *s_rp = NULL)
 {
     constexpr int B = PANEL, WARPS = BT / 32;
     __shared__ int failed;
@@ -434,9 +475,10 @@ static __device__ inline void factor_panel_body(int32_t row, int64_t m, T *__res
     T *a = SHARED ? sm : sys;
     T *P = SHARED ? sm + tri(m) : sm;
     T *inv = P + B * m;
-    if (SHARED) factor_copy_start(a, sys, tri(m), threadIdx.x, BT);
+    if (SHARED && gather) panel_gather<T, BT>(row, m, *gather, s_rp, a, (int32_t *)P);
+    else if (SHARED) factor_copy_start(a, sys, tri(m), threadIdx.x, BT);
     if (threadIdx.x == 0) failed = 0;
-    if (SHARED) factor_copy_wait();
+    if (SHARED && !gather) factor_copy_wait();
     __syncthreads();
     for (int64_t J0 = 0; J0 < m; J0 += B) {
         const int64_t rows = m - J0;
@@ -599,19 +641,21 @@ static __device__ inline void factor_inplace_body(int32_t row, int64_t m, T *__r
  * place in global memory, or the step-by-step updates in place. */
 template <typename T, int BT>
 __global__ void __launch_bounds__(BT)
-    factor_block_kernel(int32_t j0, int32_t chunk0, const int64_t *__restrict__ off,
-                        const int32_t *__restrict__ order, const int64_t *__restrict__ s_rp,
-                        T *__restrict__ buf, T *__restrict__ g_out, unsigned long long *fail,
+    factor_block_kernel(int32_t j0, int32_t chunk0, const int32_t *__restrict__ order,
+                        const int64_t *__restrict__ s_rp, factor_source<T> src,
+                        int64_t fused_max, T *__restrict__ g_out, unsigned long long *fail,
                         int64_t cap)
 {
     extern __shared__ unsigned char factor_smem[];
     const int32_t j = j0 + (int32_t)blockIdx.x;
     const int32_t row = order[j];
     const int64_t m = s_rp[row + 1] - s_rp[row];
-    T *sys = buf + (off[j] - off[chunk0]);
+    T *sys = (T *)src.buf + (src.off[j] - src.off[chunk0]);
     T *sm = (T *)factor_smem;
     T *g = g_out + s_rp[row];
-    if (panel_smem(m, true) <= cap) factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail);
+    if (m <= fused_max) /* classes that fit shared memory: gathered here */
+        factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail, &src, s_rp);
+    else if (panel_smem(m, true) <= cap) factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail);
     else if (panel_smem(m, false) <= cap) factor_panel_body<T, BT, false>(row, m, sys, g, sm, fail);
     else factor_inplace_body<T, BT>(row, m, sys, g, sm, cap, fail);
 }
@@ -642,7 +686,8 @@ typedef struct factor_plan {
     int64_t budget;       /* entries a chunk starts within */
     int64_t cap;          /* entries the buffer holds */
     size_t smem_max;      /* dynamic shared memory a block kernel can have, bytes */
-    int fused;            /* systems of <= 64 rows gathered by the rows kernels */
+    int fused;            /* --gather fused */
+    int64_t fused_max;    /* systems of at most this many rows gather themselves (0: none) */
 } factor_plan;
 
 static void factor_plan_free(gs_engine *e, factor_plan *p)
@@ -703,6 +748,9 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
     GS_TRY(vsize == sizeof(float) ? factor_smem_max<float>(e, &p->smem_max)
                                   : factor_smem_max<double>(e, &p->smem_max));
     while (fit > 128 && (size_t)panel_smem(fit, true) * vsize > p->smem_max) fit--;
+    /* fused: the rows kernels' classes and every class whose systems all
+     * take the shared-memory panel path */
+    p->fused_max = !p->fused ? 0 : (size_t)panel_smem(fit, true) * vsize <= p->smem_max ? fit : 64;
     GS_TRY(gs_cuda_alloc(e, &p->cls, (size_t)n, "fsai factor: size classes"));
     GS_TRY(gs_cuda_alloc(e, &p->cls_sorted, (size_t)n, "fsai factor: sorted classes"));
     GS_TRY(gs_cuda_alloc(e, &p->rows, (size_t)n * sizeof(int32_t), "fsai factor: rows"));
@@ -724,7 +772,7 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
                                                               p->cls_sorted, (const int32_t *)p->rows,
                                                               p->order, n, 0, 3, c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_sizes_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
-                       (const int64_t *)S->rp, (const int32_t *)p->order, p->fused, p->sizes));
+                       (const int64_t *)S->rp, (const int32_t *)p->order, p->fused_max, p->sizes));
     GS_TRY(fsai_exclusive_scan(e, p->sizes, p->off, n));
     GS_TRY(gs_cuda_alloc(e, &d_info, sizeof info, "fsai factor: plan sizes"));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_plan_info_kernel, 1, 32, 0, c->stream,
@@ -821,10 +869,12 @@ static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chun
  * each system's path by what fits. */
 template <typename T, int BT>
 static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
-                               const factor_plan *p, const int64_t *s_rp, T *buf, T *g,
-                               unsigned long long *fail, int64_t mc, bool shared_class)
+                               const factor_plan *p, const fsai_dcsr *A, const fsai_dcsr *S,
+                               T *buf, T *g, unsigned long long *fail, int64_t mc,
+                               bool shared_class)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
+    const factor_source<T> src = {p->off, buf, S->col, A->rp, A->col, (const double *)A->val};
     int status = GS_OK;
     const size_t whole = (size_t)panel_smem(mc, shared_class) * sizeof(T);
     const size_t smem = whole < p->smem_max ? whole : p->smem_max;
@@ -832,8 +882,8 @@ static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chu
     GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)smem)));
     GS_TRY(CUDA_LAUNCH(&e->err, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
-                       (const int64_t *)p->off, (const int32_t *)p->order, s_rp, buf, g, fail,
-                       (int64_t)(smem / sizeof(T))));
+                       (const int32_t *)p->order, (const int64_t *)S->rp, src, p->fused_max, g,
+                       fail, (int64_t)(smem / sizeof(T))));
 cleanup:
     return status;
 }
@@ -879,10 +929,10 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
             else if (k == 1)
                 GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, A, S, buf, g, fail)));
             else if (k == 2)
-                GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, S->rp, buf, g, fail,
+                GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, A, S, buf, g, fail,
                                                       p->counts[FACTOR_CLASSES + 1 + k], true)));
             else
-                GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, S->rp, buf, g, fail,
+                GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, A, S, buf, g, fail,
                                                       p->counts[FACTOR_CLASSES + 1 + k], k == 3)));
         }
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));

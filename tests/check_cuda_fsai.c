@@ -365,9 +365,12 @@ START_TEST(test_one_huge_system)
 END_TEST
 
 /* The gather kernel for every system (--gather separate, the paper's
- * mapping) gives the same G as the default, where the rows kernels gather
- * the systems of at most 64 rows themselves: generated and random matrices
- * with systems on both sides of 32 and 64 rows, fp64 and fp32. */
+ * mapping) gives the same G as the default, where the factorisation kernels
+ * gather every system that fits shared memory themselves: generated and
+ * random matrices with systems on both sides of 32, 64 and 128 rows and of
+ * the shared-memory limit (poisson3d27:9 with k = 3: up to 172 rows; the
+ * random dense rows: several hundred), fp64 and fp32. The other suites
+ * check the default against the CPU reference. */
 START_TEST(test_separate_gather)
 {
     gather_mode = "separate";

@@ -21,13 +21,15 @@
  * Size classes: m <= 32 one warp per system and m <= 64 two warps, rows of
  * the symmetric matrix in registers (factor_rows_kernel); m <= 128 and
  * m <= fit (the largest m <= 256 whose triangle and a panel of PANEL
- * columns fit a block's shared memory: 224 in fp64 on an H100/H200) one
+ * columns fit a block's shared memory: 225 in fp64 on an H100/H200) one
  * block of 128, 256 threads per system, the panel (blocked) factorisation
  * with the triangle in shared memory (factor_panel_body); larger systems
  * the same with the triangle in place in global memory and the panel in
- * shared memory; beyond m = 1815 (fp64), where not even the panel fits,
+ * shared memory; from m = 1815 (fp64), where not even the panel fits,
  * the step-by-step updates in place (factor_inplace_body), which never
  * fails. */
+#include <stdlib.h>
+
 #include <cub/cub.cuh>
 #include <cuda_pipeline.h>
 
@@ -48,7 +50,7 @@
 static __host__ __device__ inline int64_t tri(int64_t r) { return r * (r + 1) / 2; }
 
 /* Size class of a system of m rows; fit: the largest m <= 256 whose
- * triangle and panel fit a block's shared memory (224 in fp64 on an
+ * triangle and panel fit a block's shared memory (225 in fp64 on an
  * H100/H200, 256 in fp32). */
 static __device__ inline int factor_class(int64_t m, int32_t fit)
 {
@@ -592,7 +594,7 @@ static __device__ inline void factor_panel_body(int32_t row, int64_t m, T *__res
 }
 
 /* Systems too large for even the panel in shared memory (PANEL m values:
- * m > 1815 in fp64): the step-by-step updates on the triangle in place in
+ * m >= 1815 in fp64): the step-by-step updates on the triangle in place in
  * global memory, one block of BT threads, the pivot column copied to
  * shared memory at each step when it fits (m <= cap): the updates then
  * read it there, and their loads and stores of the triangle are free of
@@ -809,6 +811,10 @@ static int factor_plan_chunks(gs_engine *e, const fsai_dcsr *S, size_t vsize, fa
         size_t b = (size_t)S->nnz * vsize;
         if (b < DENSE_BUDGET_MIN) b = DENSE_BUDGET_MIN;
         if (b > DENSE_BUDGET_MAX) b = DENSE_BUDGET_MAX;
+        /* GS_FSAI_CHUNK_BYTES: the budget itself, for the tests (many
+         * chunks from small matrices) */
+        const char *forced = getenv("GS_FSAI_CHUNK_BYTES");
+        if (forced && atoll(forced) > 0) b = (size_t)atoll(forced);
         if (b > free_bytes / 4) b = free_bytes / 4;
         p->budget = (int64_t)(b / vsize) > 1 ? (int64_t)(b / vsize) : 1;
     }

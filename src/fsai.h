@@ -11,7 +11,7 @@ typedef struct gs_fsai_options {
     double tau, delta;
     long k;
     gs_precision prec;
-    int fused_gather; /* CUDA setup: systems of <= 64 rows gathered by the factorisation */
+    int fused_gather; /* CUDA setup: systems that fit shared memory gathered by the factorisation kernels */
 } gs_fsai_options;
 
 /* pc->data of both setups. G is the host copy the CPU setup keeps for

@@ -50,7 +50,7 @@ const gs_param_decl gs_fsai_params[] = {
      "stays in double)"},
     {"gather", "fused",
      "FSAI, CUDA setup: fused: the factorisation kernels gather every local system that fits "
-     "shared memory themselves (up to 224 rows in fp64 on an H100/H200; no dense buffer for "
+     "shared memory themselves (up to 225 rows in fp64 on an H100/H200; no dense buffer for "
      "them, their gather time shows under factorisation); separate: a gather kernel for every "
      "system, one thread an element (the paper's Fig. 1); fused|separate"},
     {NULL, NULL, NULL},

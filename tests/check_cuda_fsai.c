@@ -330,33 +330,41 @@ END_TEST
  * dominant): with k = 1 the last row's local system is the whole matrix,
  * m = n, next to systems of 1 and 2 rows. n = 600: the panel factorisation
  * in place in global memory; n = 2000 in fp64: past the largest panel that
- * fits shared memory (m > 1815), the step-by-step path; in fp32 the panel
+ * fits shared memory (m >= 1815), the step-by-step path; in fp32 the panel
  * again. */
+/* Arrowhead n x n: tridiagonal (diagonal 4, couplings -[0, 1)), the last
+ * row and column dense (couplings +-[lo, hi), corner a_nn). */
+static gs_csr arrowhead(int32_t n, double corner, double lo, double hi, uint64_t seed)
+{
+    tu_rng r = tu_rng_seed(seed);
+    int32_t *ri = malloc(5 * (size_t)n * sizeof *ri), *ci = malloc(5 * (size_t)n * sizeof *ci);
+    double *v = malloc(5 * (size_t)n * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t q = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ri[q] = ci[q] = i, v[q++] = i == n - 1 ? corner : 4.0;
+        if (i + 1 < n - 1) {
+            const double w = -tu_uniform(&r);
+            ri[q] = i, ci[q] = i + 1, v[q++] = w;
+            ri[q] = i + 1, ci[q] = i, v[q++] = w;
+        }
+        if (i < n - 1) {
+            const double w = tu_rand_signed(&r, lo, hi);
+            ri[q] = i, ci[q] = n - 1, v[q++] = w;
+            ri[q] = n - 1, ci[q] = i, v[q++] = w;
+        }
+    }
+    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
 START_TEST(test_one_huge_system)
 {
-    tu_rng r = tu_rng_seed(11);
     const int32_t sizes[] = {600, 2000};
     for (int t = 0; t < 2; t++) {
         const int32_t n = sizes[t];
-        int32_t *ri = malloc(5 * (size_t)n * sizeof *ri), *ci = malloc(5 * (size_t)n * sizeof *ci);
-        double *v = malloc(5 * (size_t)n * sizeof *v);
-        ck_assert(ri && ci && v);
-        int64_t q = 0;
-        for (int32_t i = 0; i < n; i++) {
-            ri[q] = ci[q] = i, v[q++] = i == n - 1 ? (double)n : 4.0;
-            if (i + 1 < n - 1) {
-                const double w = -tu_uniform(&r);
-                ri[q] = i, ci[q] = i + 1, v[q++] = w;
-                ri[q] = i + 1, ci[q] = i, v[q++] = w;
-            }
-            if (i < n - 1) {
-                const double w = tu_rand_signed(&r, 0.1, 0.5);
-                ri[q] = i, ci[q] = n - 1, v[q++] = w;
-                ri[q] = n - 1, ci[q] = i, v[q++] = w;
-            }
-        }
-        gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
-        free(ri), free(ci), free(v);
+        gs_csr A = arrowhead(n, (double)n, 0.1, 0.5, 11 + (uint64_t)t); /* diagonally dominant */
         check_case(&A, 0.0, 1, 0.0, NULL, t ? "arrowhead:2000" : "arrowhead:600");
         if (t) check_case(&A, 0.0, 1, 0.0, "single", "arrowhead:2000");
         gs_csr_free(&A);
@@ -386,6 +394,30 @@ START_TEST(test_separate_gather)
     check_case(&A, 0.001, 2, 0.01, NULL, "random");
     gs_csr_free(&A);
     gather_mode = NULL;
+}
+END_TEST
+
+/* Many chunks of dense systems (GS_FSAI_CHUNK_BYTES = 64 KiB: a chunk per
+ * few systems; by default every test matrix fits one chunk), in both gather
+ * modes: the chunk list, each chunk's gather and the packed offsets that
+ * the factorisation reads, with the fused systems (size 0 in the buffer)
+ * ahead of the others. */
+START_TEST(test_many_chunks)
+{
+    ck_assert_int_eq(setenv("GS_FSAI_CHUNK_BYTES", "65536", 1), 0);
+    gs_csr A = tu_generated("poisson3d27:9");
+    gs_csr H = arrowhead(600, 600.0, 0.1, 0.5, 13);
+    const char *modes[] = {NULL, "separate"};
+    for (int t = 0; t < 2; t++) {
+        gather_mode = modes[t];
+        check_case(&A, 0.0, 3, 0.0, NULL, "poisson3d27:9, chunks of 64 KiB");
+        check_case(&A, 0.0, 4, 0.0035, NULL, "poisson3d27:9, chunks of 64 KiB");
+        check_case(&H, 0.0, 1, 0.0, NULL, "arrowhead:600, chunks of 64 KiB");
+    }
+    gather_mode = NULL;
+    unsetenv("GS_FSAI_CHUNK_BYTES");
+    gs_csr_free(&A);
+    gs_csr_free(&H);
 }
 END_TEST
 
@@ -648,16 +680,34 @@ START_TEST(test_bad_input)
     const int32_t mid = 4 * 81 + 4 * 9 + 4;
     for (int64_t q = P.row_ptr[mid]; q < P.row_ptr[mid + 1]; q++)
         if (P.col[q] != mid) P.val[q] = P.val[gs_csr_find(&P, P.col[q], mid)] = -30.0;
-    same_failure(&P, tu_fsai_args_make(&a, 0.0, 4, 0.0, NULL), GS_ERR_NUMERIC, "indefinite, m > 256");
+    same_failure(&P, tu_fsai_args_make(&a, 0.0, 4, 0.0, NULL), GS_ERR_NUMERIC,
+                 "indefinite, m = 365 (panel in global memory)");
     gs_csr_free(&P);
+    /* the whole matrix as the last row's local system, indefinite (corner 1
+     * against couplings of 0.5 to 0.9): the panel in shared memory (150,
+     * gathered by its kernel or not) and the step-by-step path (2000) */
+    const int32_t sizes[] = {150, 2000};
+    for (int t = 0; t < 2; t++) {
+        gs_csr H = arrowhead(sizes[t], 1.0, 0.5, 0.9, 17);
+        same_failure(&H, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), GS_ERR_NUMERIC,
+                     t ? "indefinite arrowhead 2000" : "indefinite arrowhead 150");
+        if (t == 0) {
+            tu_fsai_arg_set(&a, "gather", "separate");
+            same_failure(&H, &a.p, GS_ERR_NUMERIC, "indefinite arrowhead 150, separate");
+        }
+        gs_csr_free(&H);
+    }
 }
 END_TEST
+
+static void reset_gather_mode(void) { gather_mode = NULL; } /* after a failed test, too */
 
 static Suite *cuda_fsai_suite(int have_gpu)
 {
     Suite *s = suite_create("cuda_fsai");
     TCase *tc = tcase_create("cuda_fsai");
     tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, reset_gather_mode, NULL);
     tcase_add_test(tc, test_device_or_skip);
     if (have_gpu) {
         tcase_add_test(tc, test_generated);
@@ -665,6 +715,7 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_random_with_dense_rows);
         tcase_add_test(tc, test_one_huge_system);
         tcase_add_test(tc, test_separate_gather);
+        tcase_add_test(tc, test_many_chunks);
         tcase_add_test(tc, test_single_precision);
         tcase_add_test(tc, test_real_spd);
         tcase_add_test(tc, test_engine_copy_of_A);

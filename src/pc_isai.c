@@ -43,49 +43,42 @@ typedef struct isai_data {
 
 /* ---- generation: one small triangular solve per column ---- */
 
+/* Row p of the substitution on T(J, J): (rhs - sum_q t_{J_p J_q} x_q) /
+ * t_{J_p J_p} over q in [q0, q1] (q = p gives the diagonal), T(J_p, J_q)
+ * found by merging row J_p of T with J (both sorted). A zero diagonal
+ * gives Inf, which the caller catches. */
+static double isai_solve_row(const gs_csr *T, const int32_t *rows, int64_t p, int64_t q0,
+                             int64_t q1, double rhs, const double *x)
+{
+    const int32_t r = rows[p];
+    double sum = rhs, diag = 0.0;
+    int64_t q = q0, a = T->row_ptr[r];
+    while (a < T->row_ptr[r + 1] && q <= q1) {
+        if (T->col[a] < rows[q])
+            a++;
+        else if (T->col[a] > rows[q])
+            q++;
+        else if (q == p)
+            diag = T->val[a++], q++;
+        else
+            sum -= T->val[a++] * x[q++];                    /* - t_{J_p J_q} x_q */
+    }
+    return sum / diag;
+}
+
 /* Column j of M ~ T^-1, T lower: J = rows[0..m) ascending, rows[0] = j.
- * Forward substitution on T(J, J) x = e_1; T(J_p, J_q) found by merging
- * row J_p of T with J (both sorted). */
+ * Forward substitution on T(J, J) x = e_1. */
 static void isai_column_lower(const gs_csr *T, const int32_t *rows, int64_t m, double *x)
 {
-    for (int64_t p = 0; p < m; p++) {
-        const int32_t r = rows[p];
-        double sum = p == 0 ? 1.0 : 0.0, diag = 0.0;
-        int64_t q = 0, a = T->row_ptr[r];
-        while (a < T->row_ptr[r + 1] && q <= p) {
-            if (T->col[a] < rows[q])
-                a++;
-            else if (T->col[a] > rows[q])
-                q++;
-            else if (q == p)
-                diag = T->val[a++], q++;
-            else
-                sum -= T->val[a++] * x[q++];                /* - t_{J_p J_q} x_q */
-        }
-        x[p] = sum / diag;                                  /* diag = 0: Inf, caught */
-    }
+    for (int64_t p = 0; p < m; p++) x[p] = isai_solve_row(T, rows, p, 0, p, p == 0 ? 1.0 : 0.0, x);
 }
 
 /* Column j of M ~ T^-1, T upper: J ascending, rows[m-1] = j; backward
  * substitution on T(J, J) x = e_m. */
 static void isai_column_upper(const gs_csr *T, const int32_t *rows, int64_t m, double *x)
 {
-    for (int64_t p = m - 1; p >= 0; p--) {
-        const int32_t r = rows[p];
-        double sum = p == m - 1 ? 1.0 : 0.0, diag = 0.0;
-        int64_t q = p, a = T->row_ptr[r];
-        while (a < T->row_ptr[r + 1] && q < m) {
-            if (T->col[a] < rows[q])
-                a++;
-            else if (T->col[a] > rows[q])
-                q++;
-            else if (q == p)
-                diag = T->val[a++], q++;
-            else
-                sum -= T->val[a++] * x[q++];
-        }
-        x[p] = sum / diag;
-    }
+    for (int64_t p = m - 1; p >= 0; p--)
+        x[p] = isai_solve_row(T, rows, p, p, m - 1, p == m - 1 ? 1.0 : 0.0, x);
 }
 
 /* M ~ T^-1 on the pattern of |T|^k, T triangular with its diagonal stored.

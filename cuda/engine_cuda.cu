@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
+
 #include "engine_cuda.h"
 #include "reduce.cuh"
 
@@ -44,6 +47,47 @@ void gs_cuda_free(gs_engine *e, void *p, size_t bytes)
     /* an error here is a sticky one already reported elsewhere */
     cudaFreeAsync(p, gs_cuda_of(e)->stream);
     e->device_bytes_now -= bytes <= e->device_bytes_now ? bytes : e->device_bytes_now;
+}
+
+/* ------------------------------------------------------------------- scan */
+
+#define SCAN_BLOCK 1024
+
+/* One block: thread t sums its run of ceil(count / SCAN_BLOCK) items, a
+ * block scan offsets the runs, each thread rewrites its own run (so in ==
+ * out is safe: an item is read before it is written, by its thread only). */
+__global__ void __launch_bounds__(SCAN_BLOCK)
+    scan_small_kernel(const int64_t *in, int64_t *out, int64_t count)
+{
+    typedef cub::BlockScan<int64_t, SCAN_BLOCK> block_scan;
+    __shared__ typename block_scan::TempStorage tmp;
+    const int64_t per = (count + SCAN_BLOCK - 1) / SCAN_BLOCK;
+    const int64_t b = (int64_t)threadIdx.x * per, end = b + per < count ? b + per : count;
+    int64_t sum = 0, before = 0;
+    for (int64_t k = b; k < end; k++) sum += in[k];
+    block_scan(tmp).ExclusiveSum(sum, before);
+    for (int64_t k = b; k < end; k++) {
+        before += in[k];
+        out[k] = before;
+    }
+}
+
+int gs_cuda_inclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    void *tmp = NULL;
+    size_t bytes = 0;
+    int status = GS_OK;
+    if (count <= 0) return GS_OK;
+    if (count <= GS_CUDA_SCAN_SMALL)
+        return CUDA_LAUNCH(&e->err, scan_small_kernel, 1, SCAN_BLOCK, 0, c->stream, in, out, count);
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum((void *)NULL, bytes, in, out, count,
+                                                            c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "scan workspace"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(tmp, bytes, in, out, count, c->stream)));
+cleanup:
+    gs_cuda_free(e, tmp, bytes); /* stream-ordered: after the scan */
+    return status;
 }
 
 unsigned gs_cuda_red_grid(gs_engine *e, int64_t n, int64_t per_block)
@@ -135,10 +179,11 @@ int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes)
     gs_cuda_impl *c = gs_cuda_of(e);
     int status = GS_OK;
     if (bytes < GS_CUDA_STAGE_BYTES / 4 || !c->stage[0]) {
-        status = CUDA_CALL(&e->err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                                                    c->stream));
-        if (status == GS_OK) status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
-        return status;
+        /* from pageable memory the call returns once src is staged (CUDA
+         * runtime API, "API synchronization behavior"): src may be reused
+         * without waiting for the copy itself */
+        return CUDA_CALL(&e->err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                                  c->stream));
     }
     for (size_t off = 0, i = 0; status == GS_OK && off < bytes; off += GS_CUDA_STAGE_BYTES, i++) {
         const int b = (int)(i & 1);

@@ -106,6 +106,13 @@ void gs_cuda_free(gs_engine *e, void *p, size_t bytes);
  * returns, the copy is ordered on the engine's stream. */
 int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes);
 
+/* out[i] = in[0] + ... + in[i] for i < count, in stream order; out may be
+ * in. Up to GS_CUDA_SCAN_SMALL items: one block, one launch (a setup scans a
+ * dozen small arrays, and cub's two kernels, workspace query and workspace
+ * cost several microseconds each); above, cub's device-wide scan. */
+#define GS_CUDA_SCAN_SMALL (1024 * 16)
+int gs_cuda_inclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count);
+
 /* Grid for a reduction over n items, per_block items a block: at least 1 (an
  * empty reduction still writes its 0), at most red_blocks. */
 unsigned gs_cuda_red_grid(gs_engine *e, int64_t n, int64_t per_block);

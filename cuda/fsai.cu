@@ -79,41 +79,18 @@ int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h)
     return status;
 }
 
-int fsai_exclusive_scan(gs_engine *e, int64_t *in, int64_t *out, int64_t count)
+int fsai_exclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count)
 {
-    gs_cuda_impl *c = gs_cuda_of(e);
-    void *tmp = NULL;
-    size_t bytes = 0;
-    int status = GS_OK;
-    /* scan count + 1 items, in[count] = 0: out[count] is the total */
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(in + count, 0, sizeof(int64_t), c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::ExclusiveSum((void *)NULL, bytes, in, out,
-                                                            count + 1, c->stream)));
-    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai: scan workspace"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::ExclusiveSum(tmp, bytes, in, out, count + 1,
-                                                            c->stream)));
-cleanup:
-    /* stream-ordered: tmp is freed after the scan has run */
-    gs_cuda_free(e, tmp, bytes);
+    int status = CUDA_CALL(&e->err, cudaMemsetAsync(out, 0, sizeof(int64_t),
+                                                    gs_cuda_of(e)->stream));
+    if (status == GS_OK) status = gs_cuda_inclusive_scan(e, in, out + 1, count);
     return status;
 }
 
 /* rp[1..n] counts -> row pointer, in stream order (no host read). */
 static int fsai_counts_scan(gs_engine *e, int64_t *rp, int32_t n)
 {
-    gs_cuda_impl *c = gs_cuda_of(e);
-    void *tmp = NULL;
-    size_t bytes = 0;
-    int status = GS_OK;
-    if (n == 0) return GS_OK;
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum((void *)NULL, bytes, rp + 1, rp + 1,
-                                                            n, c->stream)));
-    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai: scan workspace"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(tmp, bytes, rp + 1, rp + 1, n,
-                                                            c->stream)));
-cleanup:
-    gs_cuda_free(e, tmp, bytes);
-    return status;
+    return gs_cuda_inclusive_scan(e, rp + 1, rp + 1, n);
 }
 
 int fsai_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz)
@@ -180,20 +157,23 @@ __global__ void fsai_check_kernel(int32_t n, const int64_t *__restrict__ rp,
 
 /* One warp per row: Ã keeps a_ij with |a_ij| > tau sqrt(a_ii) sqrt(a_jj)
  * (the reference's expression and order), the diagonal always; L_1 = its
- * j <= i part. COUNT: lengths into at_rp[i + 1], l_rp[i + 1]; else fill. */
+ * j <= i part. COUNT: lengths into at_rp[i + 1], l_rp[i + 1], and the lower
+ * bandwidth of Ã, max_i (i - its first kept column), into *bw (the pattern's
+ * window, fsai_pattern.cu); else fill. */
 template <bool FILL>
 __global__ void fsai_prefilter_kernel(int32_t n, const int64_t *__restrict__ rp,
                                       const int32_t *__restrict__ col,
                                       const double *__restrict__ val,
                                       const double *__restrict__ diag, double tau,
                                       int64_t *at_rp, int32_t *__restrict__ at_col,
-                                      int64_t *l_rp, int32_t *__restrict__ l_col)
+                                      int64_t *l_rp, int32_t *__restrict__ l_col, int *bw)
 {
     const int lane = threadIdx.x & 31;
     const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (i >= n) return;
     const double si = tau * sqrt(diag[i]);
     int64_t na = FILL ? at_rp[i] : 0, nl = FILL ? l_rp[i] : 0;
+    int32_t first = i; /* the first kept column: rows are sorted */
     for (int64_t p0 = rp[i]; p0 < rp[i + 1]; p0 += 32) {
         const int64_t p = p0 + lane;
         int32_t j = -1;
@@ -207,52 +187,61 @@ __global__ void fsai_prefilter_kernel(int32_t n, const int64_t *__restrict__ rp,
         const unsigned below = (1u << lane) - 1;
         if (FILL && keep) at_col[na + __popc(ka & below)] = j;
         if (FILL && keep && j <= i) l_col[nl + __popc(kl & below)] = j;
+        if (!FILL && na == 0 && ka) first = __shfl_sync(FULL_MASK, j, __ffs(ka) - 1);
         na += __popc(ka);
         nl += __popc(kl);
     }
-    if (!FILL && lane == 0) at_rp[i + 1] = na, l_rp[i + 1] = nl;
+    if (!FILL && lane == 0) {
+        at_rp[i + 1] = na, l_rp[i + 1] = nl;
+        /* a plain read first: on banded matrices nearly every row finds the
+         * maximum already there and skips the atomic */
+        if (i - first > *(volatile int *)bw) atomicMax(bw, i - first);
+    }
 }
 
-/* info = {the input check's flag, nnz(Ã), nnz(L_1)}: what the prefilter
- * needs on the host, read in one round trip. */
-__global__ void fsai_prefilter_info_kernel(const int *bad, const int64_t *at_rp,
+/* info = {the input check's flag, nnz(Ã), nnz(L_1), the lower bandwidth of
+ * Ã}: what the prefilter needs on the host, read in one round trip. flags =
+ * {check flag, bandwidth}. */
+__global__ void fsai_prefilter_info_kernel(const int *flags, const int64_t *at_rp,
                                            const int64_t *l_rp, int32_t n, int64_t *info)
 {
-    info[0] = *bad;
+    info[0] = flags[0];
     info[1] = at_rp[n];
     info[2] = l_rp[n];
+    info[3] = flags[1];
 }
 
-/* Checks, diag(A), Ã and L_1. A failed device check hands over to the host
- * reference for the message (it finds the same first offence). One host
- * round trip: the flag and both sizes are read together, after the counts
- * (the kernels that follow a failed check only see finite garbage). */
+/* Checks, diag(A), Ã and L_1, and *bw = the lower bandwidth of Ã. A failed
+ * device check hands over to the host reference for the message (it finds
+ * the same first offence). One host round trip: the flag, both sizes and the
+ * bandwidth are read together, after the counts (the kernels that follow a
+ * failed check only see finite garbage). */
 static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, double tau,
-                          fsai_dcsr *At, fsai_dcsr *L1, gs_error *err)
+                          fsai_dcsr *At, fsai_dcsr *L1, int64_t *bw, gs_error *err)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = dA->n;
     const unsigned grid = fsai_blocks(n, ROW_WARPS);
     double *diag = NULL, *host_diag = NULL;
-    int *d_bad = NULL, status = GS_OK;
-    int64_t *d_info = NULL, info[3] = {0, 0, 0};
+    int *d_flags = NULL, status = GS_OK; /* the check's flag, the bandwidth */
+    int64_t *d_info = NULL, info[4] = {0, 0, 0, 0};
     GS_TRY(gs_cuda_alloc(e, &diag, ((size_t)n + 1) * sizeof(double), "fsai: diagonal of A"));
-    GS_TRY(gs_cuda_alloc(e, &d_bad, sizeof(int), "fsai: input check flag"));
+    GS_TRY(gs_cuda_alloc(e, &d_flags, 2 * sizeof(int), "fsai: input check flag"));
     GS_TRY(gs_cuda_alloc(e, &d_info, sizeof info, "fsai: prefilter sizes"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_bad, 0, sizeof(int), c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_flags, 0, 2 * sizeof(int), c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_check_kernel, grid, 32 * ROW_WARPS, 0, c->stream, n,
                        (const int64_t *)dA->rp, (const int32_t *)dA->col,
-                       (const double *)dA->val, diag, d_bad));
+                       (const double *)dA->val, diag, d_flags));
     GS_TRY(fsai_dcsr_alloc_rows(e, At, n, "fsai: row pointers of the prefiltered A"));
     GS_TRY(fsai_dcsr_alloc_rows(e, L1, n, "fsai: row pointers of L_1"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<false>, grid, 32 * ROW_WARPS, 0, c->stream,
                        n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, (const double *)diag, tau, At->rp,
-                       (int32_t *)NULL, L1->rp, (int32_t *)NULL));
+                       (int32_t *)NULL, L1->rp, (int32_t *)NULL, d_flags + 1));
     GS_TRY(fsai_counts_scan(e, At->rp, n));
     GS_TRY(fsai_counts_scan(e, L1->rp, n));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_info_kernel, 1, 1, 0, c->stream,
-                       (const int *)d_bad, (const int64_t *)At->rp, (const int64_t *)L1->rp, n,
+                       (const int *)d_flags, (const int64_t *)At->rp, (const int64_t *)L1->rp, n,
                        d_info));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(info, d_info, sizeof info, cudaMemcpyDeviceToHost,
                                               c->stream)));
@@ -262,18 +251,71 @@ static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, do
         if (!host_diag) GS_TRY(GS_ERR_NOMEM);
         GS_TRY(gs_fsai_check_input(A, host_diag, err));
     }
+    *bw = info[3];
     GS_TRY(fsai_dcsr_alloc_entries(e, At, info[1], 0, "fsai: prefiltered A"));
     GS_TRY(fsai_dcsr_alloc_entries(e, L1, info[2], 0, "fsai: L_1"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<true>, grid, 32 * ROW_WARPS, 0, c->stream,
                        n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, (const double *)diag, tau, At->rp, At->col,
-                       L1->rp, L1->col));
+                       L1->rp, L1->col, (int *)NULL));
 cleanup:
     /* stream-ordered frees: after the kernels that use them */
     gs_cuda_free(e, diag, ((size_t)n + 1) * sizeof(double));
-    gs_cuda_free(e, d_bad, sizeof(int));
+    gs_cuda_free(e, d_flags, 2 * sizeof(int));
     gs_cuda_free(e, d_info, sizeof info);
     free(host_diag);
+    return status;
+}
+
+/* ------------------------------------------------- diagonal Ã: G = D^-1/2 */
+
+/* Every local system is 1 x 1 (Ã diagonal, so is every L_p): Ĝ = a_ii^-1/2,
+ * the postfilter keeps the diagonal and its scaling (z^T A z = 1 up to
+ * rounding) leaves it, and G^T = G. One thread a row writes both. */
+template <typename T>
+__global__ void fsai_diagonal_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                     const int32_t *__restrict__ col,
+                                     const double *__restrict__ val, int64_t *g_rp,
+                                     int32_t *__restrict__ g_col, T *__restrict__ g_val,
+                                     int64_t *gt_rp, int32_t *__restrict__ gt_col,
+                                     T *__restrict__ gt_val)
+{
+    const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i > n) return;
+    g_rp[i] = i;
+    gt_rp[i] = i;
+    if (i == n) return;
+    const int64_t q = find_col(col + rp[i], rp[i + 1] - rp[i], i); /* a_ii > 0: checked */
+    const T g = (T)(1.0 / sqrt(val[rp[i] + q]));
+    g_col[i] = i;
+    gt_col[i] = i;
+    g_val[i] = g;
+    gt_val[i] = g;
+}
+
+static int fsai_diagonal(gs_engine *e, const fsai_dcsr *dA, gs_precision prec, fsai_dcsr *G,
+                         fsai_dcsr *GT)
+{
+    const int32_t n = dA->n;
+    const size_t vsize = prec == GS_FP32 ? sizeof(float) : sizeof(double);
+    const unsigned grid = fsai_blocks((int64_t)n + 1, 256);
+    cudaStream_t s = gs_cuda_of(e)->stream;
+    int status = GS_OK;
+    GS_TRY(fsai_dcsr_alloc_rows(e, G, n, "fsai: row pointers of G"));
+    GS_TRY(fsai_dcsr_alloc_entries(e, G, n, vsize, "fsai: G"));
+    GS_TRY(fsai_dcsr_alloc_rows(e, GT, n, "fsai: row pointers of G^T"));
+    GS_TRY(fsai_dcsr_alloc_entries(e, GT, n, vsize, "fsai: G^T"));
+    if (prec == GS_FP32)
+        GS_TRY(CUDA_LAUNCH(&e->err, fsai_diagonal_kernel<float>, grid, 256, 0, s, n,
+                           (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                           (const double *)dA->val, G->rp, G->col, (float *)G->val, GT->rp,
+                           GT->col, (float *)GT->val));
+    else
+        GS_TRY(CUDA_LAUNCH(&e->err, fsai_diagonal_kernel<double>, grid, 256, 0, s, n,
+                           (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                           (const double *)dA->val, G->rp, G->col, (double *)G->val, GT->rp,
+                           GT->col, (double *)GT->val));
+cleanup:
     return status;
 }
 
@@ -469,56 +511,99 @@ cleanup:
 
 /* ----------------------------------------------------------- transpose */
 
-__global__ void fsai_narrow_kernel(int64_t n, const int64_t *__restrict__ in, int32_t *__restrict__ out)
+/* perm[p] = p: the values the sort carries along. */
+__global__ void fsai_iota_kernel(int64_t n, int32_t *__restrict__ out)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = (int32_t)in[i];
+    if (i < n) out[i] = (int32_t)i;
 }
 
-__global__ void fsai_widen_kernel(int64_t n, const int32_t *__restrict__ in, int64_t *__restrict__ out)
+/* From G's entries stably sorted by column (keys[q], their positions
+ * perm[q] in G): entry q of G^T is G's entry perm[q], in row keys[q] and
+ * column row_of(perm[q]) (the last row pointer of G at or before it);
+ * gt_rp[j] = the first q with keys[q] >= j. */
+template <typename T>
+__global__ void fsai_transpose_fill_kernel(int32_t n, int64_t nnz, const int64_t *__restrict__ g_rp,
+                                           const T *__restrict__ g_val,
+                                           const int32_t *__restrict__ keys,
+                                           const int32_t *__restrict__ perm, int64_t *gt_rp,
+                                           int32_t *__restrict__ gt_col, T *__restrict__ gt_val)
 {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = in[i];
+    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q <= n) {
+        int64_t a = 0, b = nnz; /* lower bound of j = q in keys */
+        while (a < b) {
+            const int64_t mid = a + (b - a) / 2;
+            if (keys[mid] < q) a = mid + 1;
+            else b = mid;
+        }
+        gt_rp[q] = a;
+    }
+    if (q < nnz) {
+        const int32_t p = perm[q];
+        int32_t a = 0, b = n; /* the last row r with g_rp[r] <= p */
+        while (b - a > 1) {
+            const int32_t mid = a + (b - a) / 2;
+            if (g_rp[mid] <= p) a = mid;
+            else b = mid;
+        }
+        gt_col[q] = a;
+        gt_val[q] = g_val[p];
+    }
 }
 
-/* GT = G^T (cusparseCsr2cscEx2: 32-bit offsets, rows sorted in each column). */
+/* GT = G^T: the columns of G sorted stably (cub's radix sort, on the bits
+ * that n needs), so that each row of G^T comes out in increasing column
+ * order, then one gather. (v7: cusparseCsr2cscEx2 cost 50 to 100 us even on
+ * a 48-row G, and its offsets are 32-bit.) */
 static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = G->n;
-    int32_t *rp32 = NULL, *cp32 = NULL;
-    void *buffer = NULL;
+    const int64_t nnz = G->nnz;
+    int32_t *keys = NULL, *perm_in = NULL, *perm = NULL;
+    void *tmp = NULL;
     size_t bytes = 0;
-    int status = GS_OK;
-    const cudaDataType vt = G->vsize == sizeof(float) ? CUDA_R_32F : CUDA_R_64F;
-    if (G->nnz > INT32_MAX)
+    int status = GS_OK, bits = 1;
+    while (bits < 31 && ((int64_t)1 << bits) < n) bits++;
+    if (nnz > INT32_MAX)
         return gs_error_set(&e->err, GS_ERR_UNSUPPORTED,
                             "fsai: G has %lld entries; the device transpose takes at most %d",
-                            (long long)G->nnz, INT32_MAX);
+                            (long long)nnz, INT32_MAX);
     GS_TRY(fsai_dcsr_alloc_rows(e, GT, n, "fsai: row pointers of G^T"));
-    GS_TRY(fsai_dcsr_alloc_entries(e, GT, G->nnz, G->vsize, "fsai: G^T"));
-    GS_TRY(gs_cuda_alloc(e, &rp32, ((size_t)n + 1) * sizeof(int32_t), "fsai transpose: offsets"));
-    GS_TRY(gs_cuda_alloc(e, &cp32, ((size_t)n + 1) * sizeof(int32_t), "fsai transpose: offsets"));
-    GS_TRY(CUDA_LAUNCH(&e->err, fsai_narrow_kernel, fsai_blocks(n + 1, 256), 256, 0, c->stream,
-                       (int64_t)n + 1, (const int64_t *)G->rp, rp32));
-    if (G->nnz > 0) {
-        GS_TRY(CUSPARSE_CALL(&e->err, cusparseCsr2cscEx2_bufferSize(
-                                          c->sparse, n, n, (int)G->nnz, G->val, rp32, G->col,
-                                          GT->val, cp32, GT->col, vt, CUSPARSE_ACTION_NUMERIC,
-                                          CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG1, &bytes)));
-        GS_TRY(gs_cuda_alloc(e, &buffer, bytes, "fsai transpose: cuSPARSE buffer"));
-        GS_TRY(CUSPARSE_CALL(&e->err, cusparseCsr2cscEx2(c->sparse, n, n, (int)G->nnz, G->val, rp32,
-                                                         G->col, GT->val, cp32, GT->col, vt,
-                                                         CUSPARSE_ACTION_NUMERIC,
-                                                         CUSPARSE_INDEX_BASE_ZERO,
-                                                         CUSPARSE_CSR2CSC_ALG1, buffer)));
-        GS_TRY(CUDA_LAUNCH(&e->err, fsai_widen_kernel, fsai_blocks(n + 1, 256), 256, 0, c->stream,
-                           (int64_t)n + 1, (const int32_t *)cp32, GT->rp));
+    GS_TRY(fsai_dcsr_alloc_entries(e, GT, nnz, G->vsize, "fsai: G^T"));
+    if (nnz == 0) return GS_OK;
+    GS_TRY(gs_cuda_alloc(e, &keys, (size_t)nnz * sizeof(int32_t), "fsai transpose: sorted columns"));
+    GS_TRY(gs_cuda_alloc(e, &perm_in, (size_t)nnz * sizeof(int32_t), "fsai transpose: positions"));
+    GS_TRY(gs_cuda_alloc(e, &perm, (size_t)nnz * sizeof(int32_t), "fsai transpose: sorted positions"));
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_iota_kernel, fsai_blocks(nnz, 256), 256, 0, c->stream, nnz,
+                       perm_in));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs((void *)NULL, bytes,
+                                                              (const int32_t *)G->col, keys,
+                                                              (const int32_t *)perm_in, perm,
+                                                              (int)nnz, 0, bits, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai transpose: sort workspace"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(tmp, bytes, (const int32_t *)G->col,
+                                                              keys, (const int32_t *)perm_in, perm,
+                                                              (int)nnz, 0, bits, c->stream)));
+    {
+        const unsigned grid = fsai_blocks((nnz > n ? nnz : (int64_t)n + 1), 256);
+        if (G->vsize == sizeof(float))
+            GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_fill_kernel<float>, grid, 256, 0, c->stream,
+                               n, nnz, (const int64_t *)G->rp, (const float *)G->val,
+                               (const int32_t *)keys, (const int32_t *)perm, GT->rp, GT->col,
+                               (float *)GT->val));
+        else
+            GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_fill_kernel<double>, grid, 256, 0, c->stream,
+                               n, nnz, (const int64_t *)G->rp, (const double *)G->val,
+                               (const int32_t *)keys, (const int32_t *)perm, GT->rp, GT->col,
+                               (double *)GT->val));
     }
 cleanup: /* stream-ordered frees */
-    gs_cuda_free(e, buffer, bytes);
-    gs_cuda_free(e, rp32, ((size_t)n + 1) * sizeof(int32_t));
-    gs_cuda_free(e, cp32, ((size_t)n + 1) * sizeof(int32_t));
+    gs_cuda_free(e, tmp, bytes);
+    gs_cuda_free(e, keys, (size_t)nnz * sizeof(int32_t));
+    gs_cuda_free(e, perm_in, (size_t)nnz * sizeof(int32_t));
+    gs_cuda_free(e, perm, (size_t)nnz * sizeof(int32_t));
     return status;
 }
 
@@ -701,28 +786,39 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     gs_engine *e = pc->eng;
     fsai_dcsr dA = {}, At = {}, L1 = {}, S = {}, G = {}, GT = {};
     gs_cuda_csr_view viewA = {};
-    int64_t m_max = 0, nnz_hat = 0;
+    int64_t m_max = 0, nnz_hat = 0, bw = 0;
     int status = GS_OK;
     double t0 = 0.0;
     GS_TRY(fsai_device_A(pc, A, &dA, &viewA));
     t0 = gs_pc_stage_begin(pc);
-    GS_TRY(fsai_prefilter(e, A, &dA, o->tau, &At, &L1, err));
+    GS_TRY(fsai_prefilter(e, A, &dA, o->tau, &At, &L1, &bw, err));
     GS_TRY(gs_pc_stage_end(pc, "prefilter", t0));
-    t0 = gs_pc_stage_begin(pc);
-    GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, &S));
-    fsai_dcsr_free(e, &At);
-    GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
-    GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, &m_max, err)); /* gather, factorisation */
-    nnz_hat = S.nnz;
-    t0 = gs_pc_stage_begin(pc);
-    if (o->prec == GS_FP32) GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, m_max, o->delta, &G, err));
-    else GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, &G, err));
-    fsai_dcsr_free(e, &S);
-    fsai_release_A(e, &dA, &viewA);
-    GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));
-    t0 = gs_pc_stage_begin(pc);
-    GS_TRY(fsai_transpose(e, &G, &GT));
-    GS_TRY(gs_pc_stage_end(pc, "transpose", t0));
+    if (L1.nnz == L1.n) {
+        /* Ã is diagonal (the default tau on the 27-point stencil): no
+         * pattern, no systems to gather, nothing to filter or transpose */
+        t0 = gs_pc_stage_begin(pc);
+        GS_TRY(fsai_diagonal(e, &dA, o->prec, &G, &GT));
+        m_max = 1;
+        nnz_hat = G.nnz;
+        fsai_release_A(e, &dA, &viewA);
+        GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
+    } else {
+        t0 = gs_pc_stage_begin(pc);
+        GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, bw, &S));
+        fsai_dcsr_free(e, &At);
+        GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
+        GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, &m_max, err)); /* gather, factorisation */
+        nnz_hat = S.nnz;
+        t0 = gs_pc_stage_begin(pc);
+        if (o->prec == GS_FP32) GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, m_max, o->delta, &G, err));
+        else GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, &G, err));
+        fsai_dcsr_free(e, &S);
+        fsai_release_A(e, &dA, &viewA);
+        GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));
+        t0 = gs_pc_stage_begin(pc);
+        GS_TRY(fsai_transpose(e, &G, &GT));
+        GS_TRY(gs_pc_stage_end(pc, "transpose", t0));
+    }
     t0 = gs_pc_stage_begin(pc);
     pc->nnz = G.nnz;
     pc->apply_bytes = 2.0 * fsai_stream_bytes(&G, o->prec) + 32.0 * A->n_rows; /* G, G^T, r t t z */

@@ -35,9 +35,9 @@ void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m); /* NULL-safe, zeroes m */
  * scan in place) and return nnz = rp[n] on the host (synchronises). */
 int fsai_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz);
 
-/* out[i] = sum_{j<i} in[j] for i <= count; in and out have count + 1
- * entries (in[count] is set to 0). In stream order. */
-int fsai_exclusive_scan(gs_engine *e, int64_t *in, int64_t *out, int64_t count);
+/* out[i] = sum_{j<i} in[j] for i <= count (out has count + 1 entries). In
+ * stream order. */
+int fsai_exclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count);
 
 /* Download one int64 (synchronises). */
 int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h);
@@ -76,11 +76,12 @@ static __device__ __forceinline__ int64_t fsai_warp_inclusive_scan(int64_t v)
     return v;
 }
 
-/* S = 1NZ(L_k) of Algorithm 4.1 from the prefiltered Ã (full rows, sorted)
- * and L_1 = Low(Ã) (taken over by the call: freed or returned as S). Rows of
- * S sorted. Device workspace for the warps' maps is bounded, never all free
- * memory. */
-int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, fsai_dcsr *S);
+/* S = 1NZ(L_k) of Algorithm 4.1 from the prefiltered Ã (full rows, sorted),
+ * its lower bandwidth bw = max_r (r - the first column of row r), and L_1 =
+ * Low(Ã) (taken over by the call: freed or returned as S). Rows of S sorted.
+ * Device workspace for the warps' maps is bounded, never all free memory. */
+int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, int64_t bw,
+                      fsai_dcsr *S);
 
 /* Ĝ on the pattern S: row i solves A[P_i,P_i] w = e_m (3.6) and keeps
  * g = w / sqrt(w_m) (3.7); on success S->val holds the values (float for

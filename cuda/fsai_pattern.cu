@@ -8,13 +8,16 @@
  *   (row lengths, then a scan) and a fill pass, instead of ELLPACK rows padded
  *   to a width that reserves all free memory. A row that would still exceed
  *   its counted length sets the paper's error flag (never silent).
- * - The map of a warp is a window, not n bytes: every candidate column c of
- *   row r lies in [lo_r, r], lo_r = min over s in L_p(r,:) of the first column
- *   of Ã(s,:); with W a power of two >= max_r (r - lo_r + 1), c mod W is one-
- *   to-one on that range, so a byte map of W entries per warp needs no
- *   collision handling. On banded matrices (stencils) W << n: the maps of
- *   enough warps to fill the GPU fit in a bounded budget. W >= n falls back
- *   to the paper's n-byte map.
+ * - The map of a warp is a window, not n bytes: with b the lower bandwidth
+ *   of Ã (max_r (r - its first column), counted by the prefilter), L_p(r,:)
+ *   lies in [r - p b, r], so every candidate column c of a row r of
+ *   Low(L_p Ã) lies in [r - (p + 1) b, r]; with W a power of two >=
+ *   (p + 1) b + 1, c mod W is one-to-one on that range, so a byte map of W
+ *   entries per warp needs no collision handling. On banded matrices
+ *   (stencils) W << n: the maps of enough warps to fill the GPU fit in a
+ *   bounded budget. W >= n falls back to the paper's n-byte map. (v7: this
+ *   bound replaced a kernel that measured the exact span and one host round
+ *   trip per product; on stencils the two are equal.)
  * - Rows are sorted where it is cheap: every fill pass sorts rows of at most
  *   32 columns in registers (any product may turn out to be the last, see
  *   the fixed point below); cub's segmented sort runs on S only if a row of
@@ -32,23 +35,6 @@
 #define PATTERN_SCRATCH 1024          /* counting pass: columns kept to reset the map */
 #define PATTERN_MAP_BUDGET ((size_t)256 << 20) /* bytes of maps at most */
 #define FULL_MASK 0xffffffffu
-
-/* lo_r for every row r of Lin; *span_max = max_r (r - lo_r + 1). */
-__global__ void pattern_span_kernel(int32_t n, const int64_t *__restrict__ in_rp,
-                                    const int32_t *__restrict__ in_col,
-                                    const int64_t *__restrict__ a_rp,
-                                    const int32_t *__restrict__ a_col, int *span_max)
-{
-    const int32_t r = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
-    int span = 0;
-    if (r < n) {
-        int32_t lo = r;
-        for (int64_t p = in_rp[r]; p < in_rp[r + 1]; p++) lo = min(lo, a_col[a_rp[in_col[p]]]);
-        span = r - lo + 1;
-    }
-    for (int o = 16; o > 0; o >>= 1) span = max(span, __shfl_xor_sync(FULL_MASK, span, o));
-    if ((threadIdx.x & 31) == 0 && span > 0) atomicMax(span_max, span);
-}
 
 /* One warp per row r (rows wid, wid + nwarps, ...): row r of Low(Lin Ã) is
  * the union over s in Lin(r,:) of {c in Ã(s,:) : c <= r} (Alg. 4.2). FILL = 0
@@ -169,50 +155,28 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
     }
 }
 
-/* The window: W = the power of two at or above max span (mask W - 1), or
- * n bytes indexed by c itself when that is not smaller. */
-static int pattern_window(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At,
-                          uint32_t *mask, size_t *stride)
+/* The window of product p (input L_p): W = the power of two at or above
+ * (p + 1) bw + 1 (mask W - 1), or n bytes indexed by c itself when that is
+ * not smaller. */
+static void pattern_window(int32_t n, int64_t bw, long p, uint32_t *mask, size_t *stride)
 {
-    gs_cuda_impl *c = gs_cuda_of(e);
-    int *d_span = NULL, span = 0, status = GS_OK;
-    GS_TRY(gs_cuda_alloc(e, &d_span, sizeof(int), "fsai pattern: window size"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_span, 0, sizeof(int), c->stream)));
-    GS_TRY(CUDA_LAUNCH(&e->err, pattern_span_kernel, fsai_blocks(Lin->n, 256), 256, 0, c->stream,
-                       Lin->n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
-                       (const int64_t *)At->rp, (const int32_t *)At->col, d_span));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&span, d_span, sizeof(int), cudaMemcpyDeviceToHost,
-                                              c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    {
-        uint64_t w = 1;
-        while (w < (uint64_t)span) w <<= 1;
-        if (w >= (uint64_t)Lin->n) {
-            *mask = 0xffffffffu;
-            *stride = (size_t)(Lin->n > 0 ? Lin->n : 1);
-        } else {
-            *mask = (uint32_t)(w - 1);
-            *stride = (size_t)w;
-        }
+    const uint64_t span = (uint64_t)(p + 1) * (uint64_t)bw + 1;
+    uint64_t w = 1;
+    while (w < span && w < (uint64_t)n) w <<= 1;
+    if (w >= (uint64_t)n) {
+        *mask = 0xffffffffu;
+        *stride = (size_t)(n > 0 ? n : 1);
+    } else {
+        *mask = (uint32_t)(w - 1);
+        *stride = (size_t)w;
     }
-cleanup:
-    gs_cuda_free(e, d_span, sizeof(int));
-    return status;
 }
 
-/* Warps to launch: all that can be resident, at most what the map budget
- * (and a fraction of free memory) allows, at most one per row, at least 1. */
-static int32_t pattern_warps(gs_engine *e, int32_t n, size_t stride)
+/* Warps to launch: all that can be resident (max_warps), at most what the
+ * map budget allows, at most one per row, at least 1. */
+static int32_t pattern_warps(int32_t n, int64_t max_warps, size_t budget, size_t stride)
 {
-    int per_sm = 0;
-    size_t free_bytes = 0, total = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pattern_product_kernel<true>,
-                                                      PATTERN_THREADS, 0) != cudaSuccess)
-        per_sm = 4;
-    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) free_bytes = PATTERN_MAP_BUDGET;
-    (void)cudaGetLastError();
-    const size_t budget = free_bytes / 8 < PATTERN_MAP_BUDGET ? free_bytes / 8 : PATTERN_MAP_BUDGET;
-    int64_t w = (int64_t)(per_sm > 0 ? per_sm : 1) * gs_cuda_of(e)->sm_count * PATTERN_WARPS;
+    int64_t w = max_warps;
     if ((int64_t)(budget / stride) < w) w = (int64_t)(budget / stride);
     if (w > n) w = n;
     return (int32_t)(w > 0 ? w : 1);
@@ -221,6 +185,8 @@ static int32_t pattern_warps(gs_engine *e, int32_t n, size_t stride)
 /* The device maps, grown when a step needs more (zeroed once: the kernels
  * leave them zero). */
 typedef struct pattern_work {
+    int64_t max_warps; /* resident warps of the product kernel */
+    size_t budget;     /* bytes of maps at most */
     uint8_t *map;
     size_t map_bytes;
     int32_t *scratch;
@@ -261,47 +227,38 @@ static void pattern_work_free(gs_engine *e, pattern_work *w)
     gs_cuda_free(e, w->overflow, 2 * sizeof(int));
 }
 
-/* out = Low(Lin Ã): counting pass, scan, fill pass, overflow check. With
- * sort_rows the fill sorts rows of at most 32 columns; *sorted says whether
- * that covered every row. */
-static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At,
-                           pattern_work *w, int sort_rows, fsai_dcsr *out, int *sorted)
+/* out = Low(Lin Ã), Lin = L_p: counting pass, scan (nnz read back: the one
+ * host round trip), fill pass. The fill sorts rows of at most 32 columns and
+ * sets w->overflow[1] if a row is longer (reset here first, so that the flag
+ * speaks of the last product); a fill that finds more than was counted sets
+ * w->overflow[0]. Both are read once, after the last product. */
+static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At, long p,
+                           int64_t bw, pattern_work *w, fsai_dcsr *out)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = Lin->n;
     uint32_t mask = 0;
     size_t stride = 0;
     int64_t nnz = 0;
-    int flags[2] = {0, 0}, status = GS_OK;
-    *sorted = 0;
-    GS_TRY(pattern_window(e, Lin, At, &mask, &stride));
-    {
-        const int32_t nwarps = pattern_warps(e, n, stride);
-        const unsigned grid = fsai_blocks(nwarps, PATTERN_WARPS);
-        GS_TRY(pattern_work_reserve(e, w, stride * (size_t)nwarps, nwarps));
-        GS_TRY(fsai_dcsr_alloc_rows(e, out, n, "fsai pattern: row pointers"));
-        GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<false>, grid, PATTERN_THREADS, 0,
-                           c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
-                           (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask,
-                           stride, nwarps, out->rp, (int32_t *)NULL, w->scratch, w->overflow,
-                           0, w->overflow + 1));
-        GS_TRY(fsai_counts_to_row_ptr(e, out->rp, n, &nnz));
-        GS_TRY(fsai_dcsr_alloc_entries(e, out, nnz, 0, "fsai pattern: columns"));
-        GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<true>, grid, PATTERN_THREADS, 0,
-                           c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
-                           (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask,
-                           stride, nwarps, out->rp, out->col, (int32_t *)NULL, w->overflow,
-                           sort_rows, w->overflow + 1));
-    }
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(flags, w->overflow, 2 * sizeof(int),
-                                              cudaMemcpyDeviceToHost, c->stream)));
+    int status = GS_OK;
+    pattern_window(n, bw, p, &mask, &stride);
+    const int32_t nwarps = pattern_warps(n, w->max_warps, w->budget, stride);
+    const unsigned grid = fsai_blocks(nwarps, PATTERN_WARPS);
+    GS_TRY(pattern_work_reserve(e, w, stride * (size_t)nwarps, nwarps));
+    GS_TRY(fsai_dcsr_alloc_rows(e, out, n, "fsai pattern: row pointers"));
+    GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<false>, grid, PATTERN_THREADS, 0,
+                       c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
+                       (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask, stride,
+                       nwarps, out->rp, (int32_t *)NULL, w->scratch, w->overflow, 0,
+                       w->overflow + 1));
+    GS_TRY(fsai_counts_to_row_ptr(e, out->rp, n, &nnz));
+    GS_TRY(fsai_dcsr_alloc_entries(e, out, nnz, 0, "fsai pattern: columns"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->overflow + 1, 0, sizeof(int), c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    *sorted = sort_rows && !flags[1];
-    if (flags[0])
-        status = gs_error_set(&e->err, GS_ERR_INTERNAL,
-                              "fsai pattern: a row of Low(L A) outgrew its counted length "
-                              "(counting and fill passes disagree)");
+    GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<true>, grid, PATTERN_THREADS, 0, c->stream,
+                       n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
+                       (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask, stride,
+                       nwarps, out->rp, out->col, (int32_t *)NULL, w->overflow, 1,
+                       w->overflow + 1));
 cleanup:
     return status;
 }
@@ -325,8 +282,7 @@ static int pattern_sort_rows(gs_engine *e, fsai_dcsr *P)
                                   tmp, tmp_bytes, (const int32_t *)P->col, sorted, P->nnz,
                                   (int64_t)P->n, (const int64_t *)P->rp,
                                   (const int64_t *)P->rp + 1, c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    gs_cuda_free(e, P->col, (size_t)P->nnz * sizeof(int32_t));
+    gs_cuda_free(e, P->col, (size_t)P->nnz * sizeof(int32_t)); /* stream-ordered */
     P->col = sorted;
     sorted = NULL;
 cleanup:
@@ -335,24 +291,52 @@ cleanup:
     return status;
 }
 
-int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, fsai_dcsr *S)
+/* The product kernel's resident warps and the map budget (a fraction of
+ * free memory, at most PATTERN_MAP_BUDGET), once per pattern. */
+static void pattern_limits(gs_engine *e, pattern_work *w)
 {
+    int per_sm = 0;
+    size_t free_bytes = 0, total = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pattern_product_kernel<true>,
+                                                      PATTERN_THREADS, 0) != cudaSuccess)
+        per_sm = 4;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) free_bytes = PATTERN_MAP_BUDGET;
+    (void)cudaGetLastError();
+    w->budget = free_bytes / 8 < PATTERN_MAP_BUDGET ? free_bytes / 8 : PATTERN_MAP_BUDGET;
+    w->max_warps = (int64_t)(per_sm > 0 ? per_sm : 1) * gs_cuda_of(e)->sm_count * PATTERN_WARPS;
+}
+
+int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, int64_t bw,
+                      fsai_dcsr *S)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
     fsai_dcsr L = *L1, next = {};
     pattern_work w = {};
-    int status = GS_OK, sorted = 1; /* L_1 = Low(Ã) keeps A's sorted rows */
+    int status = GS_OK, flags[2] = {0, 0}, products = 0;
     *L1 = fsai_dcsr{};
+    pattern_limits(e, &w);
     /* Ã contains its diagonal, so L_{p+1} contains L_p: once a product adds
      * nothing (equal counts), every later one returns the same pattern and
      * the recursion stops there. A diagonal Ã gives L_p = L_1 for all p. */
     for (long p = 1; p < k && At->nnz > At->n; p++) {     /* L_{p+1} = Low(L_p Ã) */
-        GS_TRY(pattern_product(e, &L, At, &w, 1, &next, &sorted));
+        GS_TRY(pattern_product(e, &L, At, p, bw, &w, &next));
+        products++;
         const int fixed = next.nnz == L.nnz;
         fsai_dcsr_free(e, &L);
         L = next;
         next = fsai_dcsr{};
         if (fixed) break;
     }
-    if (!sorted) GS_TRY(pattern_sort_rows(e, &L)); /* rows longer than 32 */
+    if (products > 0) { /* L_1 = Low(Ã) keeps A's sorted rows */
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(flags, w.overflow, sizeof flags,
+                                                  cudaMemcpyDeviceToHost, c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+        if (flags[0])
+            GS_TRY(gs_error_set(&e->err, GS_ERR_INTERNAL,
+                                "fsai pattern: a row of Low(L A) outgrew its counted length "
+                                "(counting and fill passes disagree)"));
+        if (flags[1]) GS_TRY(pattern_sort_rows(e, &L)); /* rows longer than 32 */
+    }
 cleanup:
     pattern_work_free(e, &w);
     fsai_dcsr_free(e, &next);

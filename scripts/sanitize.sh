@@ -3,7 +3,8 @@
 # without Jacobi) on the CUDA engine under compute-sanitizer's memcheck; CG
 # and GMRES under initcheck (no read of device memory nothing wrote); one CG
 # solve under racecheck and synccheck (the reductions' shared memory and
-# barriers); and, when built, the CUDA engine's test suite under memcheck
+# barriers); FSAI setups that reach every setup kernel under memcheck,
+# racecheck, synccheck and initcheck; and, when built, the CUDA engine's test suite under memcheck
 # (every kernel, layouts, trisolve, graphs). Passes only if every run exits 0
 # and reports "ERROR SUMMARY: 0 errors".
 #   GPUSOLVE=build/gpusolve scripts/sanitize.sh
@@ -45,6 +46,15 @@ check initcheck --generate poisson3d:12 -m cg -p jacobi
 check initcheck --generate convdiff3d:12 -m gmres -p jacobi
 check racecheck --generate poisson3d:12 -m cg -p jacobi
 check synccheck --generate poisson3d:12 -m cg -p jacobi
+# the FSAI setup: every size class of the batched Cholesky and the panel
+# paths (27-point, tau 0, k = 4: m up to 365), fp32, the diagonal direct path
+# (default tau on the 27-point stencil), the transpose
+check memcheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 4
+check memcheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 3 --precond-precision single
+check memcheck --generate poisson3d27:8 -m cg -p fsai
+check racecheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 4
+check synccheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 3
+check initcheck --generate poisson3d:12 -m cg -p fsai
 suite=$(dirname "$GPUSOLVE")/tests/check_cuda_engine
 [ -x "$suite" ] && check memcheck --program "$suite"
 rm -f "$log"

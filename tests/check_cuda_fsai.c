@@ -250,8 +250,10 @@ static void check_case(const gs_csr *A, double tau, long k, double delta, const 
     ck_assert_msg(g.mu_hat == c.mu_hat, "%s: mu_G_hat %.17g (GPU) vs %.17g", label, g.mu_hat,
                   c.mu_hat);
     ck_assert_msg(g.m_max == c.m_max, "%s: local_m_max %g vs %g", label, g.m_max, c.m_max);
-    ck_assert_msg(strstr(g.stages, "csr of A;prefilter;pattern;gather;factorisation;postfilter;"
-                                   "transpose;") != NULL,
+    /* m_max = 1 exactly when Ã is diagonal: then G = diag(A)^-1/2 directly */
+    ck_assert_msg(strstr(g.stages, c.m_max == 1 ? "csr of A;prefilter;factorisation;layout"
+                                                : "csr of A;prefilter;pattern;gather;"
+                                                  "factorisation;postfilter;transpose;layout") != NULL,
                   "%s: stages %s", label, g.stages);
     gs_csr Ghat = {0};
     if (delta > 0) {
@@ -295,6 +297,31 @@ START_TEST(test_generated)
         check_case(&A, 0.0, 2, 0.05, NULL, cases[c].spec);
         gs_csr_free(&A);
     }
+}
+END_TEST
+
+/* A diagonal Ã (the 27-point stencil's couplings are 1/26 of its diagonal
+ * after scaling, below the default tau = 0.05; a diagonal matrix): every
+ * local system is 1 x 1 and the setup takes its direct path, which must
+ * give the reference's G for every k and delta, in both precisions. */
+START_TEST(test_diagonal)
+{
+    gs_csr A = tu_generated("poisson3d27:8");
+    for (long k = 1; k <= 3; k++) check_case(&A, 0.05, k, 0.0035, NULL, "poisson3d27:8");
+    check_case(&A, 0.05, 2, 0.0, "single", "poisson3d27:8");
+    check_case(&A, 0.04, 3, 0.0, NULL, "poisson3d27:8"); /* still diagonal: 1/26 < 0.04 */
+    gs_csr_free(&A);
+    tu_rng r = tu_rng_seed(21);
+    const int32_t n = 500;
+    int32_t *ri = malloc((size_t)n * sizeof *ri);
+    double *v = malloc((size_t)n * sizeof *v);
+    ck_assert(ri && v);
+    for (int32_t i = 0; i < n; i++) ri[i] = i, v[i] = 0.5 + 100.0 * tu_uniform(&r);
+    gs_csr D = tu_from_triplets(n, n, n, ri, ri, v);
+    check_case(&D, 0.0, 3, 0.0035, NULL, "diagonal:500");
+    check_case(&D, 0.0, 1, 0.0, "single", "diagonal:500");
+    free(ri), free(v);
+    gs_csr_free(&D);
 }
 END_TEST
 
@@ -516,11 +543,11 @@ END_TEST
 
 /* z = G^T (G r) on the device against the host product with the GPU's own G:
  * |difference| <= 2 γ_{2w} (|G^T| |G| |r|) per entry, w the longest row. */
-START_TEST(test_apply)
+/* z = G^T G r and r.z on the GPU (G^T transposed on the device) against
+ * the host's product with the downloaded G and its host transpose. */
+static void check_apply(const gs_csr *Ain, const gs_params *p, const char *label)
 {
-    gs_csr A = tu_generated("poisson3d:10");
-    tu_fsai_args a;
-    const gs_params *p = tu_fsai_args_make(&a, 0.05, 3, 0.0035, NULL);
+    const gs_csr A = *Ain;
     gs_mat *Ae = NULL;
     gs_pc *pc = NULL;
     gs_error err = {0};
@@ -556,11 +583,13 @@ START_TEST(test_apply)
     double rz = 0, rza = 0, slot = NAN;
     for (int32_t i = 0; i < n; i++) {
         ck_assert_msg(fabs(zg[i] - zh[i]) <= 4.0 * w * U64 * az[i] + 1e-300,
-                      "apply: z[%d] = %.17g on the GPU, %.17g on the host", (int)i, zg[i], zh[i]);
+                      "%s: apply: z[%d] = %.17g on the GPU, %.17g on the host", label, (int)i,
+                      zg[i], zh[i]);
         rz += rh[i] * zh[i], rza += fabs(rh[i]) * az[i];
     }
     ck_assert_int_eq(gpu->ops->scalar_read(gpu, 3, 1, &slot), GS_OK);
-    ck_assert_msg(fabs(slot - rz) <= 4.0 * (w + n) * U64 * rza, "r.z %.17g vs %.17g", slot, rz);
+    ck_assert_msg(fabs(slot - rz) <= 4.0 * (w + n) * U64 * rza, "%s: r.z %.17g vs %.17g", label,
+                  slot, rz);
     gs_csr_free(&Ga);
     gs_csr_free(&GTa);
     gs_csr_free(&GT);
@@ -570,6 +599,28 @@ START_TEST(test_apply)
     gpu->ops->vec_destroy(gpu, z);
     gs_pc_destroy(pc);
     gpu->ops->mat_destroy(gpu, Ae);
+}
+
+/* Patterns whose transposes differ in shape: short rows both ways (7-point),
+ * G diagonal (27-point, default tau: the direct path), long rows of G^T
+ * (random with dense rows), one row of G as long as the matrix (arrowhead),
+ * fp32 values. */
+START_TEST(test_apply)
+{
+    tu_fsai_args a;
+    gs_csr A = tu_generated("poisson3d:10");
+    check_apply(&A, tu_fsai_args_make(&a, 0.05, 3, 0.0035, NULL), "poisson3d:10");
+    check_apply(&A, tu_fsai_args_make(&a, 0.05, 3, 0.0035, "single"), "poisson3d:10 single");
+    gs_csr_free(&A);
+    A = tu_generated("poisson3d27:8");
+    check_apply(&A, tu_fsai_args_make(&a, 0.05, 3, 0.0035, NULL), "poisson3d27:8 diagonal G");
+    gs_csr_free(&A);
+    tu_rng r = tu_rng_seed(7);
+    A = tu_random_spd(&r, 900, 0.02);
+    check_apply(&A, tu_fsai_args_make(&a, 0.001, 2, 0.0, NULL), "random:900");
+    gs_csr_free(&A);
+    A = arrowhead(600, 600.0, 0.1, 0.5, 3);
+    check_apply(&A, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), "arrowhead:600");
     gs_csr_free(&A);
 }
 END_TEST
@@ -711,6 +762,7 @@ static Suite *cuda_fsai_suite(int have_gpu)
     tcase_add_test(tc, test_device_or_skip);
     if (have_gpu) {
         tcase_add_test(tc, test_generated);
+        tcase_add_test(tc, test_diagonal);
         tcase_add_test(tc, test_every_size_class);
         tcase_add_test(tc, test_random_with_dense_rows);
         tcase_add_test(tc, test_one_huge_system);

@@ -511,60 +511,99 @@ cleanup:
 
 /* ----------------------------------------------------------- transpose */
 
-/* perm[p] = p: the values the sort carries along. */
-__global__ void fsai_iota_kernel(int64_t n, int32_t *__restrict__ out)
+/* Entries of G sorted per chunk, at most this many bytes of sort buffers
+ * (about 20 bytes an entry): the transpose's peak stays G + G^T + this. */
+#define TRANSPOSE_CHUNK_BYTES ((size_t)256 << 20)
+
+/* gt_rp[j + 1] = the entries of column j of G (atomics: the counts do not
+ * depend on their order). */
+__global__ void fsai_column_count_kernel(int64_t nnz, const int32_t *__restrict__ col,
+                                         int64_t *gt_rp)
 {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = (int32_t)i;
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p < nnz) atomicAdd((unsigned long long *)&gt_rp[col[p] + 1], 1ull);
 }
 
-/* From G's entries stably sorted by column (keys[q], their positions
- * perm[q] in G): entry q of G^T is G's entry perm[q], in row keys[q] and
- * column row_of(perm[q]) (the last row pointer of G at or before it);
- * gt_rp[j] = the first q with keys[q] >= j. */
+/* perm[q] = p0 + q: the positions the sort carries along. */
+__global__ void fsai_iota_kernel(int64_t count, int64_t p0, int32_t *__restrict__ out)
+{
+    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q < count) out[q] = (int32_t)(p0 + q);
+}
+
+/* start[j] = the first q with keys[q] == j, for the columns j of this
+ * chunk (keys sorted; the other entries of start are not read). */
+__global__ void fsai_transpose_start_kernel(int64_t count, const int32_t *__restrict__ keys,
+                                            int32_t *__restrict__ start)
+{
+    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q < count && (q == 0 || keys[q - 1] != keys[q])) start[keys[q]] = (int32_t)q;
+}
+
+/* One chunk of G's entries (positions p0.. in row-major order), stably
+ * sorted by column: keys[q] = the column, perm[q] = the position. Entry q
+ * goes to row keys[q] of G^T after the done[j] entries of column j from
+ * earlier chunks and the q - start[j] of this chunk before it in the sort
+ * (one chunk: done = start = NULL, and q - start[j] is q - gt_rp[j]), so
+ * every row of G^T comes out in increasing column order. Its column there
+ * is the row of G that holds position perm[q]. */
 template <typename T>
-__global__ void fsai_transpose_fill_kernel(int32_t n, int64_t nnz, const int64_t *__restrict__ g_rp,
+__global__ void fsai_transpose_fill_kernel(int32_t n, int64_t count,
+                                           const int64_t *__restrict__ g_rp,
                                            const T *__restrict__ g_val,
                                            const int32_t *__restrict__ keys,
-                                           const int32_t *__restrict__ perm, int64_t *gt_rp,
+                                           const int32_t *__restrict__ perm,
+                                           const int32_t *__restrict__ done,
+                                           const int32_t *__restrict__ start,
+                                           const int64_t *__restrict__ gt_rp,
                                            int32_t *__restrict__ gt_col, T *__restrict__ gt_val)
 {
     const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q <= n) {
-        int64_t a = 0, b = nnz; /* lower bound of j = q in keys */
-        while (a < b) {
-            const int64_t mid = a + (b - a) / 2;
-            if (keys[mid] < q) a = mid + 1;
-            else b = mid;
-        }
-        gt_rp[q] = a;
+    if (q >= count) return;
+    const int32_t j = keys[q], p = perm[q];
+    int32_t a = 0, b = n; /* the row of p: the last r with g_rp[r] <= p */
+    while (b - a > 1) {
+        const int32_t mid = a + (b - a) / 2;
+        if (g_rp[mid] <= p) a = mid;
+        else b = mid;
     }
-    if (q < nnz) {
-        const int32_t p = perm[q];
-        int32_t a = 0, b = n; /* the last row r with g_rp[r] <= p */
-        while (b - a > 1) {
-            const int32_t mid = a + (b - a) / 2;
-            if (g_rp[mid] <= p) a = mid;
-            else b = mid;
-        }
-        gt_col[q] = a;
-        gt_val[q] = g_val[p];
-    }
+    const int64_t dst = done ? gt_rp[j] + done[j] + (q - start[j]) : q;
+    gt_col[dst] = a;
+    gt_val[dst] = g_val[p];
 }
 
-/* GT = G^T: the columns of G sorted stably (cub's radix sort, on the bits
- * that n needs), so that each row of G^T comes out in increasing column
- * order, then one gather. (v7: cusparseCsr2cscEx2 cost 50 to 100 us even on
- * a 48-row G, and its offsets are 32-bit.) */
+/* done[j] += the entries of column j in this chunk (by the last of each
+ * run of equal keys). */
+__global__ void fsai_transpose_done_kernel(int64_t count, const int32_t *__restrict__ keys,
+                                           const int32_t *__restrict__ start,
+                                           int32_t *__restrict__ done)
+{
+    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q < count && (q == count - 1 || keys[q + 1] != keys[q]))
+        done[keys[q]] += (int32_t)(q - start[keys[q]] + 1);
+}
+
+/* GT = G^T: column counts and their scan give the row pointers; the entries
+ * go over in chunks of row-major positions, each chunk stably radix-sorted
+ * by column on the bits n needs (cub) and scattered after the entries of
+ * earlier chunks, so that each row of G^T is in increasing column order
+ * whatever the chunking. (v7: cusparseCsr2cscEx2 cost 50 to 100 us even on
+ * a 48-row G; one sort of all of G's entries raised the peak of
+ * poisson3d:128 from 1.49x to 1.62x the stored matrices and vectors.)
+ * GS_FSAI_TRANSPOSE_CHUNK: entries a chunk, for the tests. */
 static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = G->n;
     const int64_t nnz = G->nnz;
-    int32_t *keys = NULL, *perm_in = NULL, *perm = NULL;
+    int32_t *keys = NULL, *perm_in = NULL, *perm = NULL, *done = NULL, *start = NULL;
     void *tmp = NULL;
     size_t bytes = 0;
     int status = GS_OK, bits = 1;
+    int64_t chunk = (int64_t)(TRANSPOSE_CHUNK_BYTES / 20);
+    const char *forced = getenv("GS_FSAI_TRANSPOSE_CHUNK");
+    if (forced && atoll(forced) > 0) chunk = atoll(forced);
+    if (chunk > nnz) chunk = nnz;
     while (bits < 31 && ((int64_t)1 << bits) < n) bits++;
     if (nnz > INT32_MAX)
         return gs_error_set(&e->err, GS_ERR_UNSUPPORTED,
@@ -573,37 +612,56 @@ static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT)
     GS_TRY(fsai_dcsr_alloc_rows(e, GT, n, "fsai: row pointers of G^T"));
     GS_TRY(fsai_dcsr_alloc_entries(e, GT, nnz, G->vsize, "fsai: G^T"));
     if (nnz == 0) return GS_OK;
-    GS_TRY(gs_cuda_alloc(e, &keys, (size_t)nnz * sizeof(int32_t), "fsai transpose: sorted columns"));
-    GS_TRY(gs_cuda_alloc(e, &perm_in, (size_t)nnz * sizeof(int32_t), "fsai transpose: positions"));
-    GS_TRY(gs_cuda_alloc(e, &perm, (size_t)nnz * sizeof(int32_t), "fsai transpose: sorted positions"));
-    GS_TRY(CUDA_LAUNCH(&e->err, fsai_iota_kernel, fsai_blocks(nnz, 256), 256, 0, c->stream, nnz,
-                       perm_in));
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_column_count_kernel, fsai_blocks(nnz, 256), 256, 0,
+                       c->stream, nnz, (const int32_t *)G->col, GT->rp));
+    GS_TRY(fsai_counts_scan(e, GT->rp, n));
+    GS_TRY(gs_cuda_alloc(e, &keys, (size_t)chunk * sizeof(int32_t), "fsai transpose: sorted columns"));
+    GS_TRY(gs_cuda_alloc(e, &perm_in, (size_t)chunk * sizeof(int32_t), "fsai transpose: positions"));
+    GS_TRY(gs_cuda_alloc(e, &perm, (size_t)chunk * sizeof(int32_t), "fsai transpose: sorted positions"));
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs((void *)NULL, bytes,
                                                               (const int32_t *)G->col, keys,
                                                               (const int32_t *)perm_in, perm,
-                                                              (int)nnz, 0, bits, c->stream)));
+                                                              (int)chunk, 0, bits, c->stream)));
     GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai transpose: sort workspace"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(tmp, bytes, (const int32_t *)G->col,
-                                                              keys, (const int32_t *)perm_in, perm,
-                                                              (int)nnz, 0, bits, c->stream)));
-    {
-        const unsigned grid = fsai_blocks((nnz > n ? nnz : (int64_t)n + 1), 256);
+    if (chunk < nnz) { /* entries of each column placed by earlier chunks */
+        GS_TRY(gs_cuda_alloc(e, &done, (size_t)n * sizeof(int32_t), "fsai transpose: placed"));
+        GS_TRY(gs_cuda_alloc(e, &start, (size_t)n * sizeof(int32_t), "fsai transpose: run starts"));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(done, 0, (size_t)n * sizeof(int32_t), c->stream)));
+    }
+    for (int64_t p0 = 0; p0 < nnz; p0 += chunk) {
+        const int64_t count = nnz - p0 < chunk ? nnz - p0 : chunk;
+        const unsigned grid = fsai_blocks(count, 256);
+        GS_TRY(CUDA_LAUNCH(&e->err, fsai_iota_kernel, grid, 256, 0, c->stream, count, p0, perm_in));
+        GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(
+                                      tmp, bytes, (const int32_t *)G->col + p0, keys,
+                                      (const int32_t *)perm_in, perm, (int)count, 0, bits,
+                                      c->stream)));
+        if (done)
+            GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_start_kernel, grid, 256, 0, c->stream, count,
+                               (const int32_t *)keys, start));
         if (G->vsize == sizeof(float))
             GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_fill_kernel<float>, grid, 256, 0, c->stream,
-                               n, nnz, (const int64_t *)G->rp, (const float *)G->val,
-                               (const int32_t *)keys, (const int32_t *)perm, GT->rp, GT->col,
-                               (float *)GT->val));
+                               n, count, (const int64_t *)G->rp, (const float *)G->val,
+                               (const int32_t *)keys, (const int32_t *)perm,
+                               (const int32_t *)done, (const int32_t *)start,
+                               (const int64_t *)GT->rp, GT->col, (float *)GT->val));
         else
             GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_fill_kernel<double>, grid, 256, 0, c->stream,
-                               n, nnz, (const int64_t *)G->rp, (const double *)G->val,
-                               (const int32_t *)keys, (const int32_t *)perm, GT->rp, GT->col,
-                               (double *)GT->val));
+                               n, count, (const int64_t *)G->rp, (const double *)G->val,
+                               (const int32_t *)keys, (const int32_t *)perm,
+                               (const int32_t *)done, (const int32_t *)start,
+                               (const int64_t *)GT->rp, GT->col, (double *)GT->val));
+        if (done && p0 + count < nnz)
+            GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_done_kernel, grid, 256, 0, c->stream, count,
+                               (const int32_t *)keys, (const int32_t *)start, done));
     }
 cleanup: /* stream-ordered frees */
     gs_cuda_free(e, tmp, bytes);
-    gs_cuda_free(e, keys, (size_t)nnz * sizeof(int32_t));
-    gs_cuda_free(e, perm_in, (size_t)nnz * sizeof(int32_t));
-    gs_cuda_free(e, perm, (size_t)nnz * sizeof(int32_t));
+    gs_cuda_free(e, keys, (size_t)chunk * sizeof(int32_t));
+    gs_cuda_free(e, perm_in, (size_t)chunk * sizeof(int32_t));
+    gs_cuda_free(e, perm, (size_t)chunk * sizeof(int32_t));
+    gs_cuda_free(e, done, (size_t)n * sizeof(int32_t));
+    gs_cuda_free(e, start, (size_t)n * sizeof(int32_t));
     return status;
 }
 

@@ -386,6 +386,21 @@ static gs_csr arrowhead(int32_t n, double corner, double lo, double hi, uint64_t
     return A;
 }
 
+/* A with its rows and columns in reverse order (an arrowhead's dense last
+ * row and column become the first). */
+static gs_csr reversed(const gs_csr *A)
+{
+    const int32_t n = A->n_rows;
+    int32_t *ri = malloc((size_t)A->nnz * sizeof *ri), *ci = malloc((size_t)A->nnz * sizeof *ci);
+    ck_assert(ri && ci);
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++)
+            ri[p] = n - 1 - i, ci[p] = n - 1 - A->col[p];
+    gs_csr R = tu_from_triplets(n, n, A->nnz, ri, ci, A->val);
+    free(ri), free(ci);
+    return R;
+}
+
 START_TEST(test_one_huge_system)
 {
     const int32_t sizes[] = {600, 2000};
@@ -621,7 +636,21 @@ START_TEST(test_apply)
     gs_csr_free(&A);
     A = arrowhead(600, 600.0, 0.1, 0.5, 3);
     check_apply(&A, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), "arrowhead:600");
+    gs_csr R = reversed(&A);                  /* dense first row: row 0 of G^T is full */
+    check_apply(&R, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), "reversed arrowhead:600");
     gs_csr_free(&A);
+    /* the transpose in chunks of a few entries (columns of G cut across
+     * chunks, so rows of G^T are assembled from several) */
+    ck_assert_int_eq(setenv("GS_FSAI_TRANSPOSE_CHUNK", "37", 1), 0);
+    check_apply(&R, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), "reversed arrowhead:600, chunks of 37");
+    A = tu_random_spd(&r, 300, 0.02);
+    check_apply(&A, tu_fsai_args_make(&a, 0.001, 2, 0.0, "single"), "random:300 single, chunks of 37");
+    gs_csr_free(&A);
+    A = tu_generated("poisson3d:10");
+    check_apply(&A, tu_fsai_args_make(&a, 0.05, 3, 0.0035, NULL), "poisson3d:10, chunks of 37");
+    unsetenv("GS_FSAI_TRANSPOSE_CHUNK");
+    gs_csr_free(&A);
+    gs_csr_free(&R);
 }
 END_TEST
 

@@ -10,13 +10,16 @@
  *                  sliced ELL turned back into CSR (spmv.cu); "transfer"
  *                  instead, an upload from the host, where there is no
  *                  fp64 engine copy
- *   prefilter      input checks (symmetry, positive diagonal), Ã (3.8), L_1
+ *   prefilter      input checks (symmetry, positive diagonal), Ã (3.8), L_1,
+ *                  Ã's lower bandwidth (the pattern's window)
  *   pattern        L_{p+1} = Low(L_p Ã), k - 1 warp-centric products (fsai_pattern.cu)
  *   gather         A[P_i,P_i], one thread per element        (fsai_factor.cu)
  *   factorisation  batched Cholesky, g_i = w / sqrt(w_m)      (fsai_factor.cu)
  *   postfilter     (3.11)-(3.13), scaled by the computed z^T A z as the reference
- *   transpose      G^T by cuSPARSE csr2csc
+ *   transpose      G^T: G's columns radix-sorted stably, in chunks
  *   layout         G and G^T as engine matrices (sliced ELL)
+ * Where Ã is diagonal (every local system 1 x 1) the stages from pattern
+ * to transpose are one kernel, "factorisation": G = G^T = diag(A)^-1/2.
  * Apply: the reference's z = G^T (G r) (src/fsai.h), unchanged. */
 #include <stdio.h>
 #include <stdlib.h>

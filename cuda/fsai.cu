@@ -35,10 +35,7 @@ extern "C" {
 
 #define FULL_MASK 0xffffffffu
 #define ROW_WARPS 8 /* warps (rows) per 256-thread block of the row kernels */
-#define POSTFILTER_ZCAP 384
-#ifndef POSTFILTER_ILP
-#define POSTFILTER_ILP 4 /* entries of a row of A a lane searches for at once */
-#endif /* longest row of G whose z^T A z is summed in shared memory */
+#define POSTFILTER_ZCAP 384 /* longest row of G whose z^T A z is summed in shared memory */
 
 /* ------------------------------------------------------------- helpers */
 
@@ -413,11 +410,10 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
         /* Z and z staged in the warp's slice of shared memory: read from
          * global memory, where this warp has just written them, every step
          * of the searches waited on the L2 cache (bcsstk16: 0.83 ms). Each
-         * lane walks row Z_r of A POSTFILTER_ILP entries at a time, their
-         * branch-free binary searches (lo = the entries of Z below the
-         * column) interleaved. Four: 15.5 ms where two took 32.5 on the
-         * 27-point tau=0.01 k=2 case; they cost 8 registers (40 to 48) and
-         * with them 0.4 ms on poisson3d:128, whose rows are all short. */
+         * lane walks row Z_r of A FSAI_SEARCH_WAYS entries at a time, their
+         * searches of Z interleaved (fsai_search_ways); the four cost 8
+         * registers (40 to 48) and with them 0.4 ms on poisson3d:128, whose
+         * rows are all short. */
         extern __shared__ double postfilter_smem[];         /* zcap values, zcap columns a warp */
         double *zs = postfilter_smem + (threadIdx.x >> 5) * zcap;
         int32_t *Zs = (int32_t *)(postfilter_smem + ROW_WARPS * zcap) + (threadIdx.x >> 5) * zcap;
@@ -433,22 +429,18 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
             const int32_t zr = Zs[r];
             const int64_t p1 = a_rp[zr + 1];
             double az = 0.0;                                   /* (A z)_{Z_r} */
-            for (int64_t p = a_rp[zr]; p < p1; p += POSTFILTER_ILP) {
-                int32_t cu[POSTFILTER_ILP];
-                double vu[POSTFILTER_ILP];
-                int lo[POSTFILTER_ILP];
+            for (int64_t p = a_rp[zr]; p < p1; p += FSAI_SEARCH_WAYS) {
+                int32_t cu[FSAI_SEARCH_WAYS];
+                double vu[FSAI_SEARCH_WAYS];
+                int lo[FSAI_SEARCH_WAYS];
 #pragma unroll
-                for (int u = 0; u < POSTFILTER_ILP; u++) {
+                for (int u = 0; u < FSAI_SEARCH_WAYS; u++) {
                     cu[u] = p + u < p1 ? a_col[p + u] : INT32_MAX; /* columns are < n */
                     vu[u] = p + u < p1 ? a_val[p + u] : 0.0;
-                    lo[u] = 0;
                 }
-                for (int step = top; step > 0; step >>= 1)
+                fsai_search_ways(Zs, nz, top, cu, lo);
 #pragma unroll
-                    for (int u = 0; u < POSTFILTER_ILP; u++)
-                        if (lo[u] + step <= nz && Zs[lo[u] + step - 1] < cu[u]) lo[u] += step;
-#pragma unroll
-                for (int u = 0; u < POSTFILTER_ILP; u++)
+                for (int u = 0; u < FSAI_SEARCH_WAYS; u++)
                     if (lo[u] < nz && Zs[lo[u]] == cu[u]) az += vu[u] * zs[lo[u]];
             }
             zaz += zs[r] * az;
@@ -472,9 +464,30 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
     for (int64_t r = lane; r < mz; r += 32) z[r] = (T)((double)z[r] * scale);
 }
 
+/* Two 8-byte words from the device in one host round trip (copies into the
+ * engine's pinned scalar buffer, one synchronisation). */
+static int fsai_read_two(gs_engine *e, const void *a, const void *b, uint64_t out[2])
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    uint64_t *h = (uint64_t *)c->pinned; /* GS_MAX_SCALARS doubles */
+    int status = GS_OK;
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h, a, 8, cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h + 1, b, 8, cudaMemcpyDeviceToHost, c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    out[0] = h[0];
+    out[1] = h[1];
+cleanup:
+    return status;
+}
+
+/* G from Ĝ (pattern H, its values), after the factorisation's failure
+ * record factor_fail is read along with G's size: a failed factorisation
+ * stops here, with its own message. */
 template <typename T>
 static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_dcsr *H,
-                                 int64_t m_max, double delta, fsai_dcsr *G, gs_error *err)
+                                 int64_t m_max, double delta,
+                                 const unsigned long long *factor_fail, fsai_dcsr *G,
+                                 gs_error *err)
 {
     /* shared memory only where a row of G can be longer than 32 (no row of
      * G is longer than its local system): it would cost the others occupancy */
@@ -484,6 +497,7 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     const unsigned grid = fsai_blocks(n, ROW_WARPS);
     int *d_fail = NULL, fail = INT32_MAX, status = GS_OK;
     int64_t nnz = 0;
+    uint64_t words[2] = {0, 0}; /* nnz(G), the factorisation's failure record */
     GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof(int), "fsai postfilter: failure record"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d_fail, &fail, sizeof fail, cudaMemcpyHostToDevice,
                                               c->stream)));
@@ -493,7 +507,10 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
                        (const T *)H->val, delta, (const int64_t *)dA->rp,
                        (const int32_t *)dA->col, (const double *)dA->val, G->rp, (int32_t *)NULL,
                        (T *)NULL, 0, d_fail));
-    GS_TRY(fsai_counts_to_row_ptr(e, G->rp, n, &nnz));
+    GS_TRY(fsai_counts_scan(e, G->rp, n));
+    GS_TRY(fsai_read_two(e, G->rp + n, factor_fail, words));
+    if (words[1] != ~0ull) GS_TRY(fsai_factor_failure(e, H, words[1], err));
+    nnz = (int64_t)words[0];
     GS_TRY(fsai_dcsr_alloc_entries(e, G, nnz, sizeof(T), "fsai: G"));
     GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, true>), grid, 32 * ROW_WARPS,
                        (size_t)zcap * ROW_WARPS * (sizeof(double) + sizeof(int32_t)), c->stream, n,
@@ -848,6 +865,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     fsai_dcsr dA = {}, At = {}, L1 = {}, S = {}, G = {}, GT = {};
     gs_cuda_csr_view viewA = {};
     int64_t m_max = 0, nnz_hat = 0, bw = 0;
+    unsigned long long *factor_fail = NULL;
     int status = GS_OK;
     double t0 = 0.0;
     GS_TRY(fsai_device_A(pc, A, &dA, &viewA));
@@ -868,11 +886,13 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
         GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, bw, &S));
         fsai_dcsr_free(e, &At);
         GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
-        GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, &m_max, err)); /* gather, factorisation */
+        GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, &m_max, &factor_fail)); /* gather, factorisation */
         nnz_hat = S.nnz;
         t0 = gs_pc_stage_begin(pc);
-        if (o->prec == GS_FP32) GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, m_max, o->delta, &G, err));
-        else GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, &G, err));
+        if (o->prec == GS_FP32)
+            GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, m_max, o->delta, factor_fail, &G, err));
+        else
+            GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, factor_fail, &G, err));
         fsai_dcsr_free(e, &S);
         fsai_release_A(e, &dA, &viewA);
         GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));
@@ -900,6 +920,7 @@ cleanup:
     fsai_dcsr_free(e, &S);
     fsai_dcsr_free(e, &G);
     fsai_dcsr_free(e, &GT);
+    gs_cuda_free(e, factor_fail, sizeof *factor_fail);
     return status;
 }
 

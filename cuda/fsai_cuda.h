@@ -64,6 +64,26 @@ static __device__ __forceinline__ int fsai_lane_of(int64_t incl, int64_t q)
     return j;
 }
 
+/* Branch-free binary searches, FSAI_SEARCH_WAYS interleaved so that their
+ * memory latencies overlap: lo[u] = the number of entries of sorted[0..len)
+ * below key[u]; top = the largest power of two <= len (or any power of two
+ * above it). The key is found where lo[u] < len && sorted[lo[u]] == key[u].
+ * Four: the postfilter's z^T A z on the 27-point tau=0.01 k=2 case took
+ * 15.5 ms, 32.5 with two (docs/perf-notes.md, v6 e). */
+#define FSAI_SEARCH_WAYS 4
+static __device__ __forceinline__ void fsai_search_ways(const int32_t *__restrict__ sorted, int len,
+                                                        int top,
+                                                        const int32_t (&key)[FSAI_SEARCH_WAYS],
+                                                        int (&lo)[FSAI_SEARCH_WAYS])
+{
+#pragma unroll
+    for (int u = 0; u < FSAI_SEARCH_WAYS; u++) lo[u] = 0;
+    for (int step = top; step > 0; step >>= 1)
+#pragma unroll
+        for (int u = 0; u < FSAI_SEARCH_WAYS; u++)
+            if (lo[u] + step <= len && sorted[lo[u] + step - 1] < key[u]) lo[u] += step;
+}
+
 /* Inclusive prefix sum of v over the lanes of a full warp. */
 static __device__ __forceinline__ int64_t fsai_warp_inclusive_scan(int64_t v)
 {
@@ -84,14 +104,19 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
                       fsai_dcsr *S);
 
 /* Ĝ on the pattern S: row i solves A[P_i,P_i] w = e_m (3.6) and keeps
- * g = w / sqrt(w_m) (3.7); on success S->val holds the values (float for
+ * g = w / sqrt(w_m) (3.7); S->val then holds the values (float for
  * GS_FP32, else double) and S->vsize their size. Times the stages "gather"
- * and "factorisation" on pc (fused: systems that fit shared memory gathered by
- * the factorisation kernels, their gather timed with the factorisation);
- * *m_max = the largest m_i. A non-positive pivot:
- * GS_ERR_NUMERIC in err naming the smallest such row (1-based), as the CPU
- * reference does. */
+ * and "factorisation" on pc (fused: systems that fit shared memory gathered
+ * by the factorisation kernels, their gather timed with the factorisation);
+ * *m_max = the largest m_i. *fail (device, the caller frees it, 8 bytes):
+ * ~0, or (row << 32 | pivot) of the smallest row whose system had a pivot
+ * that is not positive; it is not read here, so that the postfilter's one
+ * host read takes it along (fsai_factor_failure words the error). */
 int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
-                     int fused, int64_t *m_max, gs_error *err);
+                     int fused, int64_t *m_max, unsigned long long **fail);
+
+/* GS_ERR_NUMERIC in err for the failure record key of fsai_cuda_factor,
+ * naming the row (1-based) as the CPU reference does. */
+int fsai_factor_failure(gs_engine *e, const fsai_dcsr *S, unsigned long long key, gs_error *err);
 
 #endif

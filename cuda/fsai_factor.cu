@@ -270,22 +270,17 @@ static __device__ inline void gather_row_lower(const factor_source<T> &src, int3
                                                T *__restrict__ arow)
 {
     const int64_t q1 = src.a_rp[pr + 1];
-    for (int64_t q = src.a_rp[pr]; q < q1; q += 4) {
-        int32_t cu[4];
-        int lo[4];
+    for (int64_t q = src.a_rp[pr]; q < q1; q += FSAI_SEARCH_WAYS) {
+        int32_t cu[FSAI_SEARCH_WAYS];
+        int lo[FSAI_SEARCH_WAYS];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < FSAI_SEARCH_WAYS; u++)
             cu[u] = q + u < q1 ? src.a_col[q + u] : INT32_MAX; /* columns are < n */
-            lo[u] = 0;
-        }
-        for (int step = top; step > 0; step >>= 1)
+        fsai_search_ways(pc, r + 1, top, cu, lo);
 #pragma unroll
-            for (int u = 0; u < 4; u++)
-                if (lo[u] + step <= r + 1 && pc[lo[u] + step - 1] < cu[u]) lo[u] += step;
-#pragma unroll
-        for (int u = 0; u < 4; u++)     /* lo <= r: only columns up to P_r land */
+        for (int u = 0; u < FSAI_SEARCH_WAYS; u++) /* lo <= r: only columns up to P_r land */
             if (lo[u] <= r && pc[lo[u]] == cu[u]) arow[lo[u]] = (T)src.a_val[q + u];
-        if (cu[3] >= pr) break;         /* past the diagonal (or the row's end) */
+        if (cu[FSAI_SEARCH_WAYS - 1] >= pr) break; /* past the diagonal (or the row's end) */
     }
 }
 
@@ -951,7 +946,7 @@ cleanup:
 }
 
 /* The smallest failing row's message, as the CPU reference words it. */
-static int factor_failure(gs_engine *e, const fsai_dcsr *S, unsigned long long key, gs_error *err)
+int fsai_factor_failure(gs_engine *e, const fsai_dcsr *S, unsigned long long key, gs_error *err)
 {
     const int32_t row = (int32_t)(key >> 32), pivot = (int32_t)(key & 0xffffffffu);
     int64_t p0 = 0, p1 = 0;
@@ -970,13 +965,13 @@ cleanup:
 }
 
 int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
-                     int fused, int64_t *m_max, gs_error *err)
+                     int fused, int64_t *m_max, unsigned long long **fail)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
     const size_t vsize = prec == GS_FP32 ? sizeof(float) : sizeof(double);
     factor_plan p = {};
-    unsigned long long *d_fail = NULL, fail = ~0ull;
+    unsigned long long *d_fail = NULL;
     void *g = NULL;
     int status = GS_OK;
     p.n = S->n;
@@ -986,22 +981,19 @@ int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision p
     *m_max = p.counts[FACTOR_CLASSES];
     GS_TRY(factor_plan_chunks(e, S, vsize, &p));
     GS_TRY(gs_cuda_alloc(e, &g, (size_t)S->nnz * vsize, "fsai: values of G before the postfilter"));
-    GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof fail, "fsai factor: failure record"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d_fail, &fail, sizeof fail, cudaMemcpyHostToDevice,
-                                              c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof *d_fail, "fsai factor: failure record"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_fail, 0xff, sizeof *d_fail, c->stream))); /* ~0 */
     GS_TRY(gs_pc_stage_end(pc, "gather", t0));
     if (prec == GS_FP32) GS_TRY(factor_run<float>(pc, A, S, &p, (float *)g, d_fail));
     else GS_TRY(factor_run<double>(pc, A, S, &p, (double *)g, d_fail));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&fail, d_fail, sizeof fail, cudaMemcpyDeviceToHost,
-                                              c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    if (fail != ~0ull) GS_TRY(factor_failure(e, S, fail, err));
     S->val = g;
     S->vsize = vsize;
     g = NULL;
+    *fail = d_fail;
+    d_fail = NULL;
 cleanup:
     gs_cuda_free(e, g, (size_t)S->nnz * vsize);
-    gs_cuda_free(e, d_fail, sizeof fail);
+    gs_cuda_free(e, d_fail, sizeof *d_fail);
     factor_plan_free(e, &p);
     return status;
 }

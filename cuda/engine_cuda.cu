@@ -180,10 +180,18 @@ int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes)
     int status = GS_OK;
     if (bytes < GS_CUDA_STAGE_BYTES / 4 || !c->stage[0]) {
         /* from pageable memory the call returns once src is staged (CUDA
-         * runtime API, "API synchronization behavior"): src may be reused
-         * without waiting for the copy itself */
-        return CUDA_CALL(&e->err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                                                  c->stream));
+         * runtime API, "API synchronization behavior"), so src may be reused
+         * without waiting for the copy; from pinned or registered memory the
+         * copy is truly asynchronous, and that src is waited for */
+        cudaPointerAttributes at;
+        const int pinned = cudaPointerGetAttributes(&at, src) == cudaSuccess &&
+                           at.type != cudaMemoryTypeUnregistered;
+        (void)cudaGetLastError();
+        status = CUDA_CALL(&e->err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                                    c->stream));
+        if (status == GS_OK && pinned)
+            status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
+        return status;
     }
     for (size_t off = 0, i = 0; status == GS_OK && off < bytes; off += GS_CUDA_STAGE_BYTES, i++) {
         const int b = (int)(i & 1);

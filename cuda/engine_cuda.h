@@ -101,9 +101,9 @@ void gs_cuda_free(gs_engine *e, void *p, size_t bytes);
 #define gs_cuda_alloc(e, p, bytes, what)                                                          \
     gs_cuda_alloc_at((e), (void **)(p), (bytes), (what), __FILE__, __LINE__)
 
-/* Host-to-device copy of bytes from pageable src through the engine's pinned
+/* Host-to-device copy of bytes from src through the engine's pinned
  * staging buffers (fast path for large transfers); src may be reused when it
- * returns, the copy is ordered on the engine's stream. */
+ * returns (pageable or pinned), the copy is ordered on the engine's stream. */
 int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes);
 
 /* out[i] = in[0] + ... + in[i] for i < count, in stream order; out may be

@@ -280,15 +280,15 @@ __global__ void fsai_diagonal_kernel(int32_t n, const int64_t *__restrict__ rp,
                                      int64_t *gt_rp, int32_t *__restrict__ gt_col,
                                      T *__restrict__ gt_val)
 {
-    const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i > n) return;
     g_rp[i] = i;
     gt_rp[i] = i;
     if (i == n) return;
-    const int64_t q = find_col(col + rp[i], rp[i + 1] - rp[i], i); /* a_ii > 0: checked */
+    const int64_t q = find_col(col + rp[i], rp[i + 1] - rp[i], (int32_t)i); /* a_ii > 0: checked */
     const T g = (T)(1.0 / sqrt(val[rp[i] + q]));
-    g_col[i] = i;
-    gt_col[i] = i;
+    g_col[i] = (int32_t)i;
+    gt_col[i] = (int32_t)i;
     g_val[i] = g;
     gt_val[i] = g;
 }
@@ -482,7 +482,9 @@ cleanup:
 
 /* G from Ĝ (pattern H, its values), after the factorisation's failure
  * record factor_fail is read along with G's size: a failed factorisation
- * stops here, with its own message. */
+ * stops here, with its own message. (Its counting pass has then read the
+ * values of the failed systems, which the factorisation left unwritten:
+ * uninitialised but harmless, the counts are discarded.) */
 template <typename T>
 static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_dcsr *H,
                                  int64_t m_max, double delta,
@@ -875,6 +877,8 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     if (L1.nnz == L1.n) {
         /* Ã is diagonal (the default tau on the 27-point stencil): no
          * pattern, no systems to gather, nothing to filter or transpose */
+        fsai_dcsr_free(e, &At);
+        fsai_dcsr_free(e, &L1);
         t0 = gs_pc_stage_begin(pc);
         GS_TRY(fsai_diagonal(e, &dA, o->prec, &G, &GT));
         m_max = 1;

@@ -407,20 +407,22 @@ struct max_op {
 };
 
 /* info = {slice_ptr[ns], sizes[ns - 1], the largest size}: the three read in
- * one round trip. One block (ns is n / 32: a strided pass of one block
- * costs less than another launch and workspace on every size we run). */
+ * one round trip; info[2] is zero on entry. Each block takes a strided share
+ * of the slices and folds its largest into info[2] (sizes are >= 0). */
 __global__ void __launch_bounds__(SLICE_INFO_BLOCK)
     slice_info_kernel(const int64_t *slice_ptr, const int64_t *sizes, int64_t ns, int64_t *info)
 {
     typedef cub::BlockReduce<int64_t, SLICE_INFO_BLOCK> block_reduce;
     __shared__ typename block_reduce::TempStorage tmp;
     int64_t widest = 0;
-    for (int64_t s = threadIdx.x; s < ns; s += SLICE_INFO_BLOCK) widest = max(widest, sizes[s]);
+    for (int64_t s = (int64_t)blockIdx.x * SLICE_INFO_BLOCK + threadIdx.x; s < ns;
+         s += (int64_t)gridDim.x * SLICE_INFO_BLOCK)
+        widest = max(widest, sizes[s]);
     widest = block_reduce(tmp).Reduce(widest, max_op());
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) atomicMax((unsigned long long *)&info[2], (unsigned long long)widest);
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
         info[0] = slice_ptr[ns];
         info[1] = sizes[ns - 1];
-        info[2] = widest;
     }
 }
 
@@ -438,8 +440,16 @@ static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t 
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(m->slice_ptr, 0, sizeof(int64_t), c->stream)));
     GS_TRY(gs_cuda_inclusive_scan(e, sizes, m->slice_ptr + 1, ns));
     GS_TRY(gs_cuda_alloc(e, &d_info, sizeof host, "SELL build: sizes"));
-    GS_TRY(CUDA_LAUNCH(&e->err, slice_info_kernel, 1, SLICE_INFO_BLOCK, 0, c->stream,
-                       (const int64_t *)m->slice_ptr, (const int64_t *)sizes, ns, d_info));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_info + 2, 0, sizeof(int64_t), c->stream)));
+    {
+        /* a block per 16 x 1024 slices (one block up to n = 512K rows), at
+         * most the device's resident blocks */
+        int64_t grid = (ns + 16 * SLICE_INFO_BLOCK - 1) / (16 * SLICE_INFO_BLOCK);
+        if (grid > 2 * (int64_t)c->sm_count) grid = 2 * (int64_t)c->sm_count;
+        GS_TRY(CUDA_LAUNCH(&e->err, slice_info_kernel, grid < 1 ? 1 : grid, SLICE_INFO_BLOCK, 0,
+                           c->stream, (const int64_t *)m->slice_ptr, (const int64_t *)sizes, ns,
+                           d_info));
+    }
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(host, d_info, sizeof host, cudaMemcpyDeviceToHost,
                                               c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));

@@ -55,7 +55,7 @@ check memcheck --generate poisson3d27:8 -m cg -p fsai
 check racecheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 4
 check synccheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 3
 check initcheck --generate poisson3d:12 -m cg -p fsai
-GS_FSAI_TRANSPOSE_CHUNK=1000 check memcheck --generate poisson3d27:8 -m cg -p fsai --tau 0.01 --k 2
+GS_FSAI_TRANSPOSE_CHUNK=999 check memcheck --generate poisson3d27:8 -m cg -p fsai --tau 0.01 --k 2
 suite=$(dirname "$GPUSOLVE")/tests/check_cuda_engine
 [ -x "$suite" ] && check memcheck --program "$suite"
 rm -f "$log"

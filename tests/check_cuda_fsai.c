@@ -30,6 +30,7 @@
 
 #include "dense_cholesky.h"
 #include "engine.h"
+#include "fsai.h"
 #include "gen.h"
 #include "krylov.h"
 #include "precond.h"
@@ -401,6 +402,20 @@ static gs_csr reversed(const gs_csr *A)
     return R;
 }
 
+/* The pattern recursion's fixed point: on the reversed arrowhead L_2 is the
+ * whole lower triangle, so L_3 = L_2 and the recursion stops after the
+ * second product whatever k; G must still be the reference's. */
+START_TEST(test_fixed_point)
+{
+    gs_csr A = arrowhead(120, 120.0, 0.1, 0.5, 17);
+    gs_csr R = reversed(&A);
+    check_case(&R, 0.0, 5, 0.0, NULL, "reversed arrowhead:120");
+    check_case(&R, 0.0, 5, 0.0035, NULL, "reversed arrowhead:120");
+    gs_csr_free(&A);
+    gs_csr_free(&R);
+}
+END_TEST
+
 START_TEST(test_one_huge_system)
 {
     const int32_t sizes[] = {600, 2000};
@@ -558,6 +573,33 @@ END_TEST
 
 /* z = G^T (G r) on the device against the host product with the GPU's own G:
  * |difference| <= 2 γ_{2w} (|G^T| |G| |r|) per entry, w the longest row. */
+/* The device's G^T (fp64: downloaded as CSR) is the host transpose of the
+ * saved G (17 digits: exact) bit for bit, rows in increasing column order;
+ * fp32 values are checked through the apply only. */
+static void check_device_transpose(const gs_pc *pc, const gs_csr *GT, const char *label)
+{
+    const gs_fsai_data *d = (const gs_fsai_data *)pc->data;
+    gs_csr B = {0};
+    gs_error err = {0};
+    int owned = 0;
+    ck_assert_int_eq(gs_csr_alloc(GT->n_rows, GT->n_cols, GT->nnz, 1, &B, &err), GS_OK);
+    const int status = gs_cuda_mat_device_csr_download(gpu, d->GT_eng, &B, &owned);
+    if (status == GS_ERR_UNSUPPORTED) { /* stored in fp32 */
+        gs_error_clear(&gpu->err);
+        gs_csr_free(&B);
+        return;
+    }
+    ck_assert_msg(status == GS_OK, "%s: G^T download: %s", label, gpu->err.msg);
+    for (int32_t i = 0; i <= GT->n_rows; i++)
+        ck_assert_msg(B.row_ptr[i] == GT->row_ptr[i], "%s: G^T row_ptr[%d] = %lld, want %lld",
+                      label, (int)i, (long long)B.row_ptr[i], (long long)GT->row_ptr[i]);
+    for (int64_t k = 0; k < GT->nnz; k++)
+        ck_assert_msg(B.col[k] == GT->col[k] && B.val[k] == GT->val[k],
+                      "%s: G^T entry %lld: (%d, %.17g), want (%d, %.17g)", label, (long long)k,
+                      (int)B.col[k], B.val[k], (int)GT->col[k], GT->val[k]);
+    gs_csr_free(&B);
+}
+
 /* z = G^T G r and r.z on the GPU (G^T transposed on the device) against
  * the host's product with the downloaded G and its host transpose. */
 static void check_apply(const gs_csr *Ain, const gs_params *p, const char *label)
@@ -574,6 +616,7 @@ static void check_apply(const gs_csr *Ain, const gs_params *p, const char *label
     gs_csr G = {0}, GT = {0};
     tu_pc_saved_matrix(pc, "G", &G);
     ck_assert_int_eq(gs_csr_transpose(&G, &GT, &err), GS_OK);
+    check_device_transpose(pc, &GT, label);
     tu_rng rng = tu_rng_seed(9);
     double *rh = malloc((size_t)n * sizeof *rh), *t = malloc((size_t)n * sizeof *t);
     double *zh = malloc((size_t)n * sizeof *zh), *zg = malloc((size_t)n * sizeof *zg);
@@ -795,6 +838,7 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_every_size_class);
         tcase_add_test(tc, test_random_with_dense_rows);
         tcase_add_test(tc, test_one_huge_system);
+        tcase_add_test(tc, test_fixed_point);
         tcase_add_test(tc, test_separate_gather);
         tcase_add_test(tc, test_many_chunks);
         tcase_add_test(tc, test_single_precision);

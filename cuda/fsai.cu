@@ -70,12 +70,29 @@ void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m)
     *m = fsai_dcsr{};
 }
 
-int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h)
+/* count (at most GS_MAX_SCALARS) 8-byte words from the device in one host
+ * round trip: copies into the engine's pinned scalar buffer, one
+ * synchronisation. */
+static int fsai_read_words(gs_engine *e, int count, const void *const *src, uint64_t *out)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
-    int status = CUDA_CALL(&e->err, cudaMemcpyAsync(h, d, sizeof *h, cudaMemcpyDeviceToHost,
-                                                    c->stream));
-    if (status == GS_OK) status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
+    uint64_t *h = (uint64_t *)c->pinned; /* GS_MAX_SCALARS doubles */
+    int status = GS_OK;
+    for (int k = 0; k < count; k++)
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h + k, src[k], 8, cudaMemcpyDeviceToHost,
+                                                  c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    for (int k = 0; k < count; k++) out[k] = h[k];
+cleanup:
+    return status;
+}
+
+int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h)
+{
+    const void *src[1] = {d};
+    uint64_t w = 0;
+    const int status = fsai_read_words(e, 1, src, &w);
+    *h = (int64_t)w;
     return status;
 }
 
@@ -108,19 +125,6 @@ static __device__ inline T warp_sum(T v)
     return v;
 }
 
-/* Position of column j in the sorted cols[0..m), or -1. */
-static __device__ inline int64_t find_col(const int32_t *__restrict__ cols, int64_t m, int32_t j)
-{
-    int64_t a = 0, b = m - 1;
-    while (a <= b) {
-        const int64_t mid = a + (b - a) / 2;
-        if (cols[mid] == j) return mid;
-        if (cols[mid] < j) a = mid + 1;
-        else b = mid - 1;
-    }
-    return -1;
-}
-
 /* ----------------------------------------------------------- prefilter */
 
 /* One warp per row: diag[i] = a_ii (0 if missing), *bad = 1 when row i
@@ -143,7 +147,7 @@ __global__ void fsai_check_kernel(int32_t n, const int64_t *__restrict__ rp,
             d = aij;
             continue;
         }
-        const int64_t q = find_col(col + rp[j], rp[j + 1] - rp[j], i);
+        const int64_t q = fsai_find_col(col + rp[j], rp[j + 1] - rp[j], i);
         const double aji = q >= 0 ? val[rp[j] + q] : 0.0;
         if (!(fabs(aij - aji) <= GS_SYMMETRY_RTOL * fmax(fabs(aij), fabs(aji)))) ok = false;
     }
@@ -285,7 +289,7 @@ __global__ void fsai_diagonal_kernel(int32_t n, const int64_t *__restrict__ rp,
     g_rp[i] = i;
     gt_rp[i] = i;
     if (i == n) return;
-    const int64_t q = find_col(col + rp[i], rp[i + 1] - rp[i], (int32_t)i); /* a_ii > 0: checked */
+    const int64_t q = fsai_find_col(col + rp[i], rp[i + 1] - rp[i], (int32_t)i); /* a_ii > 0: checked */
     const T g = (T)(1.0 / sqrt(val[rp[i] + q]));
     g_col[i] = (int32_t)i;
     gt_col[i] = (int32_t)i;
@@ -449,7 +453,7 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
         for (int64_t r = lane; r < mz; r += 32) {
             double az = 0.0;                                   /* (A z)_{Z_r} */
             for (int64_t p = a_rp[Z[r]]; p < a_rp[Z[r] + 1]; p++) {
-                const int64_t s = find_col(Z, mz, a_col[p]);
+                const int64_t s = fsai_find_col(Z, mz, a_col[p]);
                 if (s >= 0) az += a_val[p] * (double)z[s];
             }
             zaz += (double)z[r] * az;
@@ -462,22 +466,6 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
     }
     const double scale = 1.0 / sqrt(zaz);                     /* (3.13), see pc_fsai.c */
     for (int64_t r = lane; r < mz; r += 32) z[r] = (T)((double)z[r] * scale);
-}
-
-/* Two 8-byte words from the device in one host round trip (copies into the
- * engine's pinned scalar buffer, one synchronisation). */
-static int fsai_read_two(gs_engine *e, const void *a, const void *b, uint64_t out[2])
-{
-    gs_cuda_impl *c = gs_cuda_of(e);
-    uint64_t *h = (uint64_t *)c->pinned; /* GS_MAX_SCALARS doubles */
-    int status = GS_OK;
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h, a, 8, cudaMemcpyDeviceToHost, c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h + 1, b, 8, cudaMemcpyDeviceToHost, c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    out[0] = h[0];
-    out[1] = h[1];
-cleanup:
-    return status;
 }
 
 /* G from Ĝ (pattern H, its values), after the factorisation's failure
@@ -510,7 +498,10 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
                        (const int32_t *)dA->col, (const double *)dA->val, G->rp, (int32_t *)NULL,
                        (T *)NULL, 0, d_fail));
     GS_TRY(fsai_counts_scan(e, G->rp, n));
-    GS_TRY(fsai_read_two(e, G->rp + n, factor_fail, words));
+    {
+        const void *src[2] = {G->rp + n, factor_fail};
+        GS_TRY(fsai_read_words(e, 2, src, words));
+    }
     if (words[1] != ~0ull) GS_TRY(fsai_factor_failure(e, H, words[1], err));
     nnz = (int64_t)words[0];
     GS_TRY(fsai_dcsr_alloc_entries(e, G, nnz, sizeof(T), "fsai: G"));
@@ -583,14 +574,8 @@ __global__ void fsai_transpose_fill_kernel(int32_t n, int64_t count,
     const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= count) return;
     const int32_t j = keys[q], p = perm[q];
-    int32_t a = 0, b = n; /* the row of p: the last r with g_rp[r] <= p */
-    while (b - a > 1) {
-        const int32_t mid = a + (b - a) / 2;
-        if (g_rp[mid] <= p) a = mid;
-        else b = mid;
-    }
     const int64_t dst = done ? gt_rp[j] + done[j] + (q - start[j]) : q;
-    gt_col[dst] = a;
+    gt_col[dst] = fsai_last_at_or_below(g_rp, 0, n, p); /* the row of G holding p */
     gt_val[dst] = g_val[p];
 }
 

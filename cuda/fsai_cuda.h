@@ -64,6 +64,34 @@ static __device__ __forceinline__ int fsai_lane_of(int64_t incl, int64_t q)
     return j;
 }
 
+/* Position of column j in the sorted cols[0..m), or -1. */
+static __device__ inline int64_t fsai_find_col(const int32_t *__restrict__ cols, int64_t m,
+                                               int32_t j)
+{
+    int64_t a = 0, b = m - 1;
+    while (a <= b) {
+        const int64_t mid = a + (b - a) / 2;
+        if (cols[mid] == j) return mid;
+        if (cols[mid] < j) a = mid + 1;
+        else b = mid - 1;
+    }
+    return -1;
+}
+
+/* The largest j in [lo, hi) with off[j] <= x (off nondecreasing, off[lo] <=
+ * x): the row, or system, that holds position x of a row-pointer-like
+ * offset array. */
+static __device__ inline int32_t fsai_last_at_or_below(const int64_t *__restrict__ off, int32_t lo,
+                                                       int32_t hi, int64_t x)
+{
+    while (hi - lo > 1) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (off[mid] <= x) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* Branch-free binary searches, FSAI_SEARCH_WAYS interleaved so that their
  * memory latencies overlap: lo[u] = the number of entries of sorted[0..len)
  * below key[u]; top = the largest power of two <= len (or any power of two

@@ -97,18 +97,6 @@ __global__ void factor_chunks_kernel(int32_t n, const int64_t *__restrict__ off,
     for (int64_t q = prev + 1; q <= b; q++) first[q] = j;
 }
 
-/* Largest j in [lo, hi) with off[j] <= x. */
-static __device__ inline int32_t system_of(const int64_t *__restrict__ off, int32_t lo,
-                                           int32_t hi, int64_t x)
-{
-    while (hi - lo > 1) {
-        const int32_t mid = lo + (hi - lo) / 2;
-        if (off[mid] <= x) lo = mid;
-        else hi = mid;
-    }
-    return lo;
-}
-
 /* One thread per element of the chunk's packed triangles (the paper's Fig. 1
  * mapping): its system by a binary search of the size scan (narrowed to the
  * few systems its block spans by factor_block_first_kernel: a search over the
@@ -141,7 +129,7 @@ __global__ void __launch_bounds__(GATHER_THREADS)
     const int64_t nb = (count + GATHER_THREADS - 1) / GATHER_THREADS;
     const int32_t lo = first[blockIdx.x];
     const int32_t hi = blockIdx.x + 1 < nb ? first[blockIdx.x + 1] + 1 : j1;
-    const int32_t j = system_of(off, lo, hi, base + t);
+    const int32_t j = fsai_last_at_or_below(off, lo, hi, base + t);
     const int64_t q = base + t - off[j];
     int64_t r = (int64_t)((sqrtf(8.0f * (float)q + 1.0f) - 1.0f) * 0.5f);
     while (tri(r) > q) r--;
@@ -149,19 +137,8 @@ __global__ void __launch_bounds__(GATHER_THREADS)
     const int64_t cidx = q - tri(r);
     const int32_t *P = s_col + s_rp[order[j]];
     const int32_t pr = P[r], pc = P[cidx];
-    int64_t a = a_rp[pr], b = a_rp[pr + 1] - 1;
-    double v = 0.0;
-    while (a <= b) {
-        const int64_t mid = a + (b - a) / 2;
-        const int32_t cm = a_col[mid];
-        if (cm == pc) {
-            v = a_val[mid];
-            break;
-        }
-        if (cm < pc) a = mid + 1;
-        else b = mid - 1;
-    }
-    buf[t] = (T)v;
+    const int64_t k = fsai_find_col(a_col + a_rp[pr], a_rp[pr + 1] - a_rp[pr], pc);
+    buf[t] = k >= 0 ? (T)a_val[a_rp[pr] + k] : (T)0.0;
 }
 
 /* Record the first failing pivot: (row << 32) | pivot, smallest row wins. */

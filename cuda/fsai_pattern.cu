@@ -36,6 +36,25 @@
 #define PATTERN_MAP_BUDGET ((size_t)256 << 20) /* bytes of maps at most */
 #define FULL_MASK 0xffffffffu
 
+/* Alg. 4.2's compaction step: the lanes with t (each holding a distinct
+ * column c, not yet in the map) set their map byte and append c after the
+ * row's rind columns in lane order; a fill pass past its counted length cap
+ * sets *overflow. Returns the row's new length. Whole warp. */
+template <bool FILL>
+static __device__ __forceinline__ int64_t pattern_take(bool t, int32_t c, uint32_t slot,
+                                                       uint8_t *M, int64_t rind, int64_t cap,
+                                                       int32_t *out, int *overflow)
+{
+    const unsigned z = __ballot_sync(FULL_MASK, t);
+    if (t) {
+        M[slot] = 1;
+        const int64_t pos = rind + __popc(z & ((1u << (threadIdx.x & 31)) - 1));
+        if (pos < cap) out[pos] = c;
+        else if (FILL) *overflow = 1;
+    }
+    return rind + __popc(z);
+}
+
 /* One warp per row r (rows wid, wid + nwarps, ...): row r of Low(Lin Ã) is
  * the union over s in Lin(r,:) of {c in Ã(s,:) : c <= r} (Alg. 4.2). FILL = 0
  * counts (out_rp[r + 1] = length); FILL = 1 writes the columns at out_rp[r],
@@ -94,14 +113,7 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
                     const unsigned same = __match_any_sync(FULL_MASK, c);
                     const uint32_t slot = (uint32_t)c & mask;
                     const bool t = c <= r && (__ffs(same) - 1) == lane && !M[slot];
-                    const unsigned z = __ballot_sync(FULL_MASK, t);
-                    if (t) {
-                        M[slot] = 1;
-                        const int64_t pos = rind + __popc(z & ((1u << lane) - 1));
-                        if (pos < cap) out[pos] = c;
-                        else if (FILL) *overflow = 1;
-                    }
-                    rind += __popc(z);
+                    rind = pattern_take<FILL>(t, c, slot, M, rind, cap, out, overflow);
                     __syncwarp();
                 }
             } else {
@@ -115,14 +127,7 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
                         const int32_t c = k + lane < k1 ? a_col[k + lane] : INT32_MAX;
                         const uint32_t slot = (uint32_t)c & mask;
                         const bool t = c <= r && !M[slot];
-                        const unsigned z = __ballot_sync(FULL_MASK, t);
-                        if (t) {
-                            M[slot] = 1;
-                            const int64_t pos = rind + __popc(z & ((1u << lane) - 1));
-                            if (pos < cap) out[pos] = c;
-                            else if (FILL) *overflow = 1;
-                        }
-                        rind += __popc(z);
+                        rind = pattern_take<FILL>(t, c, slot, M, rind, cap, out, overflow);
                         __syncwarp();
                         if (__shfl_sync(FULL_MASK, c, 31) > r) break;
                     }

@@ -17,33 +17,26 @@
 #        FSAI_PARAMS (extra fsai options, e.g. "--k 3 --delta 0"; default: none,
 #        i.e. the declared defaults), ONLY (space-separated matrix names to run)
 set -u
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib_table.sh"
 cd "$(dirname "$0")/.."
-GPUSOLVE=${GPUSOLVE:-build/gpusolve}
-MATRICES=${GS_MATRICES:-../shared/matrices}
-OUT_MD=${1:-docs/results-cpu-fsai.md}
-RAW=${RAW:-build/cpu_table_fsai}
-TIMEOUT=${TIMEOUT:-600}
 FSAI_PARAMS=${FSAI_PARAMS:-}
 ONLY=${ONLY:-}
-REPEAT=${REPEAT:-3}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-mkdir -p "$RAW"
-[ -x "$GPUSOLVE" ] || { echo "no $GPUSOLVE: run make CUDA=0 first" >&2; exit 1; }
+table_settings fsai "$@"
 
-# run TAG MATRIX ARGS...: one solve, CSV in $RAW/TAG.csv, stderr in .err, rc in .rc
+# run TAG MATRIX ARGS...: one solve, stored by table_run (lib_table.sh)
 run() {
     local tag=$1 mtx=$2; shift 2
-    timeout "$TIMEOUT" "$GPUSOLVE" -e cpu -m cg --rhs ax1 --repeat "$REPEAT" --format csv "$@" "$mtx" \
-        >"$RAW/$tag.csv" 2>"$RAW/$tag.err"
-    echo $? >"$RAW/$tag.rc"
+    table_run "$tag" "$TIMEOUT" \
+        "$GPUSOLVE" -e cpu -m cg --rhs ax1 --repeat "$REPEAT" --format csv "$@" "$mtx"
 }
 
 # A matrix is a candidate when its header says symmetric, or MANIFEST says SPD
 # (mesh1e1 and Trefethen_500 are SPD stored as general), or the notes say
 # "numerically symmetric" (e05r0000, e20r0000).
-tail -n +2 "$MATRICES/MANIFEST.tsv" | while IFS=$'\t' read -r name rows cols nnz sym field kind rest; do
-    [ "$field" = complex ] && continue
+table_real_matrices "$MATRICES/MANIFEST.tsv" |
+while IFS=$'\t' read -r name rows cols nnz sym field kind rest; do
     case "$sym:$kind:$rest" in
         symmetric:*|*:SPD:*|*"numerically symmetric"*) ;;
         *) continue ;;
@@ -56,20 +49,11 @@ tail -n +2 "$MATRICES/MANIFEST.tsv" | while IFS=$'\t' read -r name rows cols nnz
     run "$name.fsai" "$mtx" -p fsai $FSAI_PARAMS
 done
 
-python3 - "$MATRICES/MANIFEST.tsv" "$RAW" "$OUT_MD" "$OMP_NUM_THREADS" "$FSAI_PARAMS" "$REPEAT" \
-    "$OMP_WAIT_POLICY" <<'EOF'
+table_python "$MATRICES/MANIFEST.tsv" "$RAW" "$OUT_MD" "$OMP_NUM_THREADS" "$FSAI_PARAMS" \
+    "$REPEAT" "$OMP_WAIT_POLICY" <<'EOF'
 import csv, os, sys, datetime, platform
 manifest, raw, out_md, threads, fsai_params, repeat, wait_policy = sys.argv[1:8]
-
-def result(tag):
-    """(row dict or None, rc, last stderr line)"""
-    base = os.path.join(raw, tag)
-    if not os.path.exists(base + ".rc"):
-        return None, None, ""
-    rc = int(open(base + ".rc").read().strip() or -1)
-    rows = list(csv.DictReader(open(base + ".csv"))) if os.path.getsize(base + ".csv") else []
-    err = open(base + ".err").read().strip().splitlines()
-    return (rows[0] if rows else None), rc, (err[-1] if err else "")
+result = stored_runs(raw)
 
 def short_error(msg):
     """the message without 'gpusolve: PATH: fsai: '"""
@@ -102,7 +86,7 @@ def extra(row, key):
             return v
     return ""
 
-mans = [r for r in csv.DictReader(open(manifest), delimiter="\t") if r["field"] != "complex"]
+mans = real_manifest(manifest)
 now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
 lines = []
 w = lines.append

@@ -14,6 +14,8 @@
 #        OMP_WAIT_POLICY (default PASSIVE: on a loaded 2-core machine spinning
 #        OpenMP threads wait for descheduled ones, and times jump 100x).
 set -u
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib_table.sh"
 out=${1:-docs/results-cpu-isai-mic.md}
 bin=${GPUSOLVE:-build/gpusolve}
 dir=${GS_MATRICES:-../shared/matrices}
@@ -28,7 +30,7 @@ run() {
     local csv err rc
     err=$(mktemp)
     csv=$(timeout 600 "$bin" -e cpu --format csv --repeat "$repeat" "$@" 2>"$err"); rc=$?
-    CSV="$csv" python3 - "$rc" "$err" <<'EOF'
+    CSV="$csv" table_python "$rc" "$err" <<'EOF'
 import csv, io, os, re, sys
 rc, errfile = int(sys.argv[1]), sys.argv[2]
 rows = list(csv.DictReader(io.StringIO(os.environ["CSV"])))
@@ -39,7 +41,7 @@ if rows:
     print(f'{r["iterations"]}|{float(r["tp_min_s"]):.4f}|{float(r["ts_min_s"]):.4f}|{conv}')
 else:
     text = msg[-1] if msg else f"exit {rc}"
-    text = text.split(": ", 2)[-1] if text.startswith("gpusolve:") else text
+    text = program_message(text)
     text = re.sub(r" \((A is not|--scale no|the incomplete|the pivot).*$", "", text)
     print("-|-|-|failed: " + text.replace("|", "/"))
 EOF
@@ -91,15 +93,13 @@ echo
 echo "| matrix | kind | n | nnz | jacobi it | jacobi Ts | isai it | isai Tp | isai Ts | isai converged | trisol it | trisol Tp | trisol Ts | trisol converged |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"
 while IFS=$'\t' read -r name rows cols nnz sym fieldname kind rest; do
-    [ "$name" = name ] && continue
-    [ "$fieldname" = complex ] && continue
     m="$dir/$name.mtx"
     j=$(run -p jacobi -m idr --tol 1e-10 "$m")
     i=$(run -p isai -m idr --tol 1e-10 "$m")
     t=$(run -p isai --trisolve exact -m idr --tol 1e-10 "$m")
     tally isai "$j" "$i"; tally trisol "$j" "$t"; n_isai=$(( ${n_isai:-0} + 1 ))
     echo "| $name | $kind | $rows | $nnz | $(its "$j") | $(field 3 "$j") | $(field 1 "$i") | $(field 2 "$i") | $(field 3 "$i") | $(field 4 "$i") | $(field 1 "$t") | $(field 2 "$t") | $(field 3 "$t") | $(field 4 "$t") |"
-done <"$dir/MANIFEST.tsv"
+done < <(table_real_matrices "$dir/MANIFEST.tsv")
 echo
 summary isai "isai (ISAI(1))" "$n_isai"
 summary trisol "trisol (exact solves)" "$n_isai"
@@ -116,8 +116,6 @@ echo "| matrix | kind | n | nnz | jacobi it | jacobi Ts | MIC it | MIC Tp | MIC 
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"
 for pass in SPD other; do
     while IFS=$'\t' read -r name rows cols nnz sym fieldname kind rest; do
-        [ "$name" = name ] && continue
-        [ "$fieldname" = complex ] && continue
         if [ $pass = SPD ]; then [ "$kind" = SPD ] || continue
         else [ "$kind" != SPD ] && [ "$sym" = symmetric ] || continue; fi
         m="$dir/$name.mtx"
@@ -128,7 +126,7 @@ for pass in SPD other; do
             tally mic "$j" "$i"; tally ic0 "$j" "$t"; n_spd=$(( ${n_spd:-0} + 1 ))
         fi
         echo "| $name | $kind | $rows | $nnz | $(its "$j") | $(field 3 "$j") | $(field 1 "$i") | $(field 2 "$i") | $(field 3 "$i") | $(field 4 "$i") | $(field 1 "$t") | $(field 2 "$t") | $(field 3 "$t") | $(field 4 "$t") |"
-    done <"$dir/MANIFEST.tsv"
+    done < <(table_real_matrices "$dir/MANIFEST.tsv")
 done
 echo
 echo "On the SPD matrices:"

@@ -14,31 +14,25 @@
 #        shows the minimum Tp and Ts; 3, and 1 for --pattern-power 2),
 #        RESUME=1 (keep runs already in RAW)
 set -u
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib_table.sh"
 cd "$(dirname "$0")/.."
-GPUSOLVE=${GPUSOLVE:-build/gpusolve}
-MATRICES=${GS_MATRICES:-../shared/matrices}
-OUT_MD=${1:-docs/results-cpu-spai.md}
-RAW=${RAW:-build/cpu_table_spai}
-TIMEOUT=${TIMEOUT:-600}
 K2_MAX_NNZ=${K2_MAX_NNZ:-60000}
 K2_TIMEOUT=${K2_TIMEOUT:-120}
 RESUME=${RESUME:-0}
-REPEAT=${REPEAT:-3}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-mkdir -p "$RAW"
-[ -x "$GPUSOLVE" ] || { echo "no $GPUSOLVE: run make CUDA=0 first" >&2; exit 1; }
+table_settings spai "$@"
 
-# run TAG MATRIX ARGS...: one solve, CSV in $RAW/TAG.csv, stderr in .err, rc in .rc
+# run TAG MATRIX ARGS...: one solve, stored by table_run (lib_table.sh); with
+# RESUME=1 a run already stored is kept
 run() {
     local tag=$1 mtx=$2; shift 2
     [ "$RESUME" = 1 ] && [ -s "$RAW/$tag.rc" ] && return
-    timeout "${LIMIT:-$TIMEOUT}" "$GPUSOLVE" -e cpu -m bicgstab --rhs ones --format csv --repeat "${REPS:-$REPEAT}" "$@" "$mtx" \
-        >"$RAW/$tag.csv" 2>"$RAW/$tag.err"
-    echo $? >"$RAW/$tag.rc"
+    table_run "$tag" "${LIMIT:-$TIMEOUT}" \
+        "$GPUSOLVE" -e cpu -m bicgstab --rhs ones --format csv --repeat "${REPS:-$REPEAT}" "$@" "$mtx"
 }
 
-tail -n +2 "$MATRICES/MANIFEST.tsv" | while IFS=$'\t' read -r name rows cols nnz sym field kind rest; do
-    [ "$field" = complex ] && continue
+table_real_matrices "$MATRICES/MANIFEST.tsv" |
+while IFS=$'\t' read -r name rows cols nnz sym field kind rest; do
     echo "== $name" >&2
     mtx="$MATRICES/$name.mtx"
     run "$name.jacobi" "$mtx" -p jacobi
@@ -47,22 +41,13 @@ tail -n +2 "$MATRICES/MANIFEST.tsv" | while IFS=$'\t' read -r name rows cols nnz
     if [ "$nnz" -le "$K2_MAX_NNZ" ]; then LIMIT=$K2_TIMEOUT REPS=1 run "$name.gspai2" "$mtx" -p gspai-opt --pattern-power 2; fi
 done
 
-python3 - "$MATRICES/MANIFEST.tsv" "$RAW" "$OUT_MD" "$OMP_NUM_THREADS" "$K2_MAX_NNZ" "$REPEAT" <<'EOF'
+table_python "$MATRICES/MANIFEST.tsv" "$RAW" "$OUT_MD" "$OMP_NUM_THREADS" "$K2_MAX_NNZ" "$REPEAT" <<'EOF'
 import csv, os, sys, datetime, platform
 manifest, raw, out_md, threads, k2max, repeat = sys.argv[1:7]
-
-def result(tag):
-    """(row dict or None, rc, first error line)"""
-    base = os.path.join(raw, tag)
-    if not os.path.exists(base + ".rc"):
-        return None, None, ""
-    rc = int(open(base + ".rc").read().strip() or -1)
-    rows = list(csv.DictReader(open(base + ".csv"))) if os.path.getsize(base + ".csv") else []
-    err = open(base + ".err").read().strip().splitlines()
-    return (rows[0] if rows else None), rc, (err[-1] if err else "")
+result = stored_runs(raw)
 
 def short_error(msg):
-    msg = msg.split(": ", 2)[-1] if msg.startswith("gpusolve:") else msg
+    msg = program_message(msg)
     for key, text in (("zero or missing diagonal", "zero diagonal"),
                       ("would be zero", "column %s of M would be zero"),
                       ("rank deficient", "singular local problem in column %s of M")):
@@ -90,7 +75,7 @@ def params(tag):
     row, rc, err = result(tag)
     return row["precond_params"] if row else ""
 
-mans = [r for r in csv.DictReader(open(manifest), delimiter="\t") if r["field"] != "complex"]
+mans = real_manifest(manifest)
 now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
 lines = []
 w = lines.append

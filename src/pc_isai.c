@@ -375,9 +375,5 @@ int gs_isai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     pc->save = isai_save;
     isai_describe(pc, d);
 cleanup:
-    if (status != GS_OK) {
-        gs_engine_fail(pc->eng, err);
-        gs_error_prefix(err, "isai: ");
-    }
-    return status;
+    return gs_pc_setup_exit(pc, status, err);
 }

@@ -224,9 +224,5 @@ int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     pc->save = mic_save;
     mic_describe(pc, m);
 cleanup:
-    if (status != GS_OK) {
-        gs_engine_fail(pc->eng, err);
-        gs_error_prefix(err, "mic: ");
-    }
-    return status;
+    return gs_pc_setup_exit(pc, status, err);
 }

@@ -115,6 +115,15 @@ int gs_pc_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
     return pc->eng->ops->dot(pc->eng, r, z, slot);
 }
 
+int gs_pc_setup_exit(gs_pc *pc, int status, gs_error *err)
+{
+    if (status != GS_OK) {
+        gs_engine_fail(pc->eng, err);
+        gs_error_prefix(err, "%s: ", pc->type->name);
+    }
+    return status;
+}
+
 double gs_pc_stage_begin(gs_pc *pc)
 {
     (void)pc;

@@ -76,6 +76,11 @@ void gs_pc_destroy(gs_pc *pc); /* NULL-safe */
 /* z = M r, and S[slot] = r.z when slot != GS_SLOT_NONE. */
 int gs_pc_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot);
 
+/* A setup's exit (its cleanup label): returns status; on failure first takes
+ * the engine's own error where it has one, then names the type before the
+ * message ("mic: non-positive pivot ..."). */
+int gs_pc_setup_exit(gs_pc *pc, int status, gs_error *err);
+
 /* Stage timing for setups: begin returns a timestamp; end synchronises the
  * engine (so GPU work is inside the stage) and adds the elapsed time. */
 double gs_pc_stage_begin(gs_pc *pc);

@@ -23,6 +23,8 @@
         if (!(cond)) ck_abort_msg(__VA_ARGS__);                              \
     } while (0)
 
+#define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+
 static void write_tmp(char *path, size_t len, const char *suffix, const char *text)
 {
     tu_tmpname(path, len, suffix);
@@ -208,146 +210,77 @@ START_TEST(test_real_general)
 }
 END_TEST
 
-START_TEST(test_integer_general)
+/* A file that must read, what its gs_mm_info must say (-1: not checked;
+ * info is asked for only where something of it is checked), and entries the
+ * matrix must store, bit for bit. */
+typedef struct read_case {
+    const char *text;
+    int field, symmetry;
+    long long stored, duplicates; /* info.entries_stored, info.duplicates */
+    int values;                   /* 1: A.val must be allocated */
+    int64_t nnz;
+    int count;
+    struct {
+        int32_t i, j;
+        double v;
+    } entry[8];
+} read_case;
+
+static void check_read_case(const read_case *c)
 {
     gs_csr A;
     gs_mm_info info;
-    read_text("%%MatrixMarket matrix coordinate integer general\n2 2 3\n1 2 -7\n2 1 +12\n2 2 0\n",
-              &A, &info);
-    ck_assert_int_eq(info.field, GS_MM_INTEGER);
-    ck_assert_int_eq(A.nnz, 3);
-    assert_entry(&A, 0, 1, -7.0);
-    assert_entry(&A, 1, 0, 12.0);
-    assert_entry(&A, 1, 1, 0.0);
+    const int with_info =
+        c->field >= 0 || c->symmetry >= 0 || c->stored >= 0 || c->duplicates >= 0;
+    read_text(c->text, &A, with_info ? &info : NULL);
+    if (c->field >= 0) ck_assert_int_eq(info.field, c->field);
+    if (c->symmetry >= 0) ck_assert_int_eq(info.symmetry, c->symmetry);
+    if (c->stored >= 0) ck_assert_int_eq(info.entries_stored, c->stored);
+    if (c->duplicates >= 0) ck_assert_int_eq(info.duplicates, c->duplicates);
+    if (c->values) ck_assert_ptr_nonnull(A.val);
+    ck_assert_int_eq(A.nnz, c->nnz);
+    for (int k = 0; k < c->count; k++)
+        assert_entry(&A, c->entry[k].i, c->entry[k].j, c->entry[k].v);
     gs_csr_free(&A);
 }
-END_TEST
 
-START_TEST(test_integer_symmetric)
-{
-    gs_csr A;
-    gs_mm_info info;
-    read_text("%%MatrixMarket matrix coordinate integer symmetric\n3 3 3\n1 1 4\n3 1 -2\n3 3 5\n",
-              &A, &info);
-    ck_assert_int_eq(info.symmetry, GS_MM_SYMMETRIC);
-    ck_assert_int_eq(A.nnz, 4);
-    assert_entry(&A, 0, 0, 4.0);
-    assert_entry(&A, 2, 0, -2.0);
-    assert_entry(&A, 0, 2, -2.0);
-    assert_entry(&A, 2, 2, 5.0);
-    gs_csr_free(&A);
-}
-END_TEST
-
-START_TEST(test_integer_skew)
-{
-    gs_csr A;
-    read_text("%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 2\n2 1 3\n3 2 -4\n",
-              &A, NULL);
-    ck_assert_int_eq(A.nnz, 4);
-    assert_entry(&A, 1, 0, 3.0);
-    assert_entry(&A, 0, 1, -3.0);
-    assert_entry(&A, 2, 1, -4.0);
-    assert_entry(&A, 1, 2, 4.0);
-    gs_csr_free(&A);
-}
-END_TEST
-
-START_TEST(test_real_symmetric)
-{
-    gs_csr A;
-    gs_mm_info info;
-    /* the last entry sits in the upper triangle: mirrored all the same */
-    read_text("%%MatrixMarket matrix coordinate real symmetric\n4 4 5\n1 1 2\n2 1 -1\n"
-              "2 2 2\n4 3 0.5\n2 4 3.25\n",
-              &A, &info);
-    ck_assert_int_eq(info.symmetry, GS_MM_SYMMETRIC);
-    ck_assert_int_eq(info.entries_stored, 5);
-    ck_assert_int_eq(info.duplicates, 0);
-    ck_assert_int_eq(A.nnz, 8);
-    assert_entry(&A, 1, 0, -1.0);
-    assert_entry(&A, 0, 1, -1.0);
-    assert_entry(&A, 3, 2, 0.5);
-    assert_entry(&A, 2, 3, 0.5);
-    assert_entry(&A, 1, 3, 3.25);
-    assert_entry(&A, 3, 1, 3.25);
-    assert_entry(&A, 0, 0, 2.0); /* the diagonal is not doubled */
-    assert_entry(&A, 1, 1, 2.0);
-    gs_csr_free(&A);
-}
-END_TEST
-
-START_TEST(test_real_skew)
-{
-    gs_csr A;
-    gs_mm_info info;
+static const read_case variant_cases[] = {
+    {"%%MatrixMarket matrix coordinate integer general\n2 2 3\n1 2 -7\n2 1 +12\n2 2 0\n",
+     GS_MM_INTEGER, -1, -1, -1, 0, 3, 3, {{0, 1, -7.0}, {1, 0, 12.0}, {1, 1, 0.0}}},
+    {"%%MatrixMarket matrix coordinate integer symmetric\n3 3 3\n1 1 4\n3 1 -2\n3 3 5\n",
+     -1, GS_MM_SYMMETRIC, -1, -1, 0, 4, 4,
+     {{0, 0, 4.0}, {2, 0, -2.0}, {0, 2, -2.0}, {2, 2, 5.0}}},
+    {"%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 2\n2 1 3\n3 2 -4\n",
+     -1, -1, -1, -1, 0, 4, 4, {{1, 0, 3.0}, {0, 1, -3.0}, {2, 1, -4.0}, {1, 2, 4.0}}},
+    /* the last entry sits in the upper triangle: mirrored all the same; the
+     * diagonal is not doubled */
+    {"%%MatrixMarket matrix coordinate real symmetric\n4 4 5\n1 1 2\n2 1 -1\n"
+     "2 2 2\n4 3 0.5\n2 4 3.25\n",
+     -1, GS_MM_SYMMETRIC, 5, 0, 0, 8, 8,
+     {{1, 0, -1.0}, {0, 1, -1.0}, {3, 2, 0.5}, {2, 3, 0.5}, {1, 3, 3.25}, {3, 1, 3.25},
+      {0, 0, 2.0}, {1, 1, 2.0}}},
     /* an explicit zero on the diagonal is allowed and kept */
-    read_text("%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 3\n2 1 1.5\n"
-              "3 1 -2.5\n2 2 0\n",
-              &A, &info);
-    ck_assert_int_eq(info.symmetry, GS_MM_SKEW_SYMMETRIC);
-    ck_assert_int_eq(A.nnz, 5);
-    assert_entry(&A, 1, 0, 1.5);
-    assert_entry(&A, 0, 1, -1.5);
-    assert_entry(&A, 2, 0, -2.5);
-    assert_entry(&A, 0, 2, 2.5);
-    assert_entry(&A, 1, 1, 0.0);
-    gs_csr_free(&A);
-}
-END_TEST
+    {"%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 3\n2 1 1.5\n"
+     "3 1 -2.5\n2 2 0\n",
+     -1, GS_MM_SKEW_SYMMETRIC, -1, -1, 0, 5, 5,
+     {{1, 0, 1.5}, {0, 1, -1.5}, {2, 0, -2.5}, {0, 2, 2.5}, {1, 1, 0.0}}},
+    /* pattern files get value 1 */
+    {"%%MatrixMarket matrix coordinate pattern general\n2 3 3\n1 3\n2 1\n2 2\n",
+     GS_MM_PATTERN, -1, -1, -1, 1, 3, 3, {{0, 2, 1.0}, {1, 0, 1.0}, {1, 1, 1.0}}},
+    {"%%MatrixMarket matrix coordinate pattern symmetric\n3 3 3\n1 1\n3 1\n3 2\n",
+     -1, -1, -1, -1, 0, 5, 5,
+     {{0, 2, 1.0}, {2, 0, 1.0}, {1, 2, 1.0}, {2, 1, 1.0}, {0, 0, 1.0}}},
+    /* duplicates merged, not summed to 2 */
+    {"%%MatrixMarket matrix coordinate pattern general\n2 2 3\n1 2\n1 2\n2 1\n",
+     -1, -1, -1, 1, 0, 2, 1, {{0, 1, 1.0}}},
+    /* the banner is case-insensitive */
+    {"%%matrixmarket MATRIX Coordinate REAL Symmetric\n2 2 1\n2 1 3\n",
+     -1, GS_MM_SYMMETRIC, -1, -1, 0, 2, 0, {{0}}},
+};
 
-START_TEST(test_pattern_general)
+START_TEST(test_variant)
 {
-    gs_csr A;
-    gs_mm_info info;
-    read_text("%%MatrixMarket matrix coordinate pattern general\n2 3 3\n1 3\n2 1\n2 2\n", &A,
-              &info);
-    ck_assert_int_eq(info.field, GS_MM_PATTERN);
-    ck_assert_ptr_nonnull(A.val); /* pattern files get value 1 */
-    ck_assert_int_eq(A.nnz, 3);
-    assert_entry(&A, 0, 2, 1.0);
-    assert_entry(&A, 1, 0, 1.0);
-    assert_entry(&A, 1, 1, 1.0);
-    gs_csr_free(&A);
-}
-END_TEST
-
-START_TEST(test_pattern_symmetric)
-{
-    gs_csr A;
-    read_text("%%MatrixMarket matrix coordinate pattern symmetric\n3 3 3\n1 1\n3 1\n3 2\n", &A,
-              NULL);
-    ck_assert_int_eq(A.nnz, 5);
-    assert_entry(&A, 0, 2, 1.0);
-    assert_entry(&A, 2, 0, 1.0);
-    assert_entry(&A, 1, 2, 1.0);
-    assert_entry(&A, 2, 1, 1.0);
-    assert_entry(&A, 0, 0, 1.0);
-    gs_csr_free(&A);
-}
-END_TEST
-
-START_TEST(test_pattern_duplicates_merged)
-{
-    gs_csr A;
-    gs_mm_info info;
-    read_text("%%MatrixMarket matrix coordinate pattern general\n2 2 3\n1 2\n1 2\n2 1\n", &A,
-              &info);
-    ck_assert_int_eq(A.nnz, 2);
-    ck_assert_int_eq(info.duplicates, 1);
-    assert_entry(&A, 0, 1, 1.0); /* merged, not summed to 2 */
-    gs_csr_free(&A);
-}
-END_TEST
-
-START_TEST(test_banner_case_insensitive)
-{
-    gs_csr A;
-    gs_mm_info info;
-    read_text("%%matrixmarket MATRIX Coordinate REAL Symmetric\n2 2 1\n2 1 3\n", &A, &info);
-    ck_assert_int_eq(info.symmetry, GS_MM_SYMMETRIC);
-    ck_assert_int_eq(A.nnz, 2);
-    gs_csr_free(&A);
+    check_read_case(&variant_cases[_i]);
 }
 END_TEST
 
@@ -440,32 +373,19 @@ START_TEST(test_comments_blanks_everywhere)
 }
 END_TEST
 
+/* Duplicates summed: a sum that cancels stays stored; in symmetric storage
+ * an entry and its mirror are summed too. */
+static const read_case summed_cases[] = {
+    {"%%MatrixMarket matrix coordinate real general\n3 3 5\n1 1 1\n2 2 5\n1 1 2\n"
+     "1 1 4\n2 2 -5\n",
+     -1, -1, -1, 3, 0, 2, 2, {{0, 0, 7.0}, {1, 1, 0.0}}},
+    {"%%MatrixMarket matrix coordinate real symmetric\n2 2 3\n2 1 1\n1 2 2\n1 1 3\n",
+     -1, -1, -1, 1, 0, 3, 2, {{1, 0, 3.0}, {0, 1, 3.0}}},
+};
+
 START_TEST(test_duplicates_summed)
 {
-    gs_csr A;
-    gs_mm_info info;
-    read_text("%%MatrixMarket matrix coordinate real general\n3 3 5\n1 1 1\n2 2 5\n1 1 2\n"
-              "1 1 4\n2 2 -5\n",
-              &A, &info);
-    ck_assert_int_eq(A.nnz, 2);
-    ck_assert_int_eq(info.duplicates, 3);
-    assert_entry(&A, 0, 0, 7.0);
-    assert_entry(&A, 1, 1, 0.0); /* a sum that cancels stays stored */
-    gs_csr_free(&A);
-}
-END_TEST
-
-START_TEST(test_symmetric_both_triangles_summed)
-{
-    gs_csr A;
-    gs_mm_info info;
-    read_text("%%MatrixMarket matrix coordinate real symmetric\n2 2 3\n2 1 1\n1 2 2\n1 1 3\n",
-              &A, &info);
-    ck_assert_int_eq(info.duplicates, 1);
-    ck_assert_int_eq(A.nnz, 3);
-    assert_entry(&A, 1, 0, 3.0);
-    assert_entry(&A, 0, 1, 3.0);
-    gs_csr_free(&A);
+    check_read_case(&summed_cases[_i]);
 }
 END_TEST
 
@@ -496,6 +416,29 @@ START_TEST(test_unsorted_input_sorted)
 END_TEST
 
 /* ---- numbers: bit for bit what strtod gives ---- */
+
+/* text read as a vector, which must succeed; *n gets its length. */
+static double *read_vector_text(const char *text, int64_t *n)
+{
+    char path[256];
+    double *x = NULL;
+    gs_error err = {GS_OK, ""};
+    write_tmp(path, sizeof path, ".mtx", text);
+    ck_assert_msg(gs_mm_read_vector(path, &x, n, &err) == GS_OK, "%s", err.msg);
+    remove(path);
+    return x;
+}
+
+/* x[k] is bit for bit what strtod gives for token k (tokens width bytes apart). */
+static void assert_strtod_values(const double *x, const char *tokens, size_t width, int count)
+{
+    for (int k = 0; k < count; k++) {
+        const char *tok = tokens + (size_t)k * width;
+        double want = strtod(tok, NULL);
+        CHECK(memcmp(&x[k], &want, sizeof want) == 0, "'%s' read as %.17g, strtod %.17g", tok,
+              x[k], want);
+    }
+}
 
 static size_t random_decimal(tu_rng *r, char *s)
 {
@@ -532,19 +475,10 @@ START_TEST(test_values_bit_exact)
         random_decimal(&r, tok[k]);
         len += (size_t)sprintf(text + len, "%s%s\n", k % 5 == 0 ? "  " : "", tok[k]);
     }
-    char path[256];
-    double *x = NULL;
     int64_t n = 0;
-    gs_error err = {GS_OK, ""};
-    write_tmp(path, sizeof path, ".mtx", text);
-    ck_assert_msg(gs_mm_read_vector(path, &x, &n, &err) == GS_OK, "%s", err.msg);
+    double *x = read_vector_text(text, &n);
     ck_assert_int_eq(n, N);
-    for (int k = 0; k < N; k++) {
-        double want = strtod(tok[k], NULL);
-        CHECK(memcmp(&x[k], &want, sizeof want) == 0, "'%s' read as %.17g, strtod %.17g", tok[k],
-              x[k], want);
-    }
-    remove(path);
+    assert_strtod_values(x, tok[0], sizeof tok[0], N);
     free(x);
     free(text);
     free(tok);
@@ -580,18 +514,9 @@ START_TEST(test_values_printed_bit_exact)
         random_printed(&r, tok[k]);
         len += (size_t)sprintf(text + len, "%s\n", tok[k]);
     }
-    char path[256];
-    double *x = NULL;
     int64_t n = 0;
-    gs_error err = {GS_OK, ""};
-    write_tmp(path, sizeof path, ".mtx", text);
-    ck_assert_msg(gs_mm_read_vector(path, &x, &n, &err) == GS_OK, "%s", err.msg);
-    for (int k = 0; k < N; k++) {
-        double want = strtod(tok[k], NULL);
-        CHECK(memcmp(&x[k], &want, sizeof want) == 0, "'%s' read as %.17g, strtod %.17g", tok[k],
-              x[k], want);
-    }
-    remove(path);
+    double *x = read_vector_text(text, &n);
+    assert_strtod_values(x, tok[0], sizeof tok[0], N);
     free(x);
     free(text);
     free(tok);
@@ -1260,11 +1185,8 @@ START_TEST(test_shared_matrices)
         fprintf(stderr, "check_mmio: shared matrices not found: test_shared_matrices skipped\n");
         return;
     }
-    char path[1024], line[4096];
-    snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_ptr_nonnull(fgets(line, sizeof line, f)); /* header */
+    char line[4096];
+    FILE *f = tu_manifest_open();
     int seen = 0;
     while (fgets(line, sizeof line, f)) {
         manifest_row m;
@@ -1284,15 +1206,7 @@ static Suite *mmio_suite(void)
     Suite *s = suite_create("mmio");
     TCase *variants = tcase_create("variants");
     tcase_add_test(variants, test_real_general);
-    tcase_add_test(variants, test_integer_general);
-    tcase_add_test(variants, test_integer_symmetric);
-    tcase_add_test(variants, test_integer_skew);
-    tcase_add_test(variants, test_real_symmetric);
-    tcase_add_test(variants, test_real_skew);
-    tcase_add_test(variants, test_pattern_general);
-    tcase_add_test(variants, test_pattern_symmetric);
-    tcase_add_test(variants, test_pattern_duplicates_merged);
-    tcase_add_test(variants, test_banner_case_insensitive);
+    tcase_add_loop_test(variants, test_variant, 0, COUNT(variant_cases));
     tcase_add_test(variants, test_nonsquare_and_empty);
     tcase_add_test(variants, test_vector_forms);
     suite_add_tcase(s, variants);
@@ -1300,8 +1214,7 @@ static Suite *mmio_suite(void)
     TCase *layout = tcase_create("layout");
     tcase_add_test(layout, test_crlf);
     tcase_add_test(layout, test_comments_blanks_everywhere);
-    tcase_add_test(layout, test_duplicates_summed);
-    tcase_add_test(layout, test_symmetric_both_triangles_summed);
+    tcase_add_loop_test(layout, test_duplicates_summed, 0, COUNT(summed_cases));
     tcase_add_test(layout, test_unsorted_input_sorted);
     tcase_add_test(layout, test_values_bit_exact);
     tcase_add_test(layout, test_values_printed_bit_exact);
@@ -1323,7 +1236,7 @@ static Suite *mmio_suite(void)
     suite_add_tcase(s, io);
 
     TCase *errors = tcase_create("errors");
-    tcase_add_loop_test(errors, test_bad_input, 0, (int)(sizeof bad_inputs / sizeof bad_inputs[0]));
+    tcase_add_loop_test(errors, test_bad_input, 0, COUNT(bad_inputs));
     tcase_add_test(errors, test_vector_errors);
     tcase_add_test(errors, test_io_errors);
     tcase_add_test(errors, test_write_errors);

@@ -27,15 +27,6 @@ static gs_csr fsai_factor(const gs_csr *A, const gs_params *p, double *mu_hat)
     return G;
 }
 
-/* Setup status for A with p; err gets the message. */
-static int fsai_status(const gs_csr *A, const gs_params *p, gs_error *err)
-{
-    tu_pc_run run;
-    int status = tu_pc_build(A, "fsai", p, &run, err);
-    if (status == GS_OK) tu_pc_release(&run);
-    return status;
-}
-
 /* G is lower triangular, every row ends with a positive diagonal entry. */
 static void check_lower_with_diagonal(const gs_csr *G, const char *label)
 {
@@ -414,12 +405,9 @@ typedef struct manifest_row {
 
 static int manifest_spd(manifest_row *out, int max, long max_rows)
 {
-    char path[1024], line[4096];
-    snprintf(path, sizeof path, "%s/MANIFEST.tsv", tu_matrices_dir());
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    FILE *f = tu_manifest_open();
     int count = 0;
-    ck_assert_ptr_nonnull(fgets(line, sizeof line, f)); /* header */
     while (count < max && fgets(line, sizeof line, f)) {
         manifest_row m;
         char sym[32];
@@ -478,8 +466,7 @@ static void check_apply(const gs_csr *A, const char *precision)
     tu_fsai_args_make(&a, 0.02, 2, 0.05, NULL);
     tu_fsai_arg_set(&a, "precond-precision", precision);
     tu_pc_run run;
-    gs_error err = {0};
-    ck_assert_msg(tu_pc_build(A, "fsai", &a.p, &run, &err) == GS_OK, "%s", err.msg);
+    tu_pc_build_ok(A, "fsai", &a.p, &run);
     gs_csr G = {0};
     tu_pc_saved_matrix(run.pc, "G", &G);
     const int32_t n = A->n_rows, rg = tu_max_row_length(&G);
@@ -537,13 +524,11 @@ START_TEST(fsai_reports_what_it_built)
     gs_csr A = tu_generated("poisson3d:8");
     tu_fsai_args a;
     tu_pc_run run;
-    gs_error err = {0};
-    ck_assert(tu_pc_build(&A, "fsai", tu_fsai_args_make(&a, 0.02, 3, 0.05, NULL), &run, &err) == GS_OK);
+    tu_pc_build_ok(&A, "fsai", tu_fsai_args_make(&a, 0.02, 3, 0.05, NULL), &run);
     gs_pc *pc = run.pc;
     const char *stages[] = {"prefilter", "pattern", "gather+factorisation", "postfilter",
-                            "transpose", "upload"};
-    ck_assert_int_eq(pc->stages.count, 6);
-    for (int s = 0; s < 6; s++) ck_assert_str_eq(pc->stages.stage[s].name, stages[s]);
+                            "transpose", "upload", NULL};
+    tu_assert_stages(pc, stages);
     ck_assert_ptr_nonnull(strstr(pc->description, "tau=0.02 k=3 delta=0.05"));
     const gs_kv *hat = tu_pc_extra(pc, "mu_G_hat"), *mu = tu_pc_extra(pc, "mu_G");
     ck_assert(hat && mu);
@@ -628,15 +613,7 @@ END_TEST
 static void expect_failure(const gs_csr *A, const gs_params *p, int status, const char *fragment,
                            const char *fragment2)
 {
-    gs_error err = {0};
-    const int got = fsai_status(A, p, &err);
-    ck_assert_msg(got == status, "expected %s ('%s'), got %s: '%s'", gs_status_name(status),
-                  fragment, gs_status_name(got), err.msg);
-    ck_assert_msg(strstr(err.msg, fragment) != NULL, "message '%s' lacks '%s'", err.msg,
-                  fragment);
-    if (fragment2)
-        ck_assert_msg(strstr(err.msg, fragment2) != NULL, "message '%s' lacks '%s'", err.msg,
-                      fragment2);
+    tu_pc_expect_failure(A, "fsai", p, status, fragment, fragment2);
 }
 
 /* Tridiagonal n x n, diagonal 2, off-diagonal -1 (SPD). */
@@ -669,10 +646,9 @@ START_TEST(fsai_rejects_bad_input)
     gs_csr_free(&C);
     /* non-square: 3 x 4 */
     {
-        int32_t ri[] = {0, 1, 2, 0}, ci[] = {0, 1, 2, 3};
-        double v[] = {1, 1, 1, 1};
-        gs_csr R = {0};
-        ck_assert(gs_csr_from_coo(3, 4, 4, ri, ci, v, &R, &err) == GS_OK);
+        const int32_t ri[] = {0, 1, 2, 0}, ci[] = {0, 1, 2, 3};
+        const double v[] = {1, 1, 1, 1};
+        gs_csr R = tu_from_triplets(3, 4, 4, ri, ci, v);
         expect_failure(&R, &none, GS_ERR_INPUT, "square", "3 x 4");
         gs_csr_free(&R);
     }
@@ -713,27 +689,15 @@ START_TEST(fsai_rejects_bad_input)
                    "not positive definite");
     expect_failure(&T, &none, GS_ERR_NUMERIC, "not positive definite", "row 37");
     gs_csr_free(&T);
-    /* bad parameter values, named by --param */
+    /* bad parameter values, named by --param (and the value, where given) */
+    static const tu_bad_param bad[] = {
+        {"tau", "-0.1", "-0.1"}, {"delta", "-1e-3", NULL},
+        {"tau", "1.5", NULL},    {"k", "0", NULL},
+        {"k", "31", NULL},       {"delta", "2", NULL},
+        {"k", "two", "two"},     {"precond-precision", "half", NULL},
+        {"restart-fsai", "1", NULL}, {NULL, NULL, NULL}};
     gs_csr P = tu_generated("poisson3d:4");
-    tu_fsai_args_make(&a, -1, -1, -1, NULL);
-    tu_fsai_arg_set(&a, "tau", "-0.1");
-    expect_failure(&P, &a.p, GS_ERR_USAGE, "--tau", "-0.1");
-    tu_fsai_args_make(&a, -1, -1, -1, NULL);
-    tu_fsai_arg_set(&a, "delta", "-1e-3");
-    expect_failure(&P, &a.p, GS_ERR_USAGE, "--delta", NULL);
-    expect_failure(&P, tu_fsai_args_make(&a, 1.5, -1, -1, NULL), GS_ERR_USAGE, "--tau", NULL);
-    expect_failure(&P, tu_fsai_args_make(&a, -1, 0, -1, NULL), GS_ERR_USAGE, "--k", NULL);
-    expect_failure(&P, tu_fsai_args_make(&a, -1, 31, -1, NULL), GS_ERR_USAGE, "--k", NULL);
-    expect_failure(&P, tu_fsai_args_make(&a, -1, -1, 2.0, NULL), GS_ERR_USAGE, "--delta", NULL);
-    tu_fsai_args_make(&a, -1, -1, -1, NULL);
-    tu_fsai_arg_set(&a, "k", "two");
-    expect_failure(&P, &a.p, GS_ERR_USAGE, "--k", "two");
-    tu_fsai_args_make(&a, -1, -1, -1, NULL);
-    tu_fsai_arg_set(&a, "precond-precision", "half");
-    expect_failure(&P, &a.p, GS_ERR_USAGE, "--precond-precision", NULL);
-    tu_fsai_args_make(&a, -1, -1, -1, NULL);
-    tu_fsai_arg_set(&a, "restart-fsai", "1");
-    expect_failure(&P, &a.p, GS_ERR_USAGE, "--restart-fsai", NULL);
+    tu_pc_expect_bad_params(&P, "fsai", bad);
     gs_csr_free(&P);
 }
 END_TEST
@@ -761,11 +725,7 @@ START_TEST(fsai_rejects_real_non_spd_matrices)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         gs_csr A = tu_read_matrix(cases[c].name);
-        gs_error err = {0};
-        ck_assert_msg(fsai_status(&A, &none, &err) == cases[c].status, "%s: %s", cases[c].name,
-                      err.msg);
-        ck_assert_msg(strstr(err.msg, cases[c].fragment) && strstr(err.msg, "row"),
-                      "%s: '%s' lacks '%s' or a row", cases[c].name, err.msg, cases[c].fragment);
+        expect_failure(&A, &none, cases[c].status, cases[c].fragment, "row");
         gs_csr_free(&A);
     }
 }
@@ -775,39 +735,30 @@ END_TEST
  * (run under valgrind/ASan for the leaks). */
 START_TEST(fsai_survives_allocation_failures)
 {
-    gs_csr A = tu_generated("poisson3d:5");
     tu_fsai_args a;
-    tu_fsai_args_make(&a, 0.02, 2, 0.05, NULL);
-    ck_assert_int_gt(tu_pc_allocation_failures(&A, "fsai", &a.p), 10);
-    gs_csr_free(&A);
+    const gs_params *p = tu_fsai_args_make(&a, 0.02, 2, 0.05, NULL);
+    tu_assert_allocation_failures("poisson3d:5", "fsai", p, 10);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("pc_fsai");
-    TCase *dense = tcase_create("dense_cholesky");
+    TCase *dense = tu_add_tcase(s, "dense_cholesky", 0);
     tcase_add_test(dense, dense_cholesky_factor_and_solve);
     tcase_add_test(dense, dense_cholesky_reports_the_failing_pivot);
-    suite_add_tcase(s, dense);
-    TCase *prop = tcase_create("properties");
-    tcase_set_timeout(prop, 120);
+    TCase *prop = tu_add_tcase(s, "properties", 120);
     tcase_add_test(prop, fsai_properties_on_generated_problems);
     tcase_add_test(prop, fsai_properties_on_random_spd_matrices);
     tcase_add_test(prop, fsai_postfilter_is_the_papers_3_13);
     tcase_add_test(prop, fsai_properties_on_real_spd_matrices);
     tcase_add_test(prop, fsai_apply_is_gt_g);
     tcase_add_test(prop, fsai_reports_what_it_built);
-    suite_add_tcase(s, prop);
-    TCase *conv = tcase_create("convergence");
-    tcase_set_timeout(conv, 120);
+    TCase *conv = tu_add_tcase(s, "convergence", 120);
     tcase_add_test(conv, fsai_needs_fewer_iterations_than_jacobi);
-    suite_add_tcase(s, conv);
-    TCase *bad = tcase_create("bad_input");
-    tcase_set_timeout(bad, 60);
+    TCase *bad = tu_add_tcase(s, "bad_input", 60);
     tcase_add_test(bad, fsai_rejects_bad_input);
     tcase_add_test(bad, fsai_rejects_real_non_spd_matrices);
     tcase_add_test(bad, fsai_survives_allocation_failures);
-    suite_add_tcase(s, bad);
     return tu_run_suite(s);
 }

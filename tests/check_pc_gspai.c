@@ -151,7 +151,7 @@ START_TEST(gspai_chooses_the_strategy_from_alpha_and_beta)
             gs_params p = params2("strategy", value, NULL, NULL);
             tu_pc_run run;
             gs_error err = {0};
-            ck_assert(tu_pc_build(&A, "gspai-opt", &p, &run, &err) == GS_OK);
+            tu_pc_build_ok(&A, "gspai-opt", &p, &run);
             gs_csr M = {0};
             tu_pc_saved_matrix(run.pc, "M", &M);
             int n2max = 0;
@@ -190,13 +190,11 @@ START_TEST(gspai_reports_its_stages)
 {
     gs_csr A = spread_matrix(8);
     tu_pc_run run;
-    gs_error err = {0};
     gs_params p = params2(NULL, NULL, NULL, NULL);
-    ck_assert(tu_pc_build(&A, "gspai-opt", &p, &run, &err) == GS_OK);
+    tu_pc_build_ok(&A, "gspai-opt", &p, &run);
     ck_assert(strstr(run.pc->description, "pattern-power=1") != NULL);
-    const char *stages[] = {"pattern", "dimensions", "least squares", "assemble", "upload"};
-    ck_assert_int_eq(run.pc->stages.count, 5);
-    for (int s = 0; s < 5; s++) ck_assert_str_eq(run.pc->stages.stage[s].name, stages[s]);
+    const char *stages[] = {"pattern", "dimensions", "least squares", "assemble", "upload", NULL};
+    tu_assert_stages(run.pc, stages);
     ck_assert(run.pc->apply_bytes > 0 && !run.pc->symmetric);
     tu_pc_release(&run);
     gs_csr_free(&A);
@@ -207,20 +205,8 @@ END_TEST
 
 START_TEST(gspai_needs_fewer_iterations_than_jacobi)
 {
-    char name[64];
-    gs_csr A = tu_generated_named("convdiff3d:10", name, sizeof name);
-    tu_assert_fewer_than_jacobi(&A, "gspai-opt", "bicgstab", name);
-    gs_csr_free(&A);
-    if (!tu_matrices_dir()) {
-        fprintf(stderr, "skipped: real matrices (no ../shared/matrices)\n");
-        return;
-    }
-    const char *names[] = {"orsirr_1", "sherman5", "pores_1", "fs_541_1"};
-    for (int k = 0; k < 4; k++) {
-        A = tu_read_matrix(names[k]);
-        tu_assert_fewer_than_jacobi(&A, "gspai-opt", "bicgstab", names[k]);
-        gs_csr_free(&A);
-    }
+    const char *names[] = {"orsirr_1", "sherman5", "pores_1", "fs_541_1", NULL};
+    tu_assert_fewer_than_jacobi_on("convdiff3d:10", names, "gspai-opt", "bicgstab");
 }
 END_TEST
 
@@ -231,16 +217,12 @@ END_TEST
  * k = 2, J_1 = {1, 2, 3} and M = A^-1 exactly. */
 START_TEST(gspai_zero_diagonal)
 {
-    int32_t ri[] = {0, 1, 1, 2, 2}, ci[] = {2, 0, 1, 1, 2};
-    double v[] = {1, 1, 1, 1, 1};
-    gs_csr A = {0};
-    gs_error err = {0};
-    ck_assert(gs_csr_from_coo(3, 3, 5, ri, ci, v, &A, &err) == GS_OK);
-    tu_pc_run run;
+    const int32_t ri[] = {0, 1, 1, 2, 2}, ci[] = {2, 0, 1, 1, 2};
+    const double v[] = {1, 1, 1, 1, 1};
+    gs_csr A = tu_from_triplets(3, 3, 5, ri, ci, v);
     gs_params k1 = params2(NULL, NULL, NULL, NULL);
-    ck_assert_int_eq(tu_pc_build(&A, "gspai-opt", &k1, &run, &err), GS_ERR_NUMERIC);
-    ck_assert_msg(strstr(err.msg, "column 1 of M would be zero"), "%s", err.msg);
-    ck_assert(strstr(err.msg, "--pattern-power 2") != NULL);
+    tu_pc_expect_failure(&A, "gspai-opt", &k1, GS_ERR_NUMERIC, "column 1 of M would be zero",
+                         "--pattern-power 2");
     check_gspai_on(&A, 2, 1, "3x3 zero diagonal");
     gs_params k2 = params2("pattern-power", "2", NULL, NULL);
     gs_csr M = gspai_matrix(&A, &k2);
@@ -257,15 +239,11 @@ END_TEST
 
 START_TEST(gspai_rejects_bad_input)
 {
-    tu_pc_run run;
-    gs_error err = {0};
     gs_params none = params2(NULL, NULL, NULL, NULL);
-    int32_t ri[] = {0, 1, 2, 0}, ci[] = {0, 1, 2, 3};
-    double v[] = {1, 2, 3, 4};
-    gs_csr A = {0};
-    ck_assert(gs_csr_from_coo(3, 4, 4, ri, ci, v, &A, &err) == GS_OK);
-    ck_assert_int_eq(tu_pc_build(&A, "gspai-opt", &none, &run, &err), GS_ERR_INPUT);
-    ck_assert_msg(strstr(err.msg, "3 x 4, not square") != NULL, "%s", err.msg);
+    const int32_t ri[] = {0, 1, 2, 0}, ci[] = {0, 1, 2, 3};
+    const double v[] = {1, 2, 3, 4};
+    gs_csr A = tu_from_triplets(3, 4, 4, ri, ci, v);
+    tu_pc_expect_failure(&A, "gspai-opt", &none, GS_ERR_INPUT, "3 x 4, not square", NULL);
     gs_csr_free(&A);
 
     /* column 9 of A zero (stored zeros): every column of M whose J holds 9
@@ -276,31 +254,21 @@ START_TEST(gspai_rejects_bad_input)
         int64_t p = gs_csr_find(&B, i, 8);
         if (p >= 0) B.val[p] = 0.0;
     }
-    gs_error e2 = {0};
-    ck_assert_int_eq(tu_pc_build(&B, "gspai-opt", &none, &run, &e2), GS_ERR_NUMERIC);
-    ck_assert_msg(strstr(e2.msg, "column 9 of A is zero or linearly dependent"), "%s", e2.msg);
     /* the first column of M whose J_k = {k} ∪ rows of A(:,k) holds 9 */
     int first = -1;
     for (int k = 0; k < 25 && first < 0; k++)
         if (k == 8 || gs_csr_find(&B, 8, k) >= 0) first = k;
     char want[64];
     snprintf(want, sizeof want, "column %d of M:", first + 1);
-    ck_assert_msg(strstr(e2.msg, want) != NULL, "%s (want '%s')", e2.msg, want);
+    tu_pc_expect_failure(&B, "gspai-opt", &none, GS_ERR_NUMERIC,
+                         "column 9 of A is zero or linearly dependent", want);
 
-    const char *bad[][2] = {{"pattern-power", "0"}, {"pattern-power", "3"},
-                            {"pattern-power", "1.5"}, {"pattern-power", "x"},
-                            {"strategy", "s3"},    {"strategy", "S1"}};
-    for (int k = 0; k < 6; k++) {
-        gs_error e3 = {0};
-        gs_params p = params2(bad[k][0], bad[k][1], NULL, NULL);
-        ck_assert_int_eq(tu_pc_build(&B, "gspai-opt", &p, &run, &e3), GS_ERR_USAGE);
-        snprintf(want, sizeof want, "--%s", bad[k][0]);
-        ck_assert_msg(strstr(e3.msg, want) != NULL, "%s", e3.msg);
-    }
-    gs_error e4 = {0};
-    gs_params foreign = params2("tau", "0.5", NULL, NULL);
-    ck_assert_int_eq(tu_pc_build(&B, "gspai-opt", &foreign, &run, &e4), GS_ERR_USAGE);
-    ck_assert(strstr(e4.msg, "--tau") != NULL);
+    /* bad values, and a parameter of another preconditioner */
+    static const tu_bad_param bad[] = {
+        {"pattern-power", "0", NULL}, {"pattern-power", "3", NULL}, {"pattern-power", "1.5", NULL},
+        {"pattern-power", "x", NULL}, {"strategy", "s3", NULL},     {"strategy", "S1", NULL},
+        {"tau", "0.5", NULL},         {NULL, NULL, NULL}};
+    tu_pc_expect_bad_params(&B, "gspai-opt", bad);
     gs_csr_free(&B);
 }
 END_TEST
@@ -309,32 +277,25 @@ END_TEST
  * GS_ERR_NOMEM and a clean unwind (the sanitizer build checks the frees). */
 START_TEST(gspai_allocation_failures_unwind)
 {
-    gs_csr A = tu_generated("convdiff3d:4");
     gs_params p = {0};
-    ck_assert_int_gt(tu_pc_allocation_failures(&A, "gspai-opt", &p), 3);
-    gs_csr_free(&A);
+    tu_assert_allocation_failures("convdiff3d:4", "gspai-opt", &p, 3);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("pc_gspai");
-    TCase *prop = tcase_create("property");
-    tcase_set_timeout(prop, 120);
+    TCase *prop = tu_add_tcase(s, "property", 120);
     tcase_add_test(prop, gspai_columns_are_local_least_squares_solutions);
     tcase_add_test(prop, gspai_columns_are_minimal_on_their_pattern);
     tcase_add_test(prop, gspai_property_on_real_matrices);
     tcase_add_test(prop, gspai_chooses_the_strategy_from_alpha_and_beta);
     tcase_add_test(prop, gspai_reports_its_stages);
-    suite_add_tcase(s, prop);
-    TCase *conv = tcase_create("convergence");
-    tcase_set_timeout(conv, 120);
+    TCase *conv = tu_add_tcase(s, "convergence", 120);
     tcase_add_test(conv, gspai_needs_fewer_iterations_than_jacobi);
-    suite_add_tcase(s, conv);
-    TCase *bad = tcase_create("bad input");
+    TCase *bad = tu_add_tcase(s, "bad input", 0);
     tcase_add_test(bad, gspai_zero_diagonal);
     tcase_add_test(bad, gspai_rejects_bad_input);
     tcase_add_test(bad, gspai_allocation_failures_unwind);
-    suite_add_tcase(s, bad);
     return tu_run_suite(s);
 }

@@ -64,26 +64,6 @@ static gs_csr random_dominant(tu_rng *g, int32_t n, int per_row, double dominanc
 
 /* ---- the preconditioner through the registry ---- */
 
-/* Parameters from "name", "value", ..., NULL. */
-static void build_ok(const gs_csr *A, const gs_params *p, tu_pc_run *r)
-{
-    gs_error err = {0};
-    ck_assert_msg(tu_pc_build(A, "isai", p, r, &err) == GS_OK, "isai setup: %s", err.msg);
-}
-
-/* z = M r on the CPU engine. */
-static void apply_host(tu_pc_run *r, const double *rhs, double *z, int32_t n)
-{
-    gs_vec *vr = NULL, *vz = NULL;
-    const gs_engine_ops *o = r->eng->ops;
-    ck_assert(o->vec_create(r->eng, n, &vr) == GS_OK && o->vec_create(r->eng, n, &vz) == GS_OK);
-    ck_assert(o->vec_upload(r->eng, vr, rhs) == GS_OK);
-    ck_assert(r->pc->apply(r->pc, vr, vz) == GS_OK);
-    ck_assert(o->vec_download(r->eng, vz, z) == GS_OK);
-    o->vec_destroy(r->eng, vr);
-    o->vec_destroy(r->eng, vz);
-}
-
 /* --save-precond, read back: L, U always, M_L, M_U unless exact. */
 typedef struct saved {
     gs_csr L, U, ML, MU;
@@ -213,7 +193,7 @@ static void check_isai_on(const gs_csr *A, const char *k, const char *scale, con
     tu_pc_run r;
     saved s;
     char label[256];
-    build_ok(A, &p, &r);
+    tu_pc_build_ok(A, "isai", &p, &r);
     save_and_read(r.pc, &s, 1);
     snprintf(label, sizeof label, "%s k=%s scale=%s: LU", what, k, scale);
     check_ilu0_factors(A, &s.L, &s.U, label);
@@ -251,17 +231,13 @@ END_TEST
  * satisfy L U = A on the pattern, or the failure names a row. */
 START_TEST(ilu0_on_every_real_matrix)
 {
-    const char *dir = tu_matrices_dir();
-    if (!dir) {
+    if (!tu_matrices_dir()) {
         fprintf(stderr, "skipped: no ../shared/matrices\n");
         return;
     }
-    char path[1024], line[4096];
-    snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    FILE *f = tu_manifest_open();
     int factorised = 0, refused = 0;
-    ck_assert(fgets(line, sizeof line, f)); /* header */
     while (fgets(line, sizeof line, f)) {
         char name[256], sym[64], field[64];
         long rows, cols, nnz;
@@ -348,7 +324,7 @@ START_TEST(isai_long_columns)
         const char *kv[] = {"isai-power", ks, NULL};
         gs_params p = tu_params(kv);
         tu_pc_run r;
-        build_ok(&A, &p, &r);
+        tu_pc_build_ok(&A, "isai", &p, &r);
         const gs_kv *lm = tu_pc_extra(r.pc, "ML_longest_column");
         const gs_kv *um = tu_pc_extra(r.pc, "MU_longest_column");
         ck_assert(lm && um);
@@ -404,7 +380,7 @@ START_TEST(exact_trisolve_is_lu_inverse)
     gs_params p = tu_params(kv);
     tu_pc_run r;
     saved s;
-    build_ok(&A, &p, &r);
+    tu_pc_build_ok(&A, "isai", &p, &r);
     save_and_read(r.pc, &s, 0);
     double *Ld = malloc(sizeof(double) * n * n), *Ud = malloc(sizeof(double) * n * n);
     double *P = calloc((size_t)n * n, sizeof(double));
@@ -415,7 +391,7 @@ START_TEST(exact_trisolve_is_lu_inverse)
             for (int j = 0; j < n; j++) P[i * n + j] += Ld[i * n + k] * Ud[k * n + j];
     for (int i = 0; i < n; i++) zref[i] = rhs[i] = tu_uniform(&g) - 0.5;
     dense_solve(n, P, zref);
-    apply_host(&r, rhs, z, n);
+    tu_pc_apply(&r, rhs, z, n);
     /* L U is diagonally dominant here (dominance 1.5 survives ILU(0) up to
      * small fill), cond(L U) = O(10): both solutions agree to a few hundred
      * eps of max |z|, 1e-12 leaves a wide margin. */
@@ -438,7 +414,7 @@ START_TEST(isai_apply_is_mu_ml)
     gs_params p = {0};
     tu_pc_run r;
     saved s;
-    build_ok(&A, &p, &r);
+    tu_pc_build_ok(&A, "isai", &p, &r);
     save_and_read(r.pc, &s, 1);
     double *rhs = malloc(n * sizeof(double)), *y = malloc(n * sizeof(double));
     double *z = malloc(n * sizeof(double)), *zref = malloc(n * sizeof(double));
@@ -446,7 +422,7 @@ START_TEST(isai_apply_is_mu_ml)
     for (int32_t i = 0; i < n; i++) rhs[i] = tu_uniform(&g) - 0.5;
     gs_csr_spmv(&s.ML, rhs, y);
     gs_csr_spmv(&s.MU, y, zref);
-    apply_host(&r, rhs, z, n);
+    tu_pc_apply(&r, rhs, z, n);
     /* same operations in the same order on the same numbers */
     ck_assert(tu_max_abs_diff(z, zref, n) == 0.0);
     free(rhs), free(y), free(z), free(zref);
@@ -481,8 +457,8 @@ START_TEST(scaling_gives_the_same_operator)
                                 "scale", sc ? "yes" : "no", NULL};
             gs_params p = tu_params(kv);
             tu_pc_run r;
-            build_ok(&B, &p, &r);
-            apply_host(&r, rhs, sc ? zy : zn, n);
+            tu_pc_build_ok(&B, "isai", &p, &r);
+            tu_pc_apply(&r, rhs, sc ? zy : zn, n);
             if (sc) { /* the scaled path's saved factors are those of B itself */
                 saved s;
                 save_and_read(r.pc, &s, mode != 2);
@@ -555,8 +531,8 @@ START_TEST(sweeps_reduce_the_residual)
             const char *kv[] = {"isai-sweeps", sweeps, "scale", "no", NULL};
             gs_params p = tu_params(kv);
             tu_pc_run r;
-            build_ok(&A, &p, &r);
-            apply_host(&r, rhs, z, n);
+            tu_pc_build_ok(&A, "isai", &p, &r);
+            tu_pc_apply(&r, rhs, z, n);
             tu_pc_release(&r);
             gs_csr_spmv(&A, z, az);
             double res = 0, rn = 0;
@@ -632,12 +608,7 @@ static void expect_failure(const gs_csr *A, const char *const *kv, int status,
                            const char *fragment)
 {
     gs_params p = tu_params(kv);
-    tu_pc_run r;
-    gs_error err = {0};
-    int got = tu_pc_build(A, "isai", &p, &r, &err);
-    ck_assert_msg(got == status, "status %d (%s), expected %d", got, err.msg, status);
-    ck_assert_msg(strstr(err.msg, fragment) != NULL, "message '%s' lacks '%s'", err.msg,
-                  fragment);
+    tu_pc_expect_failure(A, "isai", &p, status, fragment, NULL);
 }
 
 START_TEST(bad_input_named)
@@ -656,21 +627,25 @@ START_TEST(bad_input_named)
     expect_failure(&Z, no, GS_ERR_NUMERIC, "row 1");
     gs_csr_free(&Z);
 
-    /* a computed zero pivot: [[1 1] [1 1]] has u_22 = 0 */
-    const int32_t r2[] = {0, 0, 1, 1}, c2[] = {0, 1, 0, 1};
-    const double v2[] = {1, 1, 1, 1};
-    gs_csr S = tu_from_triplets(2, 2, 4, r2, c2, v2);
-    expect_failure(&S, no, GS_ERR_NUMERIC, "row 2");
-    expect_failure(&S, yes, GS_ERR_NUMERIC, "row 2");
-    gs_csr_free(&S);
-
-    /* missing diagonal entry in row 2 */
-    const int32_t rm[] = {0, 1, 2, 2}, cm[] = {0, 0, 1, 2};
-    const double vm[] = {1, 1, 1, 1};
-    gs_csr M = tu_from_triplets(3, 3, 4, rm, cm, vm);
-    expect_failure(&M, no, GS_ERR_INPUT, "row 2 has no diagonal entry");
-    expect_failure(&M, yes, GS_ERR_INPUT, "row 2");
-    gs_csr_free(&M);
+    /* n x n matrices of four entries, refused unscaled and scaled */
+    static const struct {
+        int32_t n, r[4], c[4];
+        double v[4];
+        int status;
+        const char *unscaled, *scaled;
+    } small[] = {
+        /* a computed zero pivot: [[1 1] [1 1]] has u_22 = 0 */
+        {2, {0, 0, 1, 1}, {0, 1, 0, 1}, {1, 1, 1, 1}, GS_ERR_NUMERIC, "row 2", "row 2"},
+        /* missing diagonal entry in row 2 */
+        {3, {0, 1, 2, 2}, {0, 0, 1, 2}, {1, 1, 1, 1}, GS_ERR_INPUT, "row 2 has no diagonal entry",
+         "row 2"},
+    };
+    for (size_t k = 0; k < sizeof small / sizeof small[0]; k++) {
+        gs_csr S = tu_from_triplets(small[k].n, small[k].n, 4, small[k].r, small[k].c, small[k].v);
+        expect_failure(&S, no, small[k].status, small[k].unscaled);
+        expect_failure(&S, yes, small[k].status, small[k].scaled);
+        gs_csr_free(&S);
+    }
 
     /* NaN off the diagonal */
     gs_csr N = tu_generated("poisson3d:3");
@@ -690,18 +665,11 @@ END_TEST
 START_TEST(bad_parameters_named)
 {
     gs_csr A = tu_generated("poisson3d:3");
-    const char *cases[][3] = {{"isai-power", "0", "--isai-power"},
-                              {"isai-power", "9", "--isai-power"},
-                              {"isai-power", "two", "--isai-power"},
-                              {"isai-sweeps", "-1", "--isai-sweeps"},
-                              {"isai-sweeps", "101", "--isai-sweeps"},
-                              {"trisolve", "cusparse", "--trisolve"},
-                              {"scale", "maybe", "--scale"},
-                              {"omega", "1", "--omega"}};
-    for (int c = 0; c < 8; c++) {
-        const char *kv[] = {cases[c][0], cases[c][1], NULL};
-        expect_failure(&A, kv, GS_ERR_USAGE, cases[c][2]);
-    }
+    static const tu_bad_param bad[] = {
+        {"isai-power", "0", NULL},  {"isai-power", "9", NULL},    {"isai-power", "two", NULL},
+        {"isai-sweeps", "-1", NULL}, {"isai-sweeps", "101", NULL}, {"trisolve", "cusparse", NULL},
+        {"scale", "maybe", NULL},    {"omega", "1", NULL},         {NULL, NULL, NULL}};
+    tu_pc_expect_bad_params(&A, "isai", bad);
     /* exact triangular solves build no ISAI: its options would be ignored */
     const char *sweeps[] = {"trisolve", "exact", "isai-sweeps", "2", NULL};
     expect_failure(&A, sweeps, GS_ERR_USAGE, "--isai-sweeps 2 has no effect");
@@ -718,10 +686,9 @@ START_TEST(report_items)
     const char *kv[] = {"isai-sweeps", "1", NULL};
     gs_params p = tu_params(kv);
     tu_pc_run r;
-    build_ok(&A, &p, &r);
-    const char *stages[] = {"scaling", "ilu0", "isai L", "isai U", "upload"};
-    ck_assert_int_eq(r.pc->stages.count, 5);
-    for (int s = 0; s < 5; s++) ck_assert_str_eq(r.pc->stages.stage[s].name, stages[s]);
+    tu_pc_build_ok(&A, "isai", &p, &r);
+    const char *stages[] = {"scaling", "ilu0", "isai L", "isai U", "upload", NULL};
+    tu_assert_stages(r.pc, stages);
     /* ISAI(1): nnz(M_L) + nnz(M_U) = nnz(A) + n; sweeps also store L and U */
     ck_assert_int_eq(r.pc->nnz, 2 * (A.nnz + A.n_rows));
     ck_assert_ptr_nonnull(strstr(r.pc->description, "ISAI(1)"));
@@ -736,19 +703,16 @@ END_TEST
  * each failure is reported as GS_ERR_NOMEM, never a crash or a leak. */
 START_TEST(allocation_failures_reported)
 {
-    gs_csr A = tu_generated("convdiff3d:4");
     const char *kv[] = {"isai-sweeps", "1", NULL};
     gs_params p = tu_params(kv);
-    ck_assert_int_gt(tu_pc_allocation_failures(&A, "isai", &p), 5);
-    gs_csr_free(&A);
+    tu_assert_allocation_failures("convdiff3d:4", "isai", &p, 5);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("pc_isai");
-    TCase *t = tcase_create("isai");
-    tcase_set_timeout(t, 120);
+    TCase *t = tu_add_tcase(s, "isai", 120);
     tcase_add_test(t, ilu0_matches_a_on_its_pattern_generated);
     tcase_add_test(t, ilu0_on_every_real_matrix);
     tcase_add_test(t, isai_generated_k1_k2);
@@ -764,6 +728,5 @@ int main(void)
     tcase_add_test(t, bad_parameters_named);
     tcase_add_test(t, report_items);
     tcase_add_test(t, allocation_failures_reported);
-    suite_add_tcase(s, t);
     return tu_run_suite(s);
 }

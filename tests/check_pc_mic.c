@@ -16,12 +16,6 @@ typedef struct factors {
     double *d;
 } factors;
 
-static void build_ok(const gs_csr *A, const gs_params *p, tu_pc_run *r)
-{
-    gs_error err = {0};
-    ck_assert_msg(tu_pc_build(A, "mic", p, r, &err) == GS_OK, "mic setup: %s", err.msg);
-}
-
 /* --save-precond: PREFIX_L.mtx (unit lower, diagonal stored), PREFIX_D.mtx. */
 static void save_and_read(gs_pc *pc, factors *f)
 {
@@ -59,7 +53,7 @@ static factors factor_ok(const gs_csr *A, const char *omega, const char *shift)
     gs_params p = tu_params(kv);
     tu_pc_run r;
     factors f;
-    build_ok(A, &p, &r);
+    tu_pc_build_ok(A, "mic", &p, &r);
     save_and_read(r.pc, &f);
     tu_pc_release(&r);
     return f;
@@ -196,40 +190,38 @@ static void check_mic_on(const gs_csr *A, const char *omega, const char *shift, 
     factors_free(&f);
 }
 
-START_TEST(mic_preserves_row_sums)
+/* check_mic_on (no shift) on each generated problem of specs, then on each
+ * real matrix of names (both NULL-terminated) while the folder is there. */
+static void check_mic_on_each(const char *const *specs, const char *const *names,
+                              const char *omega)
 {
-    const char *specs[] = {"poisson3d:8", "poisson3d:12", "aniso3d:9x6x5", "poisson3d27:5"};
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; specs[s]; s++) {
         gs_csr A = tu_generated(specs[s]);
-        check_mic_on(&A, "1", "0", specs[s]);
+        check_mic_on(&A, omega, "0", specs[s]);
         gs_csr_free(&A);
     }
-    /* real SPD matrices on which MIC(0) has positive pivots */
-    const char *names[] = {"nos4", "gr_30_30", "bcsstk22", "mesh1e1", "bcsstk02"};
-    for (int m = 0; m < 5; m++) {
+    for (int m = 0; names[m]; m++) {
         gs_csr A;
         if (!tu_real_matrix(names[m], &A)) return;
-        check_mic_on(&A, "1", "0", names[m]);
+        check_mic_on(&A, omega, "0", names[m]);
         gs_csr_free(&A);
     }
+}
+
+START_TEST(mic_preserves_row_sums)
+{
+    const char *specs[] = {"poisson3d:8", "poisson3d:12", "aniso3d:9x6x5", "poisson3d27:5", NULL};
+    /* real SPD matrices on which MIC(0) has positive pivots */
+    const char *names[] = {"nos4", "gr_30_30", "bcsstk22", "mesh1e1", "bcsstk02", NULL};
+    check_mic_on_each(specs, names, "1");
 }
 END_TEST
 
 START_TEST(ic0_reproduces_a_on_its_pattern)
 {
-    const char *specs[] = {"poisson3d:8", "aniso3d:7", "poisson3d27:5"};
-    for (int s = 0; s < 3; s++) {
-        gs_csr A = tu_generated(specs[s]);
-        check_mic_on(&A, "0", "0", specs[s]);
-        gs_csr_free(&A);
-    }
-    const char *names[] = {"1138_bus", "nos3", "bcsstm12", "lund_a", "bcsstk16", "s3rmt3m3"};
-    for (int m = 0; m < 6; m++) {
-        gs_csr A;
-        if (!tu_real_matrix(names[m], &A)) return;
-        check_mic_on(&A, "0", "0", names[m]);
-        gs_csr_free(&A);
-    }
+    const char *specs[] = {"poisson3d:8", "aniso3d:7", "poisson3d27:5", NULL};
+    const char *names[] = {"1138_bus", "nos3", "bcsstm12", "lund_a", "bcsstk16", "s3rmt3m3", NULL};
+    check_mic_on_each(specs, names, "0");
 }
 END_TEST
 
@@ -247,7 +239,7 @@ START_TEST(relaxed_and_shifted)
     const char *kv[] = {"mic-shift", "0.1", NULL};
     gs_params p = tu_params(kv);
     tu_pc_run r;
-    build_ok(&A, &p, &r);
+    tu_pc_build_ok(&A, "mic", &p, &r);
     const gs_kv *shift = tu_pc_extra(r.pc, "shift");
     ck_assert(shift && shift->num == 0.1);
     tu_pc_release(&r);
@@ -266,18 +258,13 @@ START_TEST(apply_solves_ldlt)
         gs_params p = {0};
         tu_pc_run r;
         factors f;
-        build_ok(&A, &p, &r);
+        tu_pc_build_ok(&A, "mic", &p, &r);
         save_and_read(r.pc, &f);
         double *rhs = malloc(n * sizeof(double)), *z = malloc(n * sizeof(double));
         double *u = malloc(n * sizeof(double)), *umag = malloc(n * sizeof(double));
         tu_rng g = tu_rng_seed(71 + s);
         for (int32_t i = 0; i < n; i++) rhs[i] = tu_uniform(&g) - 0.5;
-        gs_vec *vr, *vz;
-        const gs_engine_ops *o = r.eng->ops;
-        ck_assert(o->vec_create(r.eng, n, &vr) == GS_OK && o->vec_create(r.eng, n, &vz) == GS_OK);
-        ck_assert(o->vec_upload(r.eng, vr, rhs) == GS_OK);
-        ck_assert(r.pc->apply(r.pc, vr, vz) == GS_OK);
-        ck_assert(o->vec_download(r.eng, vz, z) == GS_OK);
+        tu_pc_apply(&r, rhs, z, n);
         /* triangular substitution is backward stable (Higham Thm 8.5):
          * |r - L D L^T z| <= (2 gamma_m + eps)(|L| D |L^T| |z|), m a row
          * length; the host product here adds gamma_K: 8 K eps covers both */
@@ -297,7 +284,6 @@ START_TEST(apply_solves_ldlt)
             ck_assert_msg(fabs(y - rhs[i]) <= 8.0 * (double)terms * EPS * (ymag + fabs(rhs[i])),
                           "%s: row %d: (M z)_i = %.17g, r_i = %.17g", specs[s], i + 1, y, rhs[i]);
         }
-        o->vec_destroy(r.eng, vr), o->vec_destroy(r.eng, vz);
         free(rhs), free(z), free(u), free(umag);
         factors_free(&f);
         tu_pc_release(&r);
@@ -308,26 +294,13 @@ END_TEST
 
 /* ---- iterations: CG, b = A 1, x0 = 0, tol 1e-8 (tu_pc_solve) ---- */
 
-static long cg_iterations(const gs_csr *A, const char *name, const char *omega, int *converged)
-{
-    const char *kv[] = {"omega", omega, NULL};
-    gs_params p = tu_params(strcmp(name, "mic") == 0 ? kv : NULL);
-    gs_krylov_result res;
-    gs_error err = {0};
-    ck_assert_msg(tu_pc_solve(A, name, &p, "cg", 10000, &res, &err) == GS_OK, "%s: %s", name,
-                  err.msg);
-    *converged = res.reason == GS_REASON_CONVERGED;
-    long it = res.iterations;
-    gs_krylov_result_free(&res);
-    return it;
-}
-
 static void fewer_than_jacobi(const gs_csr *A, const char *omega, const char *what)
 {
-    int cj, cm;
-    long j = cg_iterations(A, "jacobi", NULL, &cj), m = cg_iterations(A, "mic", omega, &cm);
-    ck_assert_msg(cm, "%s: mic omega=%s did not converge", what, omega);
-    ck_assert_msg(!cj || m < j, "%s: mic omega=%s %ld iterations, jacobi %ld", what, omega, m, j);
+    const char *kv[] = {"omega", omega, NULL};
+    gs_params p = tu_params(kv);
+    char label[160];
+    snprintf(label, sizeof label, "%s omega=%s", what, omega);
+    tu_assert_fewer_than_jacobi(A, "mic", &p, "cg", label);
 }
 
 START_TEST(fewer_iterations_than_jacobi)
@@ -357,51 +330,36 @@ static void expect_failure(const gs_csr *A, const char *const *kv, int status,
                            const char *fragment)
 {
     gs_params p = tu_params(kv);
-    tu_pc_run r;
-    gs_error err = {0};
-    int got = tu_pc_build(A, "mic", &p, &r, &err);
-    ck_assert_msg(got == status, "status %d (%s), expected %d", got, err.msg, status);
-    ck_assert_msg(strstr(err.msg, fragment) != NULL, "message '%s' lacks '%s'", err.msg,
-                  fragment);
+    tu_pc_expect_failure(A, "mic", &p, status, fragment, NULL);
 }
 
 START_TEST(bad_input_named)
 {
-    /* non-square */
-    const int32_t rn[] = {0, 1, 2}, cn[] = {0, 1, 3};
-    const double vn[] = {1, 1, 1};
-    gs_csr R = tu_from_triplets(3, 4, 3, rn, cn, vn);
-    expect_failure(&R, NULL, GS_ERR_INPUT, "3 x 4, not square");
-    gs_csr_free(&R);
-
-    /* nonsymmetric values: a_12 = 2, a_21 = 1 */
-    const int32_t ru[] = {0, 0, 1, 1, 2}, cu[] = {0, 1, 0, 1, 2};
-    double vu[] = {4, 2, 1, 4, 4};
-    gs_csr U = tu_from_triplets(3, 3, 5, ru, cu, vu);
-    expect_failure(&U, NULL, GS_ERR_INPUT, "mic needs a symmetric matrix");
-    expect_failure(&U, NULL, GS_ERR_INPUT, "row 1, column 2");
-    gs_csr_free(&U);
-
-    /* nonsymmetric pattern: a_31 stored, a_13 not */
-    const int32_t rp[] = {0, 1, 2, 2}, cp[] = {0, 1, 0, 2};
-    const double vp[] = {4, 4, 1, 4};
-    gs_csr P = tu_from_triplets(3, 3, 4, rp, cp, vp);
-    expect_failure(&P, NULL, GS_ERR_INPUT, "row 3, column 1");
-    gs_csr_free(&P);
-
-    /* zero, negative and missing diagonal entries */
-    const int32_t rz[] = {0, 1, 1, 2, 2}, cz[] = {0, 1, 2, 1, 2};
-    double vz[] = {2, 2, 1, 1, 0};
-    gs_csr Z = tu_from_triplets(3, 3, 5, rz, cz, vz);
-    expect_failure(&Z, NULL, GS_ERR_INPUT, "row 3 has diagonal entry 0");
-    Z.val[4] = -1;
-    expect_failure(&Z, NULL, GS_ERR_INPUT, "row 3 has diagonal entry -1");
-    gs_csr_free(&Z);
-    const int32_t rm[] = {0, 2}, cm[] = {0, 2};
-    const double vm[] = {1, 1};
-    gs_csr M = tu_from_triplets(3, 3, 2, rm, cm, vm);
-    expect_failure(&M, NULL, GS_ERR_INPUT, "row 2 has no diagonal entry");
-    gs_csr_free(&M);
+    /* small matrices refused with the default parameters, each as named */
+    static const struct {
+        int32_t rows, cols, count, r[5], c[5];
+        double v[5];
+        const char *fragment;
+    } small[] = {
+        {3, 4, 3, {0, 1, 2}, {0, 1, 3}, {1, 1, 1}, "3 x 4, not square"},
+        /* nonsymmetric values: a_12 = 2, a_21 = 1 */
+        {3, 3, 5, {0, 0, 1, 1, 2}, {0, 1, 0, 1, 2}, {4, 2, 1, 4, 4},
+         "mic needs a symmetric matrix"},
+        {3, 3, 5, {0, 0, 1, 1, 2}, {0, 1, 0, 1, 2}, {4, 2, 1, 4, 4}, "row 1, column 2"},
+        /* nonsymmetric pattern: a_31 stored, a_13 not */
+        {3, 3, 4, {0, 1, 2, 2}, {0, 1, 0, 2}, {4, 4, 1, 4}, "row 3, column 1"},
+        /* zero, negative and missing diagonal entries */
+        {3, 3, 5, {0, 1, 1, 2, 2}, {0, 1, 2, 1, 2}, {2, 2, 1, 1, 0}, "row 3 has diagonal entry 0"},
+        {3, 3, 5, {0, 1, 1, 2, 2}, {0, 1, 2, 1, 2}, {2, 2, 1, 1, -1},
+         "row 3 has diagonal entry -1"},
+        {3, 3, 2, {0, 2}, {0, 2}, {1, 1}, "row 2 has no diagonal entry"},
+    };
+    for (size_t k = 0; k < sizeof small / sizeof small[0]; k++) {
+        gs_csr A = tu_from_triplets(small[k].rows, small[k].cols, small[k].count, small[k].r,
+                                    small[k].c, small[k].v);
+        expect_failure(&A, NULL, GS_ERR_INPUT, small[k].fragment);
+        gs_csr_free(&A);
+    }
 
     /* not positive definite, positive diagonal: [[1 2] [2 1]], d_2 = -3 */
     const int32_t r2[] = {0, 0, 1, 1}, c2[] = {0, 1, 0, 1};
@@ -440,13 +398,11 @@ END_TEST
 START_TEST(bad_parameters_named)
 {
     gs_csr A = tu_generated("poisson3d:3");
-    const char *cases[][3] = {{"omega", "1.5", "--omega"},     {"omega", "-0.1", "--omega"},
-                              {"omega", "one", "--omega"},     {"mic-shift", "-1", "--mic-shift"},
-                              {"mic-shift", "x", "--mic-shift"}, {"isai-power", "1", "--isai-power"}};
-    for (int c = 0; c < 6; c++) {
-        const char *kv[] = {cases[c][0], cases[c][1], NULL};
-        expect_failure(&A, kv, GS_ERR_USAGE, cases[c][2]);
-    }
+    static const tu_bad_param bad[] = {
+        {"omega", "1.5", NULL},    {"omega", "-0.1", NULL}, {"omega", "one", NULL},
+        {"mic-shift", "-1", NULL}, {"mic-shift", "x", NULL}, {"isai-power", "1", NULL},
+        {NULL, NULL, NULL}};
+    tu_pc_expect_bad_params(&A, "mic", bad);
     gs_csr_free(&A);
 }
 END_TEST
@@ -456,10 +412,9 @@ START_TEST(report_items)
     gs_csr A = tu_generated("poisson3d:5"), T;
     gs_params p = {0};
     tu_pc_run r;
-    build_ok(&A, &p, &r);
-    const char *stages[] = {"factorisation", "transpose", "upload"};
-    ck_assert_int_eq(r.pc->stages.count, 3);
-    for (int s = 0; s < 3; s++) ck_assert_str_eq(r.pc->stages.stage[s].name, stages[s]);
+    tu_pc_build_ok(&A, "mic", &p, &r);
+    const char *stages[] = {"factorisation", "transpose", "upload", NULL};
+    tu_assert_stages(r.pc, stages);
     ck_assert(gs_csr_lower(&A, 1, &T, NULL) == GS_OK);
     ck_assert_int_eq(r.pc->nnz, T.nnz);
     ck_assert(r.pc->symmetric);
@@ -477,19 +432,16 @@ END_TEST
  * each failure is reported as GS_ERR_NOMEM, never a crash or a leak. */
 START_TEST(allocation_failures_reported)
 {
-    gs_csr A = tu_generated("poisson3d:4");
     const char *kv[] = {"omega", "1", NULL};
     gs_params p = tu_params(kv);
-    ck_assert_int_gt(tu_pc_allocation_failures(&A, "mic", &p), 5);
-    gs_csr_free(&A);
+    tu_assert_allocation_failures("poisson3d:4", "mic", &p, 5);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("pc_mic");
-    TCase *t = tcase_create("mic");
-    tcase_set_timeout(t, 120);
+    TCase *t = tu_add_tcase(s, "mic", 120);
     tcase_add_test(t, mic_preserves_row_sums);
     tcase_add_test(t, ic0_reproduces_a_on_its_pattern);
     tcase_add_test(t, relaxed_and_shifted);
@@ -499,6 +451,5 @@ int main(void)
     tcase_add_test(t, bad_parameters_named);
     tcase_add_test(t, report_items);
     tcase_add_test(t, allocation_failures_reported);
-    suite_add_tcase(s, t);
     return tu_run_suite(s);
 }

@@ -217,8 +217,7 @@ START_TEST(spai_single_precision_storage)
     gs_params p32 = params1("precond-precision", "single");
     gs_csr M64 = spai_matrix(&A, &p64);
     tu_pc_run run;
-    gs_error err = {0};
-    ck_assert(tu_pc_build(&A, "spai", &p32, &run, &err) == GS_OK);
+    tu_pc_build_ok(&A, "spai", &p32, &run);
     gs_csr M32 = {0};
     tu_pc_saved_matrix(run.pc, "M", &M32);
     ck_assert_int_eq(M32.nnz, M64.nnz);
@@ -253,15 +252,13 @@ START_TEST(spai_reports_what_it_built)
     tu_rng r = tu_rng_seed(25);
     gs_csr A = tu_random_matrix(&r, 50, 3);
     tu_pc_run run;
-    gs_error err = {0};
     gs_params p = params1(NULL, NULL);
-    ck_assert(tu_pc_build(&A, "spai", &p, &run, &err) == GS_OK);
+    tu_pc_build_ok(&A, "spai", &p, &run);
     ck_assert(strstr(run.pc->description, "tau=0.9") != NULL); /* the documented default */
     ck_assert(tu_pc_extra(run.pc, "n1max") && tu_pc_extra(run.pc, "n2max") &&
               tu_pc_extra(run.pc, "n2avg"));
-    const char *stages[] = {"pattern", "least squares", "assemble", "upload"};
-    ck_assert_int_eq(run.pc->stages.count, 4);
-    for (int s = 0; s < 4; s++) ck_assert_str_eq(run.pc->stages.stage[s].name, stages[s]);
+    const char *stages[] = {"pattern", "least squares", "assemble", "upload", NULL};
+    tu_assert_stages(run.pc, stages);
     ck_assert(run.pc->apply_bytes > 0 && !run.pc->symmetric);
     tu_pc_release(&run);
     gs_csr_free(&A);
@@ -275,20 +272,8 @@ END_TEST
  * more iterations than Jacobi) and fs_541_1 (both take a handful). */
 START_TEST(spai_needs_fewer_iterations_than_jacobi)
 {
-    char name[64];
-    gs_csr A = tu_generated_named("convdiff3d:10", name, sizeof name);
-    tu_assert_fewer_than_jacobi(&A, "spai", "bicgstab", name);
-    gs_csr_free(&A);
-    if (!tu_matrices_dir()) {
-        fprintf(stderr, "skipped: real matrices (no ../shared/matrices)\n");
-        return;
-    }
-    const char *names[] = {"orsirr_1", "sherman5", "add20"};
-    for (int k = 0; k < 3; k++) {
-        A = tu_read_matrix(names[k]);
-        tu_assert_fewer_than_jacobi(&A, "spai", "bicgstab", names[k]);
-        gs_csr_free(&A);
-    }
+    const char *names[] = {"orsirr_1", "sherman5", "add20", NULL};
+    tu_assert_fewer_than_jacobi_on("convdiff3d:10", names, "spai", "bicgstab");
 }
 END_TEST
 
@@ -328,26 +313,20 @@ START_TEST(spai_zero_diagonal)
     ck_assert(res.reason == GS_REASON_CONVERGED);
     gs_krylov_result_free(&res);
 
-    tu_pc_run run;
     gs_params p0 = params1("tau", "0");
-    ck_assert_int_eq(tu_pc_build(&A, "spai", &p0, &run, &err), GS_ERR_NUMERIC);
-    ck_assert_msg(strstr(err.msg, "column 1 of M would be zero") != NULL, "%s", err.msg);
+    tu_pc_expect_failure(&A, "spai", &p0, GS_ERR_NUMERIC, "column 1 of M would be zero", NULL);
     gs_csr_free(&A);
 }
 END_TEST
 
 START_TEST(spai_rejects_bad_input)
 {
-    tu_pc_run run;
-    gs_error err = {0};
     gs_params none = params1(NULL, NULL);
     /* non-square */
-    int32_t ri[] = {0, 1, 2, 0}, ci[] = {0, 1, 2, 3};
-    double v[] = {1, 2, 3, 4};
-    gs_csr A = {0};
-    ck_assert(gs_csr_from_coo(3, 4, 4, ri, ci, v, &A, &err) == GS_OK);
-    ck_assert_int_eq(tu_pc_build(&A, "spai", &none, &run, &err), GS_ERR_INPUT);
-    ck_assert_msg(strstr(err.msg, "3 x 4, not square") != NULL, "%s", err.msg);
+    const int32_t ri[] = {0, 1, 2, 0}, ci[] = {0, 1, 2, 3};
+    const double v[] = {1, 2, 3, 4};
+    gs_csr A = tu_from_triplets(3, 4, 4, ri, ci, v);
+    tu_pc_expect_failure(&A, "spai", &none, GS_ERR_INPUT, "3 x 4, not square", NULL);
     gs_csr_free(&A);
 
     /* a zero column (column 7): A(I,J) rank deficient, A singular */
@@ -357,41 +336,31 @@ START_TEST(spai_rejects_bad_input)
         int64_t p = gs_csr_find(&B, i, 6);
         if (p >= 0) B.val[p] = 0.0; /* stored zeros: the column is still zero */
     }
-    gs_error e2 = {0};
-    ck_assert_int_eq(tu_pc_build(&B, "spai", &none, &run, &e2), GS_ERR_NUMERIC);
-    ck_assert_msg(strstr(e2.msg, "column 7 of A is zero or linearly dependent"), "%s", e2.msg);
+    tu_pc_expect_failure(&B, "spai", &none, GS_ERR_NUMERIC,
+                         "column 7 of A is zero or linearly dependent", NULL);
 
     /* columns 3 and 5 equal: found in column 5 of M, the first whose J
      * (tau = 1: the column's pattern) holds both; the later one is named */
-    gs_csr C = {0};
-    int32_t r2[] = {0, 2, 3, 1, 0, 4, 0, 2, 3, 1, 0, 2};
-    int32_t c2[] = {0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 4};
-    double v2[] = {4, 1, 1, 4, 1, 1, 1, 2, 4, 1, 1, 2};
-    ck_assert(gs_csr_from_coo(5, 5, 12, r2, c2, v2, &C, &err) == GS_OK);
-    gs_error e3 = {0};
+    const int32_t r2[] = {0, 2, 3, 1, 0, 4, 0, 2, 3, 1, 0, 2};
+    const int32_t c2[] = {0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 4};
+    const double v2[] = {4, 1, 1, 4, 1, 1, 1, 2, 4, 1, 1, 2};
+    gs_csr C = tu_from_triplets(5, 5, 12, r2, c2, v2);
     gs_params t1 = params1("tau", "1");
-    ck_assert_int_eq(tu_pc_build(&C, "spai", &t1, &run, &e3), GS_ERR_NUMERIC);
-    ck_assert_msg(strstr(e3.msg, "column 5 of M") &&
-                      strstr(e3.msg, "column 5 of A is zero or linearly dependent"),
-                  "%s", e3.msg);
+    tu_pc_expect_failure(&C, "spai", &t1, GS_ERR_NUMERIC, "column 5 of M",
+                         "column 5 of A is zero or linearly dependent");
     gs_csr_free(&C);
 
-    /* parameters */
-    const char *bad[][2] = {{"tau", "1.5"},  {"tau", "-0.1"}, {"tau", "abc"},
-                            {"tau", "nan"},  {"precond-precision", "half"},
-                            {"precond-precision", ""}};
-    for (int k = 0; k < 6; k++) {
-        gs_error e4 = {0};
-        gs_params p = params1(bad[k][0], bad[k][1]);
-        ck_assert_int_eq(tu_pc_build(&B, "spai", &p, &run, &e4), GS_ERR_USAGE);
-        char want[64];
-        snprintf(want, sizeof want, "--%s", bad[k][0]);
-        ck_assert_msg(strstr(e4.msg, want) != NULL, "%s", e4.msg);
-    }
-    gs_error e5 = {0};
-    gs_params foreign = params1("pattern-power", "2");
-    ck_assert_int_eq(tu_pc_build(&B, "spai", &foreign, &run, &e5), GS_ERR_USAGE);
-    ck_assert(strstr(e5.msg, "--pattern-power") != NULL);
+    /* parameters: bad values, and a parameter of another preconditioner */
+    static const tu_bad_param bad[] = {
+        {"tau", "1.5", NULL},
+        {"tau", "-0.1", NULL},
+        {"tau", "abc", NULL},
+        {"tau", "nan", NULL},
+        {"precond-precision", "half", NULL},
+        {"precond-precision", "", NULL},
+        {"pattern-power", "2", NULL},
+        {NULL, NULL, NULL}};
+    tu_pc_expect_bad_params(&B, "spai", bad);
     gs_csr_free(&B);
 }
 END_TEST
@@ -400,37 +369,29 @@ END_TEST
  * GS_ERR_NOMEM and a clean unwind (the sanitizer build checks the frees). */
 START_TEST(spai_allocation_failures_unwind)
 {
-    gs_csr A = tu_generated("convdiff3d:4");
     gs_params p = {0};
-    ck_assert_int_gt(tu_pc_allocation_failures(&A, "spai", &p), 3);
-    gs_csr_free(&A);
+    tu_assert_allocation_failures("convdiff3d:4", "spai", &p, 3);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("pc_spai");
-    TCase *lsq = tcase_create("lsq");
+    TCase *lsq = tu_add_tcase(s, "lsq", 0);
     tcase_add_test(lsq, lsq_matches_oracle_on_random_problems);
     tcase_add_test(lsq, lsq_reports_the_first_dependent_column);
-    suite_add_tcase(s, lsq);
-    TCase *prop = tcase_create("property");
-    tcase_set_timeout(prop, 120);
+    TCase *prop = tu_add_tcase(s, "property", 120);
     tcase_add_test(prop, spai_columns_are_local_least_squares_solutions);
     tcase_add_test(prop, spai_columns_are_minimal_on_their_pattern);
     tcase_add_test(prop, spai_property_on_real_matrices);
     tcase_add_test(prop, spai_tau_edge_cases);
     tcase_add_test(prop, spai_single_precision_storage);
     tcase_add_test(prop, spai_reports_what_it_built);
-    suite_add_tcase(s, prop);
-    TCase *conv = tcase_create("convergence");
-    tcase_set_timeout(conv, 120);
+    TCase *conv = tu_add_tcase(s, "convergence", 120);
     tcase_add_test(conv, spai_needs_fewer_iterations_than_jacobi);
     tcase_add_test(conv, spai_zero_diagonal);
-    suite_add_tcase(s, conv);
-    TCase *bad = tcase_create("bad input");
+    TCase *bad = tu_add_tcase(s, "bad input", 0);
     tcase_add_test(bad, spai_rejects_bad_input);
     tcase_add_test(bad, spai_allocation_failures_unwind);
-    suite_add_tcase(s, bad);
     return tu_run_suite(s);
 }

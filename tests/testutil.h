@@ -85,6 +85,28 @@ static inline double tu_max_abs_diff(const double *a, const double *b, int64_t n
     return m;
 }
 
+/* A test case `name` added to s, with a timeout in seconds (0: Check's
+ * default); tests are added to it with tcase_add_test. */
+static inline TCase *tu_add_tcase(Suite *s, const char *name, double timeout)
+{
+    TCase *t = tcase_create(name);
+    if (timeout > 0) tcase_set_timeout(t, timeout);
+    suite_add_tcase(s, t);
+    return t;
+}
+
+/* The MANIFEST.tsv of tu_matrices_dir() (which must be there), read past its
+ * header line; the caller reads the rows and closes it. */
+static inline FILE *tu_manifest_open(void)
+{
+    char path[1024], header[4096];
+    snprintf(path, sizeof path, "%s/MANIFEST.tsv", tu_matrices_dir());
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(header, sizeof header, f));
+    return f;
+}
+
 /* Run a Check suite with the usual runner and return the process status. */
 static inline int tu_run_suite(Suite *s)
 {
@@ -134,6 +156,45 @@ static inline int tu_pc_build(const gs_csr *A, const char *name, const gs_params
     return status;
 }
 
+/* tu_pc_build, which must succeed. */
+static inline void tu_pc_build_ok(const gs_csr *A, const char *name, const gs_params *params,
+                                  tu_pc_run *r)
+{
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_build(A, name, params, r, &err) == GS_OK, "%s setup: %s", name, err.msg);
+}
+
+/* Preconditioner `name` on A with params must fail with `status`, its message
+ * holding fragment (and fragment2 unless NULL). */
+static inline void tu_pc_expect_failure(const gs_csr *A, const char *name, const gs_params *params,
+                                        int status, const char *fragment, const char *fragment2)
+{
+    tu_pc_run r;
+    gs_error err = {0};
+    const int got = tu_pc_build(A, name, params, &r, &err);
+    if (got == GS_OK) tu_pc_release(&r);
+    ck_assert_msg(got == status, "%s: expected %s ('%s'), got %s: '%s'", name,
+                  gs_status_name(status), fragment, gs_status_name(got), err.msg);
+    ck_assert_msg(strstr(err.msg, fragment) != NULL, "message '%s' lacks '%s'", err.msg,
+                  fragment);
+    if (fragment2)
+        ck_assert_msg(strstr(err.msg, fragment2) != NULL, "message '%s' lacks '%s'", err.msg,
+                      fragment2);
+}
+
+/* z = M r with the run's apply (vectors of length n on its engine). */
+static inline void tu_pc_apply(tu_pc_run *r, const double *rhs, double *z, int32_t n)
+{
+    gs_vec *vr = NULL, *vz = NULL;
+    const gs_engine_ops *o = r->eng->ops;
+    ck_assert(o->vec_create(r->eng, n, &vr) == GS_OK && o->vec_create(r->eng, n, &vz) == GS_OK);
+    ck_assert(o->vec_upload(r->eng, vr, rhs) == GS_OK);
+    ck_assert(r->pc->apply(r->pc, vr, vz) == GS_OK);
+    ck_assert(o->vec_download(r->eng, vz, z) == GS_OK);
+    o->vec_destroy(r->eng, vr);
+    o->vec_destroy(r->eng, vz);
+}
+
 /* Solve A x = A 1 from x0 = 0 with `method` (tol 1e-8, every iteration
  * checked) preconditioned by `name`; res filled (free with
  * gs_krylov_result_free). Returns the setup's or an engine's status. */
@@ -181,6 +242,15 @@ static inline void tu_pc_saved_matrix(gs_pc *pc, const char *suffix, gs_csr *M)
     ck_assert_msg(gs_mm_read_csr(path, M, NULL, &err) == GS_OK, "%s: %s", path, err.msg);
     remove(path);
     remove(prefix);
+}
+
+/* The setup's stages are exactly `names` (NULL-terminated), in order. */
+static inline void tu_assert_stages(const gs_pc *pc, const char *const *names)
+{
+    int count = 0;
+    while (names[count]) count++;
+    ck_assert_int_eq(pc->stages.count, count);
+    for (int s = 0; s < count; s++) ck_assert_str_eq(pc->stages.stage[s].name, names[s]);
 }
 
 /* A report item of pc->extra, or NULL. */
@@ -383,6 +453,25 @@ static inline gs_params tu_params(const char *const *kv)
     return p;
 }
 
+/* A parameter value a setup must refuse; `also`: a second fragment of the
+ * message, or NULL. */
+typedef struct tu_bad_param {
+    const char *name, *value, *also;
+} tu_bad_param;
+
+/* Preconditioner `pc` on A with each parameter of bad alone (a list ended by
+ * a NULL name) must fail as a usage error whose message names --<name>. */
+static inline void tu_pc_expect_bad_params(const gs_csr *A, const char *pc, const tu_bad_param *bad)
+{
+    for (; bad->name; bad++) {
+        const char *kv[] = {bad->name, bad->value, NULL};
+        gs_params p = tu_params(kv);
+        char option[64];
+        snprintf(option, sizeof option, "--%s", bad->name);
+        tu_pc_expect_failure(A, pc, &p, GS_ERR_USAGE, option, bad->also);
+    }
+}
+
 /* Make each allocation of preconditioner `name`'s setup on A fail in turn
  * (error.h's injector): every failure must be GS_ERR_NOMEM naming host
  * memory, with no preconditioner returned (the sanitizer build checks the
@@ -477,8 +566,7 @@ static inline gs_csr tu_pc_saved_factor(const gs_csr *A, const char *name, const
                                         const char *suffix, tu_pc_run *keep)
 {
     tu_pc_run run;
-    gs_error err = {0};
-    ck_assert_msg(tu_pc_build(A, name, p, &run, &err) == GS_OK, "%s setup: %s", name, err.msg);
+    tu_pc_build_ok(A, name, p, &run);
     gs_csr M = {0};
     tu_pc_saved_matrix(run.pc, suffix, &M);
     ck_assert_int_eq(M.nnz, run.pc->nnz);
@@ -496,21 +584,56 @@ static inline void tu_assert_spai_report(const tu_spai_report *rep, const char *
                   what, rep->worst_column + 1, rep->worst_ratio, rep->max_kappa);
 }
 
-/* Preconditioner `name` (default parameters) must converge with `method`
- * (maxit 10000), in fewer iterations than Jacobi where Jacobi converges. */
+/* Preconditioner `name` (params; NULL: the defaults) must converge with
+ * `method` (maxit 10000), in fewer iterations than Jacobi where Jacobi
+ * converges. */
 static inline void tu_assert_fewer_than_jacobi(const gs_csr *A, const char *name,
-                                               const char *method, const char *what)
+                                               const gs_params *params, const char *method,
+                                               const char *what)
 {
     gs_krylov_result rj, rp;
     gs_error err = {0};
     gs_params none = {0};
-    ck_assert(tu_pc_solve(A, "jacobi", &none, method, 10000, &rj, &err) == GS_OK);
-    ck_assert(tu_pc_solve(A, name, &none, method, 10000, &rp, &err) == GS_OK);
+    ck_assert_msg(tu_pc_solve(A, "jacobi", &none, method, 10000, &rj, &err) == GS_OK,
+                  "%s: jacobi: %s", what, err.msg);
+    ck_assert_msg(tu_pc_solve(A, name, params ? params : &none, method, 10000, &rp, &err) ==
+                      GS_OK, "%s: %s: %s", what, name, err.msg);
     ck_assert_msg(rp.reason == GS_REASON_CONVERGED, "%s: %s did not converge", what, name);
     ck_assert_msg(rp.iterations < rj.iterations || rj.reason != GS_REASON_CONVERGED,
                   "%s: %s %ld iterations, jacobi %ld", what, name, rp.iterations,
                   rj.iterations);
     gs_krylov_result_free(&rj), gs_krylov_result_free(&rp);
+}
+
+/* tu_assert_fewer_than_jacobi (default parameters) on the generated problem
+ * spec, then on each MANIFEST matrix of the NULL-terminated names (skipped,
+ * with a message, when the folder is absent). */
+static inline void tu_assert_fewer_than_jacobi_on(const char *spec, const char *const *names,
+                                                  const char *name, const char *method)
+{
+    char full[64];
+    gs_csr A = tu_generated_named(spec, full, sizeof full);
+    tu_assert_fewer_than_jacobi(&A, name, NULL, method, full);
+    gs_csr_free(&A);
+    if (!tu_matrices_dir()) {
+        fprintf(stderr, "skipped: real matrices (no ../shared/matrices)\n");
+        return;
+    }
+    for (int k = 0; names[k]; k++) {
+        A = tu_read_matrix(names[k]);
+        tu_assert_fewer_than_jacobi(&A, name, NULL, method, names[k]);
+        gs_csr_free(&A);
+    }
+}
+
+/* tu_pc_allocation_failures on the generated problem spec: the setup must
+ * make more than `more_than` allocations (so the injector reached its paths). */
+static inline void tu_assert_allocation_failures(const char *spec, const char *name,
+                                                 const gs_params *params, int more_than)
+{
+    gs_csr A = tu_generated(spec);
+    ck_assert_int_gt(tu_pc_allocation_failures(&A, name, params), more_than);
+    gs_csr_free(&A);
 }
 
 /* FSAI parameters that own their text (gs_params keeps pointers): tau, k,

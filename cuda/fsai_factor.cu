@@ -48,6 +48,8 @@
 #define DENSE_BUDGET_MIN ((size_t)256 << 20)
 
 static __host__ __device__ inline int64_t tri(int64_t r) { return r * (r + 1) / 2; }
+/* the same in 32 bits, for systems of fewer than 2^15 rows */
+static __device__ inline int tri(int r) { return r * (r + 1) / 2; }
 
 /* Size class of a system of m rows; fit: the largest m <= 256 whose
  * triangle and panel fit a block's shared memory (225 in fp64 on an
@@ -153,23 +155,32 @@ static __device__ inline bool pivot_ok(T d)
     return d > (T)0 && isfinite(d);
 }
 
-/* 1 / d for a positive finite pivot: the fp32 reciprocal refined by Newton
- * steps (each squares the relative error: 2^-23 -> 2^-46 -> below an ulp),
- * a few instructions where IEEE division is a subroutine that every thread
- * of a system would run at every step. Outside fp32's normal range (no
- * SPD matrix scaled to unit diagonal gets there), the division. */
+/* 1 / d for a positive finite pivot, on the chain of dependent steps of
+ * every factorisation: the hardware's approximate double reciprocal
+ * (rcp.approx.ftz.f64, one instruction) refined by a cubic step
+ * (y (1 + e + e^2), e = 1 - d y: the relative error e becomes e^3) and a
+ * Newton step (e^6): from any start better than 2^-9, below an ulp. Five
+ * dependent instructions where the fp32 route (two conversions, the
+ * correctly rounded fp32 reciprocal and its range checks) took about
+ * twenty, and IEEE division is a subroutine (docs/perf-notes.md, "FSAI
+ * setup, v8"). Outside [1e-300, 1e300] (not a pivot of an SPD system a
+ * sane matrix gives), the division. */
 static __device__ inline double factor_recip(double d)
 {
-    if (!(d > 1e-30 && d < 1e30)) return 1.0 / d;
-    double y = (double)__frcp_rn((float)d);
-    y = fma(y, fma(-d, y, 1.0), y);
-    return fma(y, fma(-d, y, 1.0), y);
+    if (!(d > 1e-300 && d < 1e300)) return 1.0 / d;
+    double y;
+    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(d));
+    double e = fma(-d, y, 1.0);
+    y = fma(y, fma(e, e, e), y);
+    e = fma(-d, y, 1.0);
+    return fma(y, e, y);
 }
 
 static __device__ inline float factor_recip(float d)
 {
     if (!(d > 1e-30f && d < 1e30f)) return 1.0f / d;
-    const float y = __frcp_rn(d);
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(d));
     return fmaf(y, fmaf(-d, y, 1.0f), y);
 }
 
@@ -187,6 +198,30 @@ static __device__ inline void factor_copy_start(T *dst, const T *src, int64_t co
 }
 
 static __device__ inline void factor_copy_wait() { __pipeline_wait_prior(0); }
+
+/* One step's update of a row held in registers: a[c] -= f v[c] for c from
+ * J + 1 rounded down to 16 bytes, v (shared memory, 16-byte aligned) read
+ * 16 bytes at a time; the caller never reads the extra entries c <= J
+ * again. J is a constant of the caller's unrolled loop. */
+template <typename T, int N>
+static __device__ inline void factor_update_row(T (&a)[N], const T *v, T f, int J)
+{
+    constexpr int W = 16 / (int)sizeof(T);
+#pragma unroll
+    for (int c = (J + 1) / W * W; c < N; c += W) {
+        if constexpr (W == 2) {
+            const double2 x = *reinterpret_cast<const double2 *>(&v[c]);
+            a[c] -= f * x.x;
+            a[c + 1] -= f * x.y;
+        } else {
+            const float4 x = *reinterpret_cast<const float4 *>(&v[c]);
+            a[c] -= f * x.x;
+            a[c + 1] -= f * x.y;
+            a[c + 2] -= f * x.z;
+            a[c + 3] -= f * x.w;
+        }
+    }
+}
 
 /* m <= M, M = 32 or 64: M threads per system, thread r holding row r of the
  * whole symmetric matrix (not only its lower triangle) in M registers; the
@@ -319,21 +354,7 @@ __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
          * time. The extra entries c <= J of a thread r > J are never read
          * again (step c is past, and the back substitution reads c > r);
          * padded columns c >= m have a_cJ = 0. */
-        constexpr int W = 16 / (int)sizeof(T);
-#pragma unroll
-        for (int c = (J + 1) / W * W; c < M; c += W) {
-            if constexpr (W == 2) {
-                const double2 v = *reinterpret_cast<const double2 *>(&cv[J & 1][c]);
-                a[c] -= f * v.x;
-                a[c + 1] -= f * v.y;
-            } else {
-                const float4 v = *reinterpret_cast<const float4 *>(&cv[J & 1][c]);
-                a[c] -= f * v.x;
-                a[c + 1] -= f * v.y;
-                a[c + 2] -= f * v.z;
-                a[c + 3] -= f * v.w;
-            }
-        }
+        factor_update_row<T, M>(a, cv[J & 1], f, J);
     }
     T g = 0, acc = 0;                                 /* acc: sum_{i>r} U_ir g_i */
 #pragma unroll
@@ -354,34 +375,63 @@ __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
 }
 
 /* U^T g = sqrt(D_m) e_m by back substitution on the factored triangle a
- * (U below the diagonal, the pivots D on it): thread t owns rows t, t + BT,
- * ...; y (m values) holds sum_{i>r} U_ir g_i, then g_r. A version in blocks
- * of 32 rows (warp 0 solving each block by shuffles, two barriers a block)
- * measured slower: docs/perf-notes.md, "FSAI setup, v6". */
-template <typename T, int BT>
-static __device__ inline void factor_back_subst(const T *__restrict__ a, T *__restrict__ y,
-                                                int64_t m)
+ * (U below the diagonal, the pivots D on it; IDX: the type of its packed
+ * indices), in blocks of 32 rows from the bottom: warp 0 solves the block,
+ * lane j holding row K0 + j's sum sum_{i>r} U_ir g_i, its pivot's
+ * reciprocal and its column of the block's U (loaded before the solve),
+ * each g_j broadcast by a shuffle: a chain of a multiply, a shuffle and a
+ * fused multiply-add a row, no branch; then all threads add the block's
+ * contributions to the rows above it (thread t owning rows t, t + BT,
+ * ...), two barriers a block. y (m values) ends as g. The step-by-step
+ * form (a barrier a row, one thread computing g_K while the block waited)
+ * took ~430 cycles a row (docs/perf-notes.md, "FSAI setup, v8"). */
+template <typename T, int BT, typename IDX>
+static __device__ inline void factor_back_subst(const T *__restrict__ a, T *__restrict__ y, IDX m)
 {
-    for (int64_t r = threadIdx.x; r < m; r += BT) y[r] = (T)0;
+    __shared__ T gblk[32];
+    const int lane = threadIdx.x & 31;
+    for (IDX r = threadIdx.x; r < m; r += BT) y[r] = (T)0;
     __syncthreads();
-    for (int64_t K = m - 1; K >= 0; K--) {
-        if (K % BT == threadIdx.x) {
-            const T d = a[tri(K) + K];
-            y[K] = ((K == m - 1 ? sqrt(d) : (T)0) - y[K]) / d;       /* now g_K */
+    for (IDX K1 = m; K1 > 0; K1 -= 32) {
+        const IDX K0 = K1 > 32 ? K1 - 32 : 0;
+        const int nb = (int)(K1 - K0);
+        if (threadIdx.x < 32) {
+            const IDX r = K0 + lane;
+            const bool in = lane < nb;
+            const T d = in ? a[tri(r) + r] : (T)1;
+            const T inv = factor_recip(d), rhs = r == m - 1 ? sqrt(d) : (T)0;
+            T u[32];                                  /* u[j] = U_{K0+j, r}, j > lane */
+#pragma unroll
+            for (int j = 0; j < 32; j++) u[j] = j < nb && lane < j ? a[tri(K0 + j) + r] : (T)0;
+            T acc = in ? y[r] : (T)0, g = 0;
+#pragma unroll
+            for (int j = 31; j >= 0; j--) {
+                if (j >= nb) continue;                /* the same in every lane */
+                if (lane == j) g = (rhs - acc) * inv;
+                acc += u[j] * __shfl_sync(FULL_MASK, g, j);
+            }
+            if (in) {
+                y[r] = g;
+                gblk[lane] = g;
+            }
         }
         __syncthreads();
-        const T gK = y[K];
-        for (int64_t r = threadIdx.x; r < K; r += BT) y[r] += a[tri(K) + r] * gK;
-        /* no barrier: y[K-1] is next written and read by its owner only */
+        for (IDX r = threadIdx.x; r < K0; r += BT) {
+            T acc = y[r];
+            for (int j = 0; j < nb; j++) acc += a[tri(K0 + j) + r] * gblk[j];
+            y[r] = acc;
+        }
+        __syncthreads();
     }
 }
 
 /* Blocked (panel) form of the same factorisation, for m > 64: the result
  * is that of the step-by-step updates up to the order of the roundings.
  * Panel J0 .. J0 + PANEL - 1 (PANEL columns, fewer at the end):
- *   (a) its diagonal block, by warp 0: lane rho holds row J0 + rho in
- *       registers, the column entries broadcast by shuffles (one warp, no
- *       barrier per column);
+ *   (a) its diagonal block, by warp 0 (panel_diag): lane rho holds row
+ *       J0 + rho in registers, the column entries broadcast through shared
+ *       memory (one warp, no barrier per column); from the second panel
+ *       on, during the previous panel's (c) (look-ahead);
  *   (b) the rows below it, a thread each: row r's panel entries depend
  *       only on the diagonal block (U_rk for k in the panel), no barrier;
  *   (c) the trailing update a_rc -= sum_k U_rk U_ck / D_k over the panel,
@@ -394,7 +444,8 @@ static __device__ inline void factor_back_subst(const T *__restrict__ a, T *__re
  * column, three shared-memory accesses per multiply-add and a barrier per
  * column (docs/perf-notes.md, "FSAI setup, v6").
  * The panel's columns are staged in shared memory, k-major (P[k m + rho],
- * rho = r - J0), with their pivots' reciprocals. SHARED: the triangle in
+ * rho = r - J0), with their pivots' reciprocals (two sets, alternating by
+ * panel, for the look-ahead). SHARED: the triangle in
  * shared memory too (copied in and out); else in place in global memory
  * (each entry of the trailing triangle read and written once a panel). */
 #ifndef PANEL
@@ -403,7 +454,7 @@ static __device__ inline void factor_back_subst(const T *__restrict__ a, T *__re
 
 static __host__ __device__ inline int64_t panel_smem(int64_t m, bool shared)
 {
-    return (shared ? tri(m) : 0) + PANEL * m + PANEL;
+    return (shared ? tri(m) : 0) + PANEL * m + 2 * PANEL;
 }
 
 /* Tiles of 16 rows x 32 columns before row block ri of the trailing
@@ -435,7 +486,70 @@ static __device__ inline void panel_gather(int32_t row, int64_t m, const factor_
     __syncthreads();
 }
 
-/* gather: the system gathered from A (src) instead of copied from sys. */
+/* (a) of a panel: the diagonal block of rows and columns j0 .. j0 + jb - 1
+ * factored by one warp, lane rho holding the whole symmetric row j0 + rho
+ * of it in registers (rows jb .. B-1 of a short last panel padded with the
+ * identity, so that every loop is unrolled whole and d indexed
+ * statically). Step k: the lanes publish their entry k in shared memory
+ * (cv: two vectors, alternating, so one __syncwarp a step suffices) and
+ * every lane r > k updates its entries from c = k + 1 (rounded down to 16
+ * bytes) by a_rc -= (a_rk / D_k) a_ck; the entries c <= k it also changes
+ * are never read again. The update being symmetric, lane c's entry r > c
+ * ends as U_rc and its entry c as D_c: lane c holds column c of the
+ * factored block, which it writes to the triangle a, to the panel P
+ * (P[c m + r], 0 above the diagonal) and, as 1 / D_c, to inv. No branch
+ * and no shuffle in the loop: the version with the pivot's checks in the
+ * loop and two shuffles an fp64 update ran ~1350 dependent instructions a
+ * panel (docs/perf-notes.md, "FSAI setup, v8"). A pivot that is not
+ * positive stops nothing (the values after it are not used): the first
+ * one is reported, and *failed set. */
+template <typename T>
+static __device__ inline void panel_diag(T *__restrict__ a, T *__restrict__ P, T *__restrict__ inv,
+                                         int m, int j0, int jb, int32_t row,
+                                         unsigned long long *fail, int *failed, T (*cv)[PANEL])
+{
+    constexpr int B = PANEL;
+    const int lane = threadIdx.x & 31;
+    T d[B];
+#pragma unroll
+    for (int c = 0; c < B; c++)
+        d[c] = lane < jb && c < jb ? a[c <= lane ? tri(j0 + lane) + j0 + c : tri(j0 + c) + j0 + lane]
+                                   : (T)(c == lane);
+#pragma unroll
+    for (int k = 0; k < B; k++) {
+        if (lane < B) cv[k & 1][lane] = d[k];
+        __syncwarp();
+        const T f = lane > k ? d[k] * factor_recip(cv[k & 1][k]) : (T)0;
+        factor_update_row<T, B>(d, cv[k & 1], f, k);
+    }
+    T dk = 0;
+#pragma unroll
+    for (int c = 0; c < B; c++)
+        if (c == lane) dk = d[c];
+    const unsigned bad = __ballot_sync(FULL_MASK, lane < jb && !pivot_ok(dk));
+    if (bad) {
+        if (lane == 0) {
+            factor_fail(fail, row, j0 + __ffs(bad) - 1);
+            *failed = 1;
+        }
+    } else if (lane < jb) {
+        inv[lane] = factor_recip(dk);
+#pragma unroll
+        for (int r = 0; r < B; r++) {
+            if (r >= lane && r < jb) a[tri(j0 + r) + j0 + lane] = d[r];
+            P[lane * m + r] = r >= lane ? d[r] : (T)0;
+        }
+    }
+}
+
+/* gather: the system gathered from A (src) instead of copied from sys.
+ * Look-ahead: warp 0 updates the next panel's diagonal block (the first
+ * tile of the trailing update) and factors it (a) while the other warps do
+ * the rest of the trailing update, so the diagonal blocks' chain of
+ * dependent steps (~7k cycles a panel, half of a system's time at m ~ 90)
+ * overlaps the arithmetic. The next panel's (a) writes rows < PANEL of P,
+ * which the trailing update never reads, and the other half of inv
+ * (2 PANEL values, alternating by panel). */
 template <typename T, int BT, bool SHARED>
 static __device__ inline void factor_panel_body(int32_t row, int64_t m, T *__restrict__ sys,
                                                 T *__restrict__ g_out, T *__restrict__ sm,
@@ -445,120 +559,100 @@ static __device__ inline void factor_panel_body(int32_t row, int64_t m, T *__res
 {
     constexpr int B = PANEL, WARPS = BT / 32;
     __shared__ int failed;
+    __shared__ __align__(16) T cv[2][B];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     T *a = SHARED ? sm : sys;
     T *P = SHARED ? sm + tri(m) : sm;
-    T *inv = P + B * m;
+    T *inv2 = P + B * m;
     if (SHARED && gather) panel_gather<T, BT>(row, m, *gather, s_rp, a, (int32_t *)P);
     else if (SHARED) factor_copy_start(a, sys, tri(m), threadIdx.x, BT);
     if (threadIdx.x == 0) failed = 0;
     if (SHARED && !gather) factor_copy_wait();
     __syncthreads();
-    for (int64_t J0 = 0; J0 < m; J0 += B) {
+    /* J0 = -B: only the first panel's (a) */
+    for (int64_t J0 = -B; J0 < m; J0 += B) {
         const int64_t rows = m - J0;
-        const int jb = rows < B ? (int)rows : B;
-        /* (a) rows jb .. B-1 of a short last panel padded with the identity,
-         * so that every loop is unrolled whole and d indexed statically; a
-         * pivot that is not positive stops nothing in the loop (the values
-         * after it are not used): the first one is reported. */
-        if (warp == 0) {
-            T d[B];
-            const int64_t base = tri(J0 + lane) + J0;
+        if (J0 >= 0) {
+            if (rows <= B) break;                     /* the last panel: no rows below */
+            const T *inv = inv2 + (J0 / B % 2) * B;
+            /* (b): the rows below the (factored) diagonal block, a thread
+             * each: row r's panel entries depend only on the diagonal block
+             * (U_rk for k in the panel), no barrier */
+            for (int64_t rho = B + threadIdx.x; rho < rows; rho += BT) {
+                T p[B];
+                const int64_t base = tri(J0 + rho) + J0;
 #pragma unroll
-            for (int c = 0; c < B; c++)
-                d[c] = lane < jb ? (c <= lane ? a[base + c] : (T)0) : (T)(c == lane);
-            int bad = B;
+                for (int c = 0; c < B; c++) p[c] = a[base + c];
 #pragma unroll
-            for (int k = 0; k < B; k++) {
-                const T piv = __shfl_sync(FULL_MASK, d[k], k);
-                if (!pivot_ok(piv) && bad == B) bad = k;  /* the same in every lane */
-                const T ik = factor_recip(piv);
-                if (lane == k) inv[k] = ik;
-                const T f = lane > k ? d[k] * ik : (T)0;
+                for (int k = 0; k < B; k++) {
+                    const T f = p[k] * inv[k];
 #pragma unroll
-                for (int c = k + 1; c < B; c++) {
-                    const T uck = __shfl_sync(FULL_MASK, d[k], c);
-                    if (c <= lane) d[c] -= f * uck;
+                    for (int c = k + 1; c < B; c++) p[c] -= f * P[k * m + c];
                 }
-            }
-            if (bad < jb) {
-                if (lane == 0) {
-                    factor_fail(fail, row, J0 + bad);
-                    failed = 1;
-                }
-            } else if (lane < jb) {
 #pragma unroll
                 for (int c = 0; c < B; c++) {
-                    if (c <= lane) a[base + c] = d[c];
-                    P[c * m + lane] = d[c];           /* 0 above the diagonal */
+                    a[base + c] = p[c];
+                    P[c * m + rho] = p[c];
                 }
             }
+            __syncthreads();
+            /* (c); tile 0 (row block 0) is the next panel's diagonal block:
+             * warp 0 updates it (and then factors it below), the other
+             * warps take tiles 1, 2, ... (one warp: all of them) */
+            const int nr = (int)((rows - B + 15) / 16), tiles = panel_tiles_before(nr);
+            const int rg = lane >> 3, cg = lane & 7;
+            const int q0 = WARPS == 1 ? 0 : warp, qstep = WARPS == 1 ? 1 : warp == 0 ? tiles : WARPS - 1;
+            int ri = 0;
+            for (int q = q0; q < tiles; q += qstep) {
+                while (panel_tiles_before(ri + 1) <= q) ri++;
+                const int64_t r0 = B + 16 * ri + rg, c0 = B + 32 * (q - panel_tiles_before(ri)) + cg;
+                int64_t rr[4], cc[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    rr[i] = r0 + 4 * i < rows ? r0 + 4 * i : rows - 1;  /* clamped reads */
+                    cc[i] = c0 + 8 * i < rows ? c0 + 8 * i : rows - 1;
+                }
+                T acc[4][4] = {};
+#pragma unroll
+                for (int k = 0; k < B; k++) {
+                    const T *Pk = P + k * m;
+                    const T ik = inv[k];
+                    T x[4], y[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        x[i] = Pk[rr[i]];
+                        y[i] = Pk[cc[i]] * ik;
+                    }
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+#pragma unroll
+                        for (int j = 0; j < 4; j++) acc[i][j] += x[i] * y[j];
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int64_t r = r0 + 4 * i;
+                    if (r >= rows) break;
+                    T *ar = a + tri(J0 + r) + J0;
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        if (c0 + 8 * j <= r) ar[c0 + 8 * j] -= acc[i][j];
+                }
+            }
+        }
+        /* (a) of the next panel, by warp 0 (while the others finish (c));
+         * it writes rows < PANEL of P, which (c) never reads, and the other
+         * half of inv */
+        if (warp == 0 && J0 + B < m) {
+            const int64_t next = rows - B;
+            __syncwarp();
+            panel_diag<T>(a, P, inv2 + ((J0 / B + 1) % 2) * B, (int)m, (int)(J0 + B),
+                          next < B ? (int)next : B, row, fail, &failed, cv);
         }
         __syncthreads();
         if (failed) return;
-        if (rows <= B) break;                         /* the last panel: no rows below */
-        /* (b): jb = B from here on */
-        for (int64_t rho = B + threadIdx.x; rho < rows; rho += BT) {
-            T p[B];
-            const int64_t base = tri(J0 + rho) + J0;
-#pragma unroll
-            for (int c = 0; c < B; c++) p[c] = a[base + c];
-#pragma unroll
-            for (int k = 0; k < B; k++) {
-                const T f = p[k] * inv[k];
-#pragma unroll
-                for (int c = k + 1; c < B; c++) p[c] -= f * P[k * m + c];
-            }
-#pragma unroll
-            for (int c = 0; c < B; c++) {
-                a[base + c] = p[c];
-                P[c * m + rho] = p[c];
-            }
-        }
-        __syncthreads();
-        /* (c) */
-        const int nr = (int)((rows - B + 15) / 16), tiles = panel_tiles_before(nr);
-        const int rg = lane >> 3, cg = lane & 7;
-        int ri = 0;
-        for (int q = warp; q < tiles; q += WARPS) {
-            while (panel_tiles_before(ri + 1) <= q) ri++;
-            const int64_t r0 = B + 16 * ri + rg, c0 = B + 32 * (q - panel_tiles_before(ri)) + cg;
-            int64_t rr[4], cc[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                rr[i] = r0 + 4 * i < rows ? r0 + 4 * i : rows - 1;  /* clamped reads */
-                cc[i] = c0 + 8 * i < rows ? c0 + 8 * i : rows - 1;
-            }
-            T acc[4][4] = {};
-#pragma unroll
-            for (int k = 0; k < B; k++) {
-                const T *Pk = P + k * m;
-                const T ik = inv[k];
-                T x[4], y[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    x[i] = Pk[rr[i]];
-                    y[i] = Pk[cc[i]] * ik;
-                }
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) acc[i][j] += x[i] * y[j];
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int64_t r = r0 + 4 * i;
-                if (r >= rows) break;
-                T *ar = a + tri(J0 + r) + J0;
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    if (c0 + 8 * j <= r) ar[c0 + 8 * j] -= acc[i][j];
-            }
-        }
-        __syncthreads();
     }
     T *y = SHARED ? P : g_out;
-    factor_back_subst<T, BT>(a, y, m);
+    factor_back_subst<T, BT, int>(a, y, (int)m);
     if (SHARED) {
         __syncthreads();
         for (int64_t r = threadIdx.x; r < m; r += BT) g_out[r] = y[r];
@@ -606,7 +700,7 @@ static __device__ inline void factor_inplace_body(int32_t row, int64_t m, T *__r
         }
         __syncthreads();
     }
-    factor_back_subst<T, BT>(a, g_out, m);
+    factor_back_subst<T, BT, int64_t>(a, g_out, m);
 }
 
 /* One block of BT threads per system. cap: the T values of dynamic shared

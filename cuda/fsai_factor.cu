@@ -275,24 +275,46 @@ struct factor_source {
 /* Row r of a gathered system: arow[c] = a_{P_r, P_c} for the entries of
  * row pr = P_r of A (sorted) with P_c <= P_r, found by binary searches of
  * pc[0..r] (P, in shared memory; top = the largest power of two <= r + 1
- * or above), four interleaved; arow is zero beforehand. */
+ * or above), four interleaved; arow is zero beforehand. The values are
+ * loaded with the columns, and the next group's loads go out before this
+ * group's searches: a row of A was a chain of two dependent global loads a
+ * group (docs/perf-notes.md, "FSAI setup, v8"). */
 template <typename T>
 static __device__ inline void gather_row_lower(const factor_source<T> &src, int32_t pr, int r,
                                                int top, const int32_t *__restrict__ pc,
                                                T *__restrict__ arow)
 {
+    constexpr int W = FSAI_SEARCH_WAYS;
     const int64_t q1 = src.a_rp[pr + 1];
-    for (int64_t q = src.a_rp[pr]; q < q1; q += FSAI_SEARCH_WAYS) {
-        int32_t cu[FSAI_SEARCH_WAYS];
-        int lo[FSAI_SEARCH_WAYS];
+    int64_t q = src.a_rp[pr];
+    int32_t cu[W];
+    double vu[W];
 #pragma unroll
-        for (int u = 0; u < FSAI_SEARCH_WAYS; u++)
-            cu[u] = q + u < q1 ? src.a_col[q + u] : INT32_MAX; /* columns are < n */
+    for (int u = 0; u < W; u++) {
+        cu[u] = q + u < q1 ? src.a_col[q + u] : INT32_MAX; /* columns are < n */
+        vu[u] = q + u < q1 ? src.a_val[q + u] : 0.0;
+    }
+    while (q < q1) {
+        /* the next W entries' loads go out before this group's searches */
+        int32_t cn[W];
+        double vn[W];
+#pragma unroll
+        for (int u = 0; u < W; u++) {
+            cn[u] = q + W + u < q1 ? src.a_col[q + W + u] : INT32_MAX;
+            vn[u] = q + W + u < q1 ? src.a_val[q + W + u] : 0.0;
+        }
+        int lo[W];
         fsai_search_ways(pc, r + 1, top, cu, lo);
 #pragma unroll
-        for (int u = 0; u < FSAI_SEARCH_WAYS; u++) /* lo <= r: only columns up to P_r land */
-            if (lo[u] <= r && pc[lo[u]] == cu[u]) arow[lo[u]] = (T)src.a_val[q + u];
-        if (cu[FSAI_SEARCH_WAYS - 1] >= pr) break; /* past the diagonal (or the row's end) */
+        for (int u = 0; u < W; u++) /* lo <= r: only columns up to P_r land */
+            if (lo[u] <= r && pc[lo[u]] == cu[u]) arow[lo[u]] = (T)vu[u];
+        if (cu[W - 1] >= pr) break; /* past the diagonal (or the row's end) */
+        q += W;
+#pragma unroll
+        for (int u = 0; u < W; u++) {
+            cu[u] = cn[u];
+            vu[u] = vn[u];
+        }
     }
 }
 

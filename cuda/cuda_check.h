@@ -74,4 +74,47 @@ static inline int gs_cuda_launch(gs_error *err, const char *name, const char *fi
     gs_cuda_launch((err), #kernel "<<<>>>", __FILE__, __LINE__, kernel, (unsigned)(grid),         \
                    (unsigned)(block), (size_t)(smem), (stream), __VA_ARGS__)
 
+/* The same as a programmatic dependent launch: the kernel may start while
+ * the stream's previous kernel still runs (once all that kernel's blocks
+ * have started), for work that does not read that kernel's results. Such
+ * kernels call gs_pdl_start() first and gs_pdl_end() last, on every path:
+ * the first lets the next one start, the second makes the kernel end only
+ * after the one before it has ended with its memory visible, so the
+ * stream's order of completions is kept for everything after them. */
+template <typename... KernelArgs, typename... Args>
+static inline int gs_cuda_launch_pdl(gs_error *err, const char *name, const char *file, int line,
+                                     void (*kernel)(KernelArgs...), unsigned grid, unsigned block,
+                                     size_t smem, cudaStream_t stream, Args &&...args)
+{
+    if (grid == 0 || block == 0) return GS_OK;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return gs_cuda_status(err, cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name,
+                          file, line);
+}
+
+#define CUDA_LAUNCH_PDL(err, kernel, grid, block, smem, stream, ...)                              \
+    gs_cuda_launch_pdl((err), #kernel "<<<>>> (programmatic)", __FILE__, __LINE__, kernel,        \
+                       (unsigned)(grid), (unsigned)(block), (size_t)(smem), (stream), __VA_ARGS__)
+
+#ifdef __CUDACC__
+static __device__ __forceinline__ void gs_pdl_start()
+{
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+static __device__ __forceinline__ void gs_pdl_end()
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+#endif
+
 #endif

@@ -319,10 +319,11 @@ static __device__ inline void gather_row_lower(const factor_source<T> &src, int3
 }
 
 template <typename T, int M, bool FUSED>
-__global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
-    factor_rows_kernel(int32_t j0, int32_t j1, int32_t chunk0, const int32_t *__restrict__ order,
-                       const int64_t *__restrict__ s_rp, factor_source<T> src,
-                       T *__restrict__ g_out, unsigned long long *fail)
+static __device__ inline void factor_rows_body(int32_t j0, int32_t j1, int32_t chunk0,
+                                               const int32_t *__restrict__ order,
+                                               const int64_t *__restrict__ s_rp,
+                                               const factor_source<T> &src, T *__restrict__ g_out,
+                                               unsigned long long *fail)
 {
     constexpr int SPB = factor_rows_shape<M>::systems;
     __shared__ T packed[SPB][M * (M + 1) / 2];
@@ -394,6 +395,17 @@ __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
         if (r < K) acc += a[K] * gK;
     }
     if (r < m) g_out[s_rp[row] + r] = g;
+}
+
+template <typename T, int M, bool FUSED>
+__global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
+    factor_rows_kernel(int32_t j0, int32_t j1, int32_t chunk0, const int32_t *__restrict__ order,
+                       const int64_t *__restrict__ s_rp, factor_source<T> src,
+                       T *__restrict__ g_out, unsigned long long *fail)
+{
+    gs_pdl_start();
+    factor_rows_body<T, M, FUSED>(j0, j1, chunk0, order, s_rp, src, g_out, fail);
+    gs_pdl_end();
 }
 
 /* U^T g = sqrt(D_m) e_m by back substitution on the factored triangle a
@@ -743,11 +755,13 @@ __global__ void __launch_bounds__(BT)
     T *sys = (T *)src.buf + (src.off[j] - src.off[chunk0]);
     T *sm = (T *)factor_smem;
     T *g = g_out + s_rp[row];
+    gs_pdl_start();
     if (m <= fused_max) /* classes that fit shared memory: gathered here */
         factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail, &src, s_rp);
     else if (panel_smem(m, true) <= cap) factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail);
     else if (panel_smem(m, false) <= cap) factor_panel_body<T, BT, false>(row, m, sys, g, sm, fail);
     else factor_inplace_body<T, BT>(row, m, sys, g, sm, cap, fail);
+    gs_pdl_end();
 }
 
 /* off[first[b]] for b <= K (first[K] = n): the chunks' packed offsets. */
@@ -939,21 +953,23 @@ cleanup:
     return status;
 }
 
-/* Systems [j0, j1) of size class m <= M, M = 32 or 64. */
+/* Systems [j0, j1) of size class m <= M, M = 32 or 64; pdl: a
+ * programmatic dependent launch (factor_run). */
 template <typename T, int M>
 static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
                               const factor_plan *p, const fsai_dcsr *A, const fsai_dcsr *S,
-                              T *buf, T *g, unsigned long long *fail)
+                              T *buf, T *g, unsigned long long *fail, bool pdl)
 {
     constexpr int SPB = factor_rows_shape<M>::systems;
     const factor_source<T> src = {p->off, buf, S->col, A->rp, A->col, (const double *)A->val};
-    if (p->fused)
-        return CUDA_LAUNCH(&e->err, (factor_rows_kernel<T, M, true>), fsai_blocks(j1 - j0, SPB),
-                           M * SPB, 0, gs_cuda_of(e)->stream, j0, j1, chunk0,
-                           (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
-    return CUDA_LAUNCH(&e->err, (factor_rows_kernel<T, M, false>), fsai_blocks(j1 - j0, SPB),
-                       M * SPB, 0, gs_cuda_of(e)->stream, j0, j1, chunk0, (const int32_t *)p->order,
-                       (const int64_t *)S->rp, src, g, fail);
+    auto kernel = p->fused ? factor_rows_kernel<T, M, true> : factor_rows_kernel<T, M, false>;
+    const unsigned grid = fsai_blocks(j1 - j0, SPB);
+    cudaStream_t st = gs_cuda_of(e)->stream;
+    if (pdl)
+        return CUDA_LAUNCH_PDL(&e->err, kernel, grid, M * SPB, 0, st, j0, j1, chunk0,
+                               (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
+    return CUDA_LAUNCH(&e->err, kernel, grid, M * SPB, 0, st, j0, j1, chunk0,
+                       (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
 }
 
 /* Systems [j0, j1) of one of the block classes (m > 64), the largest mc:
@@ -965,7 +981,7 @@ template <typename T, int BT>
 static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
                                const factor_plan *p, const fsai_dcsr *A, const fsai_dcsr *S,
                                T *buf, T *g, unsigned long long *fail, int64_t mc,
-                               bool shared_class)
+                               bool shared_class, bool pdl)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const factor_source<T> src = {p->off, buf, S->col, A->rp, A->col, (const double *)A->val};
@@ -975,9 +991,14 @@ static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chu
     auto kernel = factor_block_kernel<T, BT>;
     GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)smem)));
-    GS_TRY(CUDA_LAUNCH(&e->err, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
-                       (const int32_t *)p->order, (const int64_t *)S->rp, src, p->fused_max, g,
-                       fail, (int64_t)(smem / sizeof(T))));
+    if (pdl)
+        GS_TRY(CUDA_LAUNCH_PDL(&e->err, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
+                               (const int32_t *)p->order, (const int64_t *)S->rp, src,
+                               p->fused_max, g, fail, (int64_t)(smem / sizeof(T))));
+    else
+        GS_TRY(CUDA_LAUNCH(&e->err, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
+                           (const int32_t *)p->order, (const int64_t *)S->rp, src, p->fused_max,
+                           g, fail, (int64_t)(smem / sizeof(T))));
 cleanup:
     return status;
 }
@@ -1014,20 +1035,27 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
         }
         GS_TRY(gs_pc_stage_end(pc, "gather", t0));
         t0 = gs_pc_stage_begin(pc);
-        for (int k = 0; k < FACTOR_CLASSES; k++) {
+        /* the classes are independent: the largest systems (the longest
+         * per-block latency) first, each next class a programmatic
+         * dependent launch, so that its blocks take the multiprocessors
+         * the previous class's last wave leaves idle (one launch lasts
+         * about as long as its slowest system: docs/perf-notes.md, v8) */
+        bool pdl = false;
+        for (int k = FACTOR_CLASSES - 1; k >= 0; k--) {
             const int32_t a = j0 > class_start[k] ? j0 : class_start[k];
             const int32_t z = j1 < class_start[k + 1] ? j1 : class_start[k + 1];
             if (a >= z) continue;
             if (k == 0)
-                GS_TRY((factor_launch_rows<T, 32>(e, a, z, j0, p, A, S, buf, g, fail)));
+                GS_TRY((factor_launch_rows<T, 32>(e, a, z, j0, p, A, S, buf, g, fail, pdl)));
             else if (k == 1)
-                GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, A, S, buf, g, fail)));
+                GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, A, S, buf, g, fail, pdl)));
             else if (k == 2)
                 GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, A, S, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], true)));
+                                                      p->counts[FACTOR_CLASSES + 1 + k], true, pdl)));
             else
                 GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, A, S, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], k == 3)));
+                                                      p->counts[FACTOR_CLASSES + 1 + k], k == 3, pdl)));
+            pdl = true;
         }
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     }

@@ -580,7 +580,7 @@ static __device__ inline void panel_diag(T *__restrict__ a, T *__restrict__ P, T
  * Look-ahead: warp 0 updates the next panel's diagonal block (the first
  * tile of the trailing update) and factors it (a) while the other warps do
  * the rest of the trailing update, so the diagonal blocks' chain of
- * dependent steps (~7k cycles a panel, half of a system's time at m ~ 90)
+ * dependent steps (~7k cycles a panel, a third of a system's time at m ~ 90)
  * overlaps the arithmetic. The next panel's (a) writes rows < PANEL of P,
  * which the trailing update never reads, and the other half of inv
  * (2 PANEL values, alternating by panel). */

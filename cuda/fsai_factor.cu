@@ -19,11 +19,14 @@
  * g_K = ([K = m-1] sqrt(D_K) - sum_{i>K} U_iK g_i) / D_K.
  *
  * Size classes: m <= 32 one warp per system and m <= 64 two warps, rows of
- * the symmetric matrix in registers (factor_rows_kernel); m <= 128 and
- * m <= fit (the largest m <= 256 whose triangle and a panel of PANEL
+ * the symmetric matrix in registers (factor_rows_kernel); m <= 96, m <= 128
+ * and m <= fit (the largest m <= 256 whose triangle and a panel of PANEL
  * columns fit a block's shared memory: 225 in fp64 on an H100/H200) one
- * block of 128, 256 threads per system, the panel (blocked) factorisation
- * with the triangle in shared memory (factor_panel_body); larger systems
+ * block of 128, 128, 256 threads per system, the panel (blocked)
+ * factorisation with the triangle in shared memory (factor_panel_body);
+ * the m <= 96 class with its registers capped at 128 a thread so that four
+ * blocks share a multiprocessor (their triangles and panels take <= 50 KB
+ * in fp64), where the others fit two and one; larger systems
  * the same with the triangle in place in global memory and the panel in
  * shared memory; from m = 1815 (fp64), where not even the panel fits,
  * the step-by-step updates in place (factor_inplace_body), which never
@@ -36,7 +39,7 @@
 #include "fsai_cuda.h"
 
 #define FULL_MASK 0xffffffffu
-#define FACTOR_CLASSES 5             /* <= 32, <= 64, <= 128, <= 256, larger */
+#define FACTOR_CLASSES 6             /* <= 32, <= 64, <= 96, <= 128, <= fit, larger */
 /* counters: the classes' counts, the largest m, each class's largest m */
 #define FACTOR_COUNTERS (2 * FACTOR_CLASSES + 1)
 #define GATHER_THREADS 256
@@ -56,7 +59,7 @@ static __device__ inline int tri(int r) { return r * (r + 1) / 2; }
  * H100/H200, 256 in fp32). */
 static __device__ inline int factor_class(int64_t m, int32_t fit)
 {
-    return m <= 32 ? 0 : m <= 64 ? 1 : m <= 128 ? 2 : m <= fit ? 3 : 4;
+    return m <= 32 ? 0 : m <= 64 ? 1 : m <= 96 ? 2 : m <= 128 ? 3 : m <= fit ? 4 : 5;
 }
 
 __global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__restrict__ s_rp,
@@ -737,12 +740,13 @@ static __device__ inline void factor_inplace_body(int32_t row, int64_t m, T *__r
     factor_back_subst<T, BT, int64_t>(a, g_out, m);
 }
 
-/* One block of BT threads per system. cap: the T values of dynamic shared
- * memory; each system takes the fastest path that fits it: the panel
+/* One block of BT threads per system, at least MINB blocks a multiprocessor
+ * (the registers a thread capped to allow them). cap: the T values of dynamic
+ * shared memory; each system takes the fastest path that fits it: the panel
  * factorisation with the triangle in shared memory, with the triangle in
  * place in global memory, or the step-by-step updates in place. */
-template <typename T, int BT>
-__global__ void __launch_bounds__(BT)
+template <typename T, int BT, int MINB>
+__global__ void __launch_bounds__(BT, MINB)
     factor_block_kernel(int32_t j0, int32_t chunk0, const int32_t *__restrict__ order,
                         const int64_t *__restrict__ s_rp, factor_source<T> src,
                         int64_t fused_max, T *__restrict__ g_out, unsigned long long *fail,
@@ -818,8 +822,8 @@ static int factor_smem_max(gs_engine *e, size_t *out)
     cudaFuncAttributes a128, a256;
     GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                                      gs_cuda_of(e)->device)));
-    GS_TRY(CUDA_CALL(&e->err, cudaFuncGetAttributes(&a128, factor_block_kernel<T, 128>)));
-    GS_TRY(CUDA_CALL(&e->err, cudaFuncGetAttributes(&a256, factor_block_kernel<T, 256>)));
+    GS_TRY(CUDA_CALL(&e->err, cudaFuncGetAttributes(&a128, factor_block_kernel<T, 128, 1>)));
+    GS_TRY(CUDA_CALL(&e->err, cudaFuncGetAttributes(&a256, factor_block_kernel<T, 256, 1>)));
     {
         const size_t st = a128.sharedSizeBytes > a256.sharedSizeBytes ? a128.sharedSizeBytes
                                                                        : a256.sharedSizeBytes;
@@ -977,7 +981,7 @@ static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chun
  * system needs (its triangle and panel when the class fits shared memory,
  * else its panel), up to the device's limit; factor_block_kernel picks
  * each system's path by what fits. */
-template <typename T, int BT>
+template <typename T, int BT, int MINB>
 static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
                                const factor_plan *p, const fsai_dcsr *A, const fsai_dcsr *S,
                                T *buf, T *g, unsigned long long *fail, int64_t mc,
@@ -988,7 +992,7 @@ static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chu
     int status = GS_OK;
     const size_t whole = (size_t)panel_smem(mc, shared_class) * sizeof(T);
     const size_t smem = whole < p->smem_max ? whole : p->smem_max;
-    auto kernel = factor_block_kernel<T, BT>;
+    auto kernel = factor_block_kernel<T, BT, MINB>;
     GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)smem)));
     if (pdl)
@@ -1049,12 +1053,15 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
                 GS_TRY((factor_launch_rows<T, 32>(e, a, z, j0, p, A, S, buf, g, fail, pdl)));
             else if (k == 1)
                 GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, A, S, buf, g, fail, pdl)));
-            else if (k == 2)
-                GS_TRY((factor_launch_block<T, 128>(e, a, z, j0, p, A, S, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], true, pdl)));
+            else if (k == 2) /* m <= 96: four blocks a multiprocessor (registers capped) */
+                GS_TRY((factor_launch_block<T, 128, 4>(e, a, z, j0, p, A, S, buf, g, fail,
+                                                         p->counts[FACTOR_CLASSES + 1 + k], true, pdl)));
+            else if (k == 3)
+                GS_TRY((factor_launch_block<T, 128, 1>(e, a, z, j0, p, A, S, buf, g, fail,
+                                                         p->counts[FACTOR_CLASSES + 1 + k], true, pdl)));
             else
-                GS_TRY((factor_launch_block<T, 256>(e, a, z, j0, p, A, S, buf, g, fail,
-                                                      p->counts[FACTOR_CLASSES + 1 + k], k == 3, pdl)));
+                GS_TRY((factor_launch_block<T, 256, 1>(e, a, z, j0, p, A, S, buf, g, fail,
+                                                         p->counts[FACTOR_CLASSES + 1 + k], k == 4, pdl)));
             pdl = true;
         }
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));

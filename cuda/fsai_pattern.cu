@@ -19,9 +19,9 @@
  *   bound replaced a kernel that measured the exact span and one host round
  *   trip per product; on stencils the two are equal.)
  * - Rows are sorted where it is cheap: every fill pass sorts rows of at most
- *   32 columns in registers (any product may turn out to be the last, see
- *   the fixed point below); cub's segmented sort runs on S only if a row of
- *   S is longer. The intermediate L_p are otherwise sets.
+ *   PATTERN_SORT_MAX columns in registers (any product may turn out to be
+ *   the last, see the fixed point below); cub's segmented sort runs on S
+ *   only if a row of S is longer. The intermediate L_p are otherwise sets.
  * - Where the rows of Ã are short, a step of the warp takes 32 candidates
  *   from up to 32 rows of Ã at once (pattern_product_kernel, v4), not one
  *   row of Ã a step.
@@ -34,6 +34,8 @@
 #define PATTERN_WARPS (PATTERN_THREADS / 32)
 #define PATTERN_SCRATCH 1024          /* counting pass: columns kept to reset the map */
 #define PATTERN_MAP_BUDGET ((size_t)256 << 20) /* bytes of maps at most */
+#define PATTERN_MAP_SMALL ((size_t)32 << 20)   /* maps this small need no free-memory check */
+#define PATTERN_SORT_MAX 256          /* longest row a fill pass sorts itself */
 #define FULL_MASK 0xffffffffu
 
 /* Alg. 4.2's compaction step: the lanes with t (each holding a distinct
@@ -55,12 +57,46 @@ static __device__ __forceinline__ int64_t pattern_take(bool t, int32_t c, uint32
     return rind + __popc(z);
 }
 
+/* The len <= 32 U distinct columns of out sorted in place by rank (whole
+ * warp): lane l holds entries l, l + 32, ...; each entry's rank is the
+ * count of the row's entries below it, every entry broadcast in turn by a
+ * shuffle (the padding, INT32_MAX, is below none). len shuffles and about
+ * len^2 / 32 comparisons a lane: on bcsstk15 (rows of S up to 204) it added
+ * 16 us to the last fill pass and replaced a segmented sort of 75 us with
+ * its host round trip. */
+template <int U>
+static __device__ __forceinline__ void pattern_rank_sort(int32_t *out, int len)
+{
+    const int lane = threadIdx.x & 31;
+    int32_t x[U];
+    int rank[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        x[u] = 32 * u + lane < len ? out[32 * u + lane] : INT32_MAX;
+        rank[u] = 0;
+    }
+#pragma unroll
+    for (int v = 0; v < U; v++) {
+        if (32 * v >= len) break; /* warp-uniform */
+        const int last = len - 32 * v < 32 ? len - 32 * v : 32;
+        for (int j = 0; j < last; j++) {
+            const int32_t y = __shfl_sync(FULL_MASK, x[v], j);
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (32 * u < len) rank[u] += y < x[u]; /* warp-uniform */
+        }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (32 * u + lane < len) out[rank[u]] = x[u];
+}
+
 /* One warp per row r (rows wid, wid + nwarps, ...): row r of Low(Lin Ã) is
  * the union over s in Lin(r,:) of {c in Ã(s,:) : c <= r} (Alg. 4.2). FILL = 0
  * counts (out_rp[r + 1] = length); FILL = 1 writes the columns at out_rp[r],
- * and with sort_rows a row of at most 32 columns is sorted in registers on
- * the way (a rank sort: the columns are distinct), a longer one sets
- * *unsorted. The map M (one window of `stride` bytes per warp, index
+ * and with sort_rows a row of at most PATTERN_SORT_MAX columns is sorted in
+ * registers on the way (pattern_rank_sort), a longer one sets *unsorted. The map M (one window of `stride` bytes per warp, index
  * c & mask) is all zero on entry and on exit.
  *
  * Up to 32 rows s are taken together (v4): lane l loads the bounds of the
@@ -145,16 +181,10 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
             }
         }
         if (FILL && sort_rows && rind <= cap) {
-            if (rind <= 32) {
-                __syncwarp();
-                const int32_t x = lane < rind ? out[lane] : INT32_MAX;
-                int rank = 0;
-                for (int j = 0; j < (int)rind; j++) rank += __shfl_sync(FULL_MASK, x, j) < x;
-                __syncwarp();
-                if (lane < rind) out[rank] = x;
-            } else if (lane == 0) {
-                *unsorted = 1;
-            }
+            __syncwarp();
+            if (rind <= 32) pattern_rank_sort<1>(out, (int)rind);
+            else if (rind <= PATTERN_SORT_MAX) pattern_rank_sort<PATTERN_SORT_MAX / 32>(out, (int)rind);
+            else if (lane == 0) *unsorted = 1;
         }
         __syncwarp();
     }
@@ -232,6 +262,24 @@ static void pattern_work_free(gs_engine *e, pattern_work *w)
     gs_cuda_free(e, w->overflow, 2 * sizeof(int));
 }
 
+/* Bytes of maps a product may use, want being what all its warps would
+ * take: want itself up to PATTERN_MAP_SMALL, else the budget (a fraction of
+ * free memory, at most PATTERN_MAP_BUDGET), asked of the driver once a
+ * pattern and only then (the query took 15 us, a tenth of bcsstk15's
+ * pattern stage). */
+static size_t pattern_budget(pattern_work *w, size_t want)
+{
+    if (want <= PATTERN_MAP_SMALL) return want;
+    if (!w->budget) {
+        size_t free_bytes = 0, total = 0;
+        if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) free_bytes = PATTERN_MAP_BUDGET;
+        (void)cudaGetLastError();
+        w->budget = free_bytes / 8 < PATTERN_MAP_BUDGET ? free_bytes / 8 : PATTERN_MAP_BUDGET;
+        if (w->budget < PATTERN_MAP_SMALL) w->budget = PATTERN_MAP_SMALL;
+    }
+    return w->budget;
+}
+
 /* out = Low(Lin Ã), Lin = L_p: counting pass, scan (nnz read back: the one
  * host round trip), fill pass. The fill sorts rows of at most 32 columns and
  * sets w->overflow[1] if a row is longer (reset here first, so that the flag
@@ -247,7 +295,8 @@ static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *
     int64_t nnz = 0;
     int status = GS_OK;
     pattern_window(n, bw, p, &mask, &stride);
-    const int32_t nwarps = pattern_warps(n, w->max_warps, w->budget, stride);
+    const int64_t all = w->max_warps < n ? w->max_warps : n;
+    const int32_t nwarps = pattern_warps(n, w->max_warps, pattern_budget(w, stride * (size_t)all), stride);
     const unsigned grid = fsai_blocks(nwarps, PATTERN_WARPS);
     GS_TRY(pattern_work_reserve(e, w, stride * (size_t)nwarps, nwarps));
     GS_TRY(fsai_dcsr_alloc_rows(e, out, n, "fsai pattern: row pointers"));
@@ -296,18 +345,14 @@ cleanup:
     return status;
 }
 
-/* The product kernel's resident warps and the map budget (a fraction of
- * free memory, at most PATTERN_MAP_BUDGET), once per pattern. */
+/* The product kernel's resident warps, once per pattern. */
 static void pattern_limits(gs_engine *e, pattern_work *w)
 {
     int per_sm = 0;
-    size_t free_bytes = 0, total = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pattern_product_kernel<true>,
                                                       PATTERN_THREADS, 0) != cudaSuccess)
         per_sm = 4;
-    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) free_bytes = PATTERN_MAP_BUDGET;
     (void)cudaGetLastError();
-    w->budget = free_bytes / 8 < PATTERN_MAP_BUDGET ? free_bytes / 8 : PATTERN_MAP_BUDGET;
     w->max_warps = (int64_t)(per_sm > 0 ? per_sm : 1) * gs_cuda_of(e)->sm_count * PATTERN_WARPS;
 }
 

@@ -74,17 +74,20 @@ static inline int gs_cuda_launch(gs_error *err, const char *name, const char *fi
     gs_cuda_launch((err), #kernel "<<<>>>", __FILE__, __LINE__, kernel, (unsigned)(grid),         \
                    (unsigned)(block), (size_t)(smem), (stream), __VA_ARGS__)
 
-/* The same as a programmatic dependent launch: the kernel may start while
- * the stream's previous kernel still runs (once all that kernel's blocks
- * have started), for work that does not read that kernel's results. Such
- * kernels call gs_pdl_start() first and gs_pdl_end() last, on every path:
- * the first lets the next one start, the second makes the kernel end only
- * after the one before it has ended with its memory visible, so the
- * stream's order of completions is kept for everything after them. */
+/* The same, as a programmatic dependent launch where programmatic is
+ * nonzero (else a plain one): the kernel may start while the stream's
+ * previous kernel still runs (once all that kernel's blocks have started),
+ * for work that does not read that kernel's results. Such kernels call
+ * gs_pdl_start() first and gs_pdl_end() last, on every path: the first lets
+ * the next one start, the second makes the kernel end only after the one
+ * before it has ended with its memory visible, so the stream's order of
+ * completions is kept for everything after them (both are no-ops in a
+ * plain launch). */
 template <typename... KernelArgs, typename... Args>
 static inline int gs_cuda_launch_pdl(gs_error *err, const char *name, const char *file, int line,
-                                     void (*kernel)(KernelArgs...), unsigned grid, unsigned block,
-                                     size_t smem, cudaStream_t stream, Args &&...args)
+                                     int programmatic, void (*kernel)(KernelArgs...),
+                                     unsigned grid, unsigned block, size_t smem,
+                                     cudaStream_t stream, Args &&...args)
 {
     if (grid == 0 || block == 0) return GS_OK;
     cudaLaunchAttribute attr[1];
@@ -96,14 +99,15 @@ static inline int gs_cuda_launch_pdl(gs_error *err, const char *name, const char
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = programmatic ? 1 : 0;
     return gs_cuda_status(err, cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name,
                           file, line);
 }
 
-#define CUDA_LAUNCH_PDL(err, kernel, grid, block, smem, stream, ...)                              \
-    gs_cuda_launch_pdl((err), #kernel "<<<>>> (programmatic)", __FILE__, __LINE__, kernel,        \
-                       (unsigned)(grid), (unsigned)(block), (size_t)(smem), (stream), __VA_ARGS__)
+#define CUDA_LAUNCH_PDL(err, programmatic, kernel, grid, block, smem, stream, ...)                \
+    gs_cuda_launch_pdl((err), #kernel "<<<>>> (programmatic if so asked)", __FILE__, __LINE__,    \
+                       (programmatic), kernel, (unsigned)(grid), (unsigned)(block), (size_t)(smem), \
+                       (stream), __VA_ARGS__)
 
 #ifdef __CUDACC__
 static __device__ __forceinline__ void gs_pdl_start()

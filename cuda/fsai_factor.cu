@@ -284,6 +284,21 @@ struct factor_source {
  * loaded with the columns, and the next group's loads go out before this
  * group's searches: a row of A was a chain of two dependent global loads a
  * group (docs/perf-notes.md, "FSAI setup, v8"). */
+/* The columns and values of the W entries q .. q + W - 1 of a row of A
+ * that ends at q1 (past the end: column INT32_MAX, above every column, and
+ * value 0). */
+template <typename T, int W>
+static __device__ __forceinline__ void gather_load_group(const factor_source<T> &src, int64_t q,
+                                                         int64_t q1, int32_t (&col)[W],
+                                                         double (&val)[W])
+{
+#pragma unroll
+    for (int u = 0; u < W; u++) {
+        col[u] = q + u < q1 ? src.a_col[q + u] : INT32_MAX; /* columns are < n */
+        val[u] = q + u < q1 ? src.a_val[q + u] : 0.0;
+    }
+}
+
 template <typename T>
 static __device__ inline void gather_row_lower(const factor_source<T> &src, int32_t pr, int r,
                                                int top, const int32_t *__restrict__ pc,
@@ -294,20 +309,12 @@ static __device__ inline void gather_row_lower(const factor_source<T> &src, int3
     int64_t q = src.a_rp[pr];
     int32_t cu[W];
     double vu[W];
-#pragma unroll
-    for (int u = 0; u < W; u++) {
-        cu[u] = q + u < q1 ? src.a_col[q + u] : INT32_MAX; /* columns are < n */
-        vu[u] = q + u < q1 ? src.a_val[q + u] : 0.0;
-    }
+    gather_load_group(src, q, q1, cu, vu);
     while (q < q1) {
         /* the next W entries' loads go out before this group's searches */
         int32_t cn[W];
         double vn[W];
-#pragma unroll
-        for (int u = 0; u < W; u++) {
-            cn[u] = q + W + u < q1 ? src.a_col[q + W + u] : INT32_MAX;
-            vn[u] = q + W + u < q1 ? src.a_val[q + W + u] : 0.0;
-        }
+        gather_load_group(src, q + W, q1, cn, vn);
         int lo[W];
         fsai_search_ways(pc, r + 1, top, cu, lo);
 #pragma unroll
@@ -975,11 +982,8 @@ static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chun
     auto kernel = p->fused ? factor_rows_kernel<T, M, true> : factor_rows_kernel<T, M, false>;
     const unsigned grid = fsai_blocks(j1 - j0, SPB);
     cudaStream_t st = gs_cuda_of(e)->stream;
-    if (pdl)
-        return CUDA_LAUNCH_PDL(&e->err, kernel, grid, M * SPB, 0, st, j0, j1, chunk0,
-                               (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
-    return CUDA_LAUNCH(&e->err, kernel, grid, M * SPB, 0, st, j0, j1, chunk0,
-                       (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
+    return CUDA_LAUNCH_PDL(&e->err, pdl, kernel, grid, M * SPB, 0, st, j0, j1, chunk0,
+                           (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
 }
 
 /* Systems [j0, j1) of one of the block classes (m > 64), the largest mc:
@@ -1001,12 +1005,7 @@ static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chu
     auto kernel = factor_block_kernel<T, BT, MINB>;
     GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)smem)));
-    if (pdl)
-        GS_TRY(CUDA_LAUNCH_PDL(&e->err, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
-                               (const int32_t *)p->order, (const int64_t *)S->rp, src,
-                               p->fused_max, g, fail, (int64_t)(smem / sizeof(T))));
-    else
-        GS_TRY(CUDA_LAUNCH(&e->err, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
+    GS_TRY(CUDA_LAUNCH_PDL(&e->err, pdl, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
                            (const int32_t *)p->order, (const int64_t *)S->rp, src, p->fused_max,
                            g, fail, (int64_t)(smem / sizeof(T))));
 cleanup:

@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
@@ -426,6 +428,72 @@ __global__ void __launch_bounds__(SLICE_INFO_BLOCK)
     }
 }
 
+/* The host's share of a slice plan from info = {stored entries, the last
+ * slice's size, the widest slice's size}: P, the padding measure over real
+ * rows (ghost rows of the last slice excluded) and the widest slice's width. */
+static void slice_plan_from_info(const gs_mat *m, const int64_t info[3], int64_t *P,
+                                 int64_t *P_real, int64_t *width_max)
+{
+    *P = info[0];
+    *P_real = info[0] - (m->n_slices * SELL_C - m->n_rows) * (info[1] / SELL_C);
+    *width_max = info[2] / SELL_C;
+}
+
+/* Matrices of at most SLICE_SMALL_BLOCK slices in their own row order: the
+ * slice sizes straight from the row pointers (a thread a slice), their scan
+ * into slice_ptr and the info of slice_info_kernel, in one block: one launch
+ * where build_slice_ptr takes six, each a few us of the host's time while
+ * the device waits on small matrices (three builds in a small FSAI setup:
+ * A, G and G^T). */
+#define SLICE_SMALL_BLOCK 1024
+__global__ void __launch_bounds__(SLICE_SMALL_BLOCK)
+    slice_small_kernel(const int64_t *__restrict__ row_ptr, int64_t n, int64_t ns,
+                       int64_t *__restrict__ slice_ptr, int64_t *__restrict__ info)
+{
+    typedef cub::BlockScan<int64_t, SLICE_SMALL_BLOCK, cub::BLOCK_SCAN_WARP_SCANS> block_scan;
+    typedef cub::BlockReduce<int64_t, SLICE_SMALL_BLOCK> block_reduce;
+    __shared__ union {
+        typename block_scan::TempStorage scan;
+        typename block_reduce::TempStorage reduce;
+    } tmp;
+    const int64_t s = threadIdx.x;
+    int64_t size = 0, incl = 0;
+    if (s < ns) {
+        const int64_t r1 = (s + 1) * SELL_C < n ? (s + 1) * SELL_C : n;
+        int64_t widest = 0;
+        for (int64_t r = s * SELL_C; r < r1; r++) widest = max(widest, row_ptr[r + 1] - row_ptr[r]);
+        size = SELL_C * widest;
+    }
+    block_scan(tmp.scan).InclusiveSum(size, incl);
+    if (s < ns) slice_ptr[s + 1] = incl;
+    if (s == 0) slice_ptr[0] = 0;
+    if (s == ns - 1) {
+        info[0] = incl;
+        info[1] = size;
+    }
+    __syncthreads(); /* tmp is reused */
+    const int64_t widest = block_reduce(tmp.reduce).Reduce(size, max_op());
+    if (s == 0) info[2] = widest;
+}
+
+static int build_slice_ptr_small(gs_engine *e, gs_mat *m, const int64_t *row_ptr, int64_t *P,
+                                 int64_t *P_real, int64_t *width_max)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int status = GS_OK;
+    int64_t host[3] = {0, 0, 0}, *d_info = NULL;
+    GS_TRY(gs_cuda_alloc(e, &d_info, sizeof host, "SELL build: sizes"));
+    GS_TRY(CUDA_LAUNCH(&e->err, slice_small_kernel, 1, SLICE_SMALL_BLOCK, 0, c->stream, row_ptr,
+                       (int64_t)m->n_rows, m->n_slices, m->slice_ptr, d_info));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(host, d_info, sizeof host, cudaMemcpyDeviceToHost,
+                                              c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    slice_plan_from_info(m, host, P, P_real, width_max);
+cleanup:
+    gs_cuda_free(e, d_info, sizeof host);
+    return status;
+}
+
 /* slice_ptr = [0, cumulative sizes]; returns P = stored entries and the
  * padding measure over real rows (ghost rows of the last slice excluded). */
 static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t *sizes,
@@ -453,9 +521,7 @@ static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t 
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(host, d_info, sizeof host, cudaMemcpyDeviceToHost,
                                               c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    *P = host[0];
-    *P_real = host[0] - (ns * SELL_C - m->n_rows) * (host[1] / SELL_C);
-    *width_max = host[2] / SELL_C;
+    slice_plan_from_info(m, host, P, P_real, width_max);
 cleanup:
     gs_cuda_free(e, d_info, sizeof host);
     return status;
@@ -598,14 +664,18 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
     m->n_slices = (n + SELL_C - 1) / SELL_C;
     m->sigma = 1;
     if (n == 0 || force == GS_CUDA_LAYOUT_CSR) return fill_csr(e, m, row_ptr, col, val);
-    GS_TRY(gs_cuda_alloc(e, &len, n * sizeof(int32_t), "SELL build: row lengths"));
-    GS_TRY(gs_cuda_alloc(e, &sizes, m->n_slices * sizeof(int64_t), "SELL build: slice sizes"));
     GS_TRY(gs_cuda_alloc(e, &m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t),
                          "SELL slice pointers"));
     m->bytes += (m->n_slices + 1) * sizeof(int64_t);
-    GS_TRY(CUDA_LAUNCH(&e->err, row_length_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream,
-                       row_ptr, n, len));
-    GS_TRY(build_slice_ptr(e, m, len, sizes, &P, &P_real, &width));
+    if (force != GS_CUDA_LAYOUT_SELL_SORTED && m->n_slices <= SLICE_SMALL_BLOCK) {
+        GS_TRY(build_slice_ptr_small(e, m, row_ptr, &P, &P_real, &width));
+    } else {
+        GS_TRY(gs_cuda_alloc(e, &len, n * sizeof(int32_t), "SELL build: row lengths"));
+        GS_TRY(gs_cuda_alloc(e, &sizes, m->n_slices * sizeof(int64_t), "SELL build: slice sizes"));
+        GS_TRY(CUDA_LAUNCH(&e->err, row_length_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream,
+                           row_ptr, n, len));
+        GS_TRY(build_slice_ptr(e, m, len, sizes, &P, &P_real, &width));
+    }
     if (force == GS_CUDA_LAYOUT_AUTO) {
         /* fill: bytes moved; width ratio: how unevenly the static slice to
          * warp assignment is loaded (a few wide slices keep a few warps busy

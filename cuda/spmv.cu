@@ -428,15 +428,22 @@ __global__ void __launch_bounds__(SLICE_INFO_BLOCK)
     }
 }
 
-/* The host's share of a slice plan from info = {stored entries, the last
- * slice's size, the widest slice's size}: P, the padding measure over real
- * rows (ghost rows of the last slice excluded) and the widest slice's width. */
-static void slice_plan_from_info(const gs_mat *m, const int64_t info[3], int64_t *P,
-                                 int64_t *P_real, int64_t *width_max)
+/* The host's share of a slice plan, read in one round trip from d_info =
+ * {stored entries, the last slice's size, the widest slice's size}: P, the
+ * padding measure over real rows (ghost rows of the last slice excluded)
+ * and the widest slice's width. */
+static int slice_plan_read(gs_engine *e, const gs_mat *m, const int64_t *d_info, int64_t *P,
+                           int64_t *P_real, int64_t *width_max)
 {
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int64_t info[3] = {0, 0, 0};
+    int status = CUDA_CALL(&e->err, cudaMemcpyAsync(info, d_info, sizeof info,
+                                                    cudaMemcpyDeviceToHost, c->stream));
+    if (status == GS_OK) status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
     *P = info[0];
     *P_real = info[0] - (m->n_slices * SELL_C - m->n_rows) * (info[1] / SELL_C);
     *width_max = info[2] / SELL_C;
+    return status;
 }
 
 /* Matrices of at most SLICE_SMALL_BLOCK slices in their own row order: the
@@ -481,16 +488,13 @@ static int build_slice_ptr_small(gs_engine *e, gs_mat *m, const int64_t *row_ptr
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int status = GS_OK;
-    int64_t host[3] = {0, 0, 0}, *d_info = NULL;
-    GS_TRY(gs_cuda_alloc(e, &d_info, sizeof host, "SELL build: sizes"));
+    int64_t *d_info = NULL;
+    GS_TRY(gs_cuda_alloc(e, &d_info, 3 * sizeof(int64_t), "SELL build: sizes"));
     GS_TRY(CUDA_LAUNCH(&e->err, slice_small_kernel, 1, SLICE_SMALL_BLOCK, 0, c->stream, row_ptr,
                        (int64_t)m->n_rows, m->n_slices, m->slice_ptr, d_info));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(host, d_info, sizeof host, cudaMemcpyDeviceToHost,
-                                              c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    slice_plan_from_info(m, host, P, P_real, width_max);
+    GS_TRY(slice_plan_read(e, m, d_info, P, P_real, width_max));
 cleanup:
-    gs_cuda_free(e, d_info, sizeof host);
+    gs_cuda_free(e, d_info, 3 * sizeof(int64_t));
     return status;
 }
 
@@ -501,13 +505,13 @@ static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t 
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int status = GS_OK;
-    int64_t host[3] = {0, 0, 0}, *d_info = NULL; /* stored, last slice, widest slice */
+    int64_t *d_info = NULL; /* stored, last slice, widest slice */
     const int64_t ns = m->n_slices;
     GS_TRY(CUDA_LAUNCH(&e->err, slice_size_kernel, blocks_for(ns * 32), GS_CUDA_BLOCK, 0, c->stream,
                        len, (const int32_t *)m->perm, (int64_t)m->n_rows, ns, sizes));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(m->slice_ptr, 0, sizeof(int64_t), c->stream)));
     GS_TRY(gs_cuda_inclusive_scan(e, sizes, m->slice_ptr + 1, ns));
-    GS_TRY(gs_cuda_alloc(e, &d_info, sizeof host, "SELL build: sizes"));
+    GS_TRY(gs_cuda_alloc(e, &d_info, 3 * sizeof(int64_t), "SELL build: sizes"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_info + 2, 0, sizeof(int64_t), c->stream)));
     {
         /* a block per 16 x 1024 slices (one block up to n = 512K rows), at
@@ -518,12 +522,9 @@ static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t 
                            c->stream, (const int64_t *)m->slice_ptr, (const int64_t *)sizes, ns,
                            d_info));
     }
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(host, d_info, sizeof host, cudaMemcpyDeviceToHost,
-                                              c->stream)));
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    slice_plan_from_info(m, host, P, P_real, width_max);
+    GS_TRY(slice_plan_read(e, m, d_info, P, P_real, width_max));
 cleanup:
-    gs_cuda_free(e, d_info, sizeof host);
+    gs_cuda_free(e, d_info, 3 * sizeof(int64_t));
     return status;
 }
 

@@ -96,8 +96,9 @@ static __device__ __forceinline__ void pattern_rank_sort(int32_t *out, int len)
  * the union over s in Lin(r,:) of {c in Ã(s,:) : c <= r} (Alg. 4.2). FILL = 0
  * counts (out_rp[r + 1] = length); FILL = 1 writes the columns at out_rp[r],
  * and with sort_rows a row of at most PATTERN_SORT_MAX columns is sorted in
- * registers on the way (pattern_rank_sort), a longer one sets *unsorted. The map M (one window of `stride` bytes per warp, index
- * c & mask) is all zero on entry and on exit.
+ * registers on the way (pattern_rank_sort), a longer one sets *unsorted.
+ * The map M (one window of `stride` bytes per warp, index c & mask) is all
+ * zero on entry and on exit.
  *
  * Up to 32 rows s are taken together (v4): lane l loads the bounds of the
  * Ã row of the l-th s at once, and a warp scan lays the rows end to end.
@@ -281,10 +282,11 @@ static size_t pattern_budget(pattern_work *w, size_t want)
 }
 
 /* out = Low(Lin Ã), Lin = L_p: counting pass, scan (nnz read back: the one
- * host round trip), fill pass. The fill sorts rows of at most 32 columns and
- * sets w->overflow[1] if a row is longer (reset here first, so that the flag
- * speaks of the last product); a fill that finds more than was counted sets
- * w->overflow[0]. Both are read once, after the last product. */
+ * host round trip), fill pass. The fill sorts rows of at most
+ * PATTERN_SORT_MAX columns and sets w->overflow[1] if a row is longer
+ * (reset here first, so that the flag speaks of the last product); a fill
+ * that finds more than was counted sets w->overflow[0]. Both are read
+ * once, after the last product. */
 static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At, long p,
                            int64_t bw, pattern_work *w, fsai_dcsr *out)
 {
@@ -385,7 +387,7 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
             GS_TRY(gs_error_set(&e->err, GS_ERR_INTERNAL,
                                 "fsai pattern: a row of Low(L A) outgrew its counted length "
                                 "(counting and fill passes disagree)"));
-        if (flags[1]) GS_TRY(pattern_sort_rows(e, &L)); /* rows longer than 32 */
+        if (flags[1]) GS_TRY(pattern_sort_rows(e, &L)); /* rows longer than PATTERN_SORT_MAX */
     }
 cleanup:
     pattern_work_free(e, &w);

@@ -174,23 +174,23 @@ static void parallel_copy(char *dst, const char *src, size_t bytes)
     }
 }
 
-int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes)
+int gs_cuda_upload_start(gs_engine *e, void *dst, const void *src, size_t bytes, int *pending)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int status = GS_OK;
-    if (bytes < GS_CUDA_STAGE_BYTES / 4 || !c->stage[0]) {
+    /* from page-locked memory (host_pin, cudaMallocHost) the copy is one
+     * DMA, truly asynchronous: src is read after the return */
+    cudaPointerAttributes at;
+    const int pinned = cudaPointerGetAttributes(&at, src) == cudaSuccess &&
+                       at.type != cudaMemoryTypeUnregistered;
+    (void)cudaGetLastError(); /* a pageable pointer is not an error */
+    if (pinned || bytes < GS_CUDA_STAGE_BYTES / 4 || !c->stage[0]) {
         /* from pageable memory the call returns once src is staged (CUDA
          * runtime API, "API synchronization behavior"), so src may be reused
-         * without waiting for the copy; from pinned or registered memory the
-         * copy is truly asynchronous, and that src is waited for */
-        cudaPointerAttributes at;
-        const int pinned = cudaPointerGetAttributes(&at, src) == cudaSuccess &&
-                           at.type != cudaMemoryTypeUnregistered;
-        (void)cudaGetLastError();
+         * without waiting for the copy */
         status = CUDA_CALL(&e->err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                                                     c->stream));
-        if (status == GS_OK && pinned)
-            status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
+        if (status == GS_OK && pinned) *pending = 1;
         return status;
     }
     for (size_t off = 0, i = 0; status == GS_OK && off < bytes; off += GS_CUDA_STAGE_BYTES, i++) {
@@ -205,6 +205,22 @@ int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes)
             status = CUDA_CALL(&e->err, cudaEventRecord(c->stage_free[b], c->stream));
     }
     return status;
+}
+
+int gs_cuda_upload_finish(gs_engine *e, int pending, int status)
+{
+    if (!pending) return status;
+    /* src may be freed once the caller returns: the copies must be done
+     * even when something after them failed */
+    const int s = CUDA_CALL(&e->err, cudaStreamSynchronize(gs_cuda_of(e)->stream));
+    return status != GS_OK ? status : s;
+}
+
+int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes)
+{
+    int pending = 0;
+    const int status = gs_cuda_upload_start(e, dst, src, bytes, &pending);
+    return gs_cuda_upload_finish(e, pending, status);
 }
 
 static int cuda_vec_upload(gs_engine *e, gs_vec *dst, const double *src)
@@ -756,6 +772,25 @@ static void cuda_seq_destroy(gs_engine *e, void *seq)
     if (seq) cudaGraphExecDestroy((cudaGraphExec_t)seq);
 }
 
+/* ------------------------------------------------ page-locked host memory */
+
+static int cuda_host_pin(gs_engine *e, void *p, size_t bytes)
+{
+    (void)e;
+    if (!p || bytes == 0) return 0;
+    if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) return 1;
+    /* refused (no page-locked memory left, or a page already registered by
+     * a neighbouring array): not sticky, the array stays pageable */
+    (void)cudaGetLastError();
+    return 0;
+}
+
+static void cuda_host_unpin(gs_engine *e, void *p)
+{
+    (void)e;
+    if (p && cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
+}
+
 /* ------------------------------------------------------ create and destroy */
 
 static void cuda_destroy(gs_engine *e)
@@ -810,6 +845,10 @@ static const gs_engine_ops cuda_ops = {
     cuda_capture_end,
     cuda_replay,
     cuda_seq_destroy,
+    cuda_host_pin,
+    cuda_host_unpin,
+    gs_cuda_mat_create_system,
+    gs_cuda_setup_done,
 };
 
 /* Copy bandwidth as the roofline's ceiling: a device-to-device cudaMemcpy of

@@ -87,6 +87,13 @@ typedef struct gs_cuda_impl {
     double *partials;      /* device, red_blocks * GS_CUDA_MDOT_CHUNK */
     unsigned int *counter; /* device, last-block-done ticket */
     int capturing;
+    /* The CSR that mat_create_system uploaded for setup_of, kept for its
+     * preconditioner's setup: gs_cuda_mat_device_csr hands it over, else
+     * setup_done (or the matrix's destroy) frees it. */
+    const gs_mat *setup_of;
+    int64_t *setup_rp;
+    int32_t *setup_col;
+    double *setup_val;
 } gs_cuda_impl;
 
 static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }
@@ -101,10 +108,18 @@ void gs_cuda_free(gs_engine *e, void *p, size_t bytes);
 #define gs_cuda_alloc(e, p, bytes, what)                                                          \
     gs_cuda_alloc_at((e), (void **)(p), (bytes), (what), __FILE__, __LINE__)
 
-/* Host-to-device copy of bytes from src through the engine's pinned
- * staging buffers (fast path for large transfers); src may be reused when it
- * returns (pageable or pinned), the copy is ordered on the engine's stream. */
+/* Host-to-device copy of bytes from src, ordered on the engine's stream;
+ * src may be reused when it returns. From page-locked src one DMA (then
+ * waited for); large pageable copies go through the engine's pinned staging
+ * buffers. */
 int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes);
+/* The same in two halves, so that several copies from page-locked memory
+ * run back to back: start sets *pending when the copy may still read src
+ * after the return; finish (once, after the last start) waits for them if
+ * any is pending, whatever status is, and returns status or the wait's
+ * failure. */
+int gs_cuda_upload_start(gs_engine *e, void *dst, const void *src, size_t bytes, int *pending);
+int gs_cuda_upload_finish(gs_engine *e, int pending, int status);
 
 /* out[i] = in[0] + ... + in[i] for i < count, in stream order; out may be
  * in. Up to GS_CUDA_SCAN_SMALL items: one block, one launch (a setup scans a
@@ -125,16 +140,24 @@ unsigned gs_cuda_red_grid(gs_engine *e, int64_t n, int64_t per_block);
 int gs_cuda_mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
                                 const int64_t *row_ptr, const int32_t *col, const double *val,
                                 gs_precision prec, gs_cuda_tri tri, gs_mat **out);
+/* The same (not triangular) from arrays the caller gives away: where the
+ * layout is CSR in fp64 the matrix takes them over (*taken = 1: the caller
+ * must not free them), else they are copied (*taken = 0) and stay the
+ * caller's. Saves the copies of a setup's factors kept as CSR. */
+int gs_cuda_mat_adopt_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
+                                 int64_t *row_ptr, int32_t *col, double *val, gs_precision prec,
+                                 int *taken, gs_mat **out);
 
 /* A matrix's CSR on the device with fp64 values (sorted columns as given to
  * mat_create), for setups that read A by rows (FSAI's gather and
  * postfilter). The CSR layout hands out the engine's own arrays (owned = 0);
- * sliced ELL is turned back into CSR on the device, unpermuted, bitwise the
- * matrix that was created (owned = 1: row_ptr, col and val were allocated
- * here). A stored in fp32 is refused (GS_ERR_UNSUPPORTED): its values are
- * no longer the fp64 ones. Release with gs_cuda_csr_view_free (NULL-safe,
- * frees only what the call built, zeroes the view). The stream is
- * synchronised on return. */
+ * the system matrix's upload, where mat_create_system kept it, is handed
+ * over (owned = 1, once: the engine forgets it); otherwise sliced ELL is
+ * turned back into CSR on the device, unpermuted, bitwise the matrix that
+ * was created (owned = 1: row_ptr, col and val were allocated here). A
+ * stored in fp32 is refused (GS_ERR_UNSUPPORTED): its values are no longer
+ * the fp64 ones. Release with gs_cuda_csr_view_free (NULL-safe, frees what
+ * the view owns, zeroes the view). In stream order. */
 typedef struct gs_cuda_csr_view {
     int32_t n_rows, n_cols;
     int64_t nnz;
@@ -150,6 +173,8 @@ void gs_cuda_csr_view_free(gs_engine *e, gs_cuda_csr_view *v);
 
 /* Engine ops implemented in spmv.cu. */
 int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
+int gs_cuda_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out);
+void gs_cuda_setup_done(gs_engine *e, gs_mat *A);
 void gs_cuda_mat_destroy(gs_engine *e, gs_mat *A);
 int gs_cuda_spmv_dot(gs_engine *e, const gs_mat *A, const gs_vec *x, gs_vec *y, const gs_vec *w,
                      int slot);

@@ -586,8 +586,10 @@ static int fill_sell(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int3
 
 /* Vector-CSR: a copy of the arrays, values in the stored precision; lanes
  * per row = the power of two at or above the mean row length, 2 to 32. */
+/* The CSR layout from device arrays: copied, or taken over (no copies, the
+ * matrix then owns them) where adopt is set and the values stay fp64. */
 static int fill_csr(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
-                    const double *val)
+                    const double *val, int adopt)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t n = m->n_rows, nnz = m->nnz;
@@ -596,6 +598,13 @@ static int fill_csr(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32
     m->format = GS_CUDA_CSR;
     m->lanes = 2;
     while (m->lanes < 32 && (double)m->lanes * (double)n < (double)nnz) m->lanes *= 2;
+    if (adopt && m->prec == GS_FP64) {
+        m->row_ptr = (int64_t *)row_ptr;
+        m->csr_col = (int32_t *)col;
+        m->csr_val = (void *)val;
+        m->bytes += (n + 1) * sizeof(int64_t) + nnz * (sizeof(int32_t) + vsize);
+        return GS_OK;
+    }
     GS_TRY(gs_cuda_alloc(e, &m->row_ptr, (n + 1) * sizeof(int64_t), "CSR row pointers"));
     GS_TRY(gs_cuda_alloc(e, &m->csr_col, nnz * sizeof(int32_t), "CSR column indices"));
     GS_TRY(gs_cuda_alloc(e, &m->csr_val, nnz * vsize, "CSR values"));
@@ -655,7 +664,7 @@ cleanup:
 /* Choose the layout by the rule at the top of this file and build it;
  * force (benchmarks, tests) overrides the rule. */
 static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
-                        const double *val, gs_cuda_layout force, int sigma)
+                        const double *val, gs_cuda_layout force, int sigma, int adopt)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t n = m->n_rows;
@@ -664,7 +673,7 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
     int status = GS_OK, use_sell = 0;
     m->n_slices = (n + SELL_C - 1) / SELL_C;
     m->sigma = 1;
-    if (n == 0 || force == GS_CUDA_LAYOUT_CSR) return fill_csr(e, m, row_ptr, col, val);
+    if (n == 0 || force == GS_CUDA_LAYOUT_CSR) return fill_csr(e, m, row_ptr, col, val, adopt);
     GS_TRY(gs_cuda_alloc(e, &m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t),
                          "SELL slice pointers"));
     m->bytes += (m->n_slices + 1) * sizeof(int64_t);
@@ -703,7 +712,7 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
         m->perm = NULL;
         m->slice_ptr = NULL;
         m->sigma = 1;
-        GS_TRY(fill_csr(e, m, row_ptr, col, val));
+        GS_TRY(fill_csr(e, m, row_ptr, col, val, adopt));
     }
 cleanup: /* stream-ordered frees; the matrix is ready in stream order */
     gs_cuda_free(e, sizes, m->n_slices * sizeof(int64_t));
@@ -711,10 +720,13 @@ cleanup: /* stream-ordered frees; the matrix is ready in stream order */
     return status;
 }
 
+/* adopt: row_ptr, col and val are the caller's to give; the CSR layout in
+ * fp64 takes them over ((*out)->row_ptr == row_ptr then, and the caller
+ * must not free them), any other layout copies them. */
 static int mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
                                const int64_t *row_ptr, const int32_t *col, const double *val,
                                gs_precision prec, gs_cuda_tri tri, gs_cuda_layout force,
-                               int sigma, gs_mat **out)
+                               int sigma, int adopt, gs_mat **out)
 {
     *out = NULL;
     if (gs_cuda_of(e)->capturing)
@@ -726,7 +738,7 @@ static int mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int
     m->nnz = nnz;
     m->prec = prec;
     m->tri = tri;
-    int status = build_layout(e, m, row_ptr, col, val, force, sigma);
+    int status = build_layout(e, m, row_ptr, col, val, force, sigma, adopt);
     if (m->format == GS_CUDA_CSR)
         snprintf(m->layout, sizeof m->layout, "CSR");
     else if (m->perm)
@@ -736,6 +748,8 @@ static int mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int
     if (status == GS_OK) status = spmv_prepare(e, m);
     if (status == GS_OK && tri != GS_CUDA_TRI_NONE) status = keep_triangle(e, m, row_ptr, col, val);
     if (status != GS_OK) {
+        if (m->row_ptr == row_ptr) /* taken over: the caller's to free after all */
+            m->row_ptr = NULL, m->csr_col = NULL, m->csr_val = NULL;
         gs_cuda_mat_destroy(e, m);
         return status;
     }
@@ -748,7 +762,18 @@ int gs_cuda_mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, in
                                 gs_precision prec, gs_cuda_tri tri, gs_mat **out)
 {
     return mat_from_device_csr(e, n_rows, n_cols, nnz, row_ptr, col, val, prec, tri,
-                               GS_CUDA_LAYOUT_AUTO, 0, out);
+                               GS_CUDA_LAYOUT_AUTO, 0, 0, out);
+}
+
+int gs_cuda_mat_adopt_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
+                                 int64_t *row_ptr, int32_t *col, double *val, gs_precision prec,
+                                 int *taken, gs_mat **out)
+{
+    *taken = 0;
+    const int status = mat_from_device_csr(e, n_rows, n_cols, nnz, row_ptr, col, val, prec,
+                                           GS_CUDA_TRI_NONE, GS_CUDA_LAYOUT_AUTO, 0, 1, out);
+    if (status == GS_OK) *taken = (*out)->row_ptr == row_ptr;
+    return status;
 }
 
 /* Triangular as stored (the CPU engine's rule): lower if no entry lies
@@ -765,45 +790,87 @@ static gs_cuda_tri triangle_of(const gs_csr *A)
     return lower ? GS_CUDA_TRI_LOWER : upper ? GS_CUDA_TRI_UPPER : GS_CUDA_TRI_NONE;
 }
 
-extern "C" int gs_cuda_mat_create_as(gs_engine *e, const gs_csr *A, gs_precision prec,
-                                      gs_cuda_layout layout, int sigma, gs_mat **out)
+/* The setup's copy of the system matrix's CSR, if it is still kept. */
+static void setup_csr_free(gs_engine *e)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
+    if (!c->setup_of) return;
+    const int64_t n = c->setup_of->n_rows, nnz = c->setup_of->nnz;
+    gs_cuda_free(e, c->setup_val, (size_t)nnz * sizeof(double));
+    gs_cuda_free(e, c->setup_col, (size_t)nnz * sizeof(int32_t));
+    gs_cuda_free(e, c->setup_rp, ((size_t)n + 1) * sizeof(int64_t));
+    c->setup_of = NULL, c->setup_rp = NULL, c->setup_col = NULL, c->setup_val = NULL;
+}
+
+/* A uploaded as CSR (one DMA an array from page-locked memory), then laid
+ * out; the CSR layout in fp64 keeps the upload itself. keep (the system
+ * matrix, fp64): otherwise the upload stays with the engine for the setup
+ * (setup_of) instead of being freed. */
+static int mat_create_impl(gs_engine *e, const gs_csr *A, gs_precision prec,
+                           gs_cuda_layout layout, int sigma, int keep, gs_mat **out)
+{
     *out = NULL;
     if (e->ops->kind != GS_ENGINE_CUDA)
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "gs_cuda_mat_create_as: not a CUDA engine");
     if (!A->val)
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda mat_create: matrix without values");
+    gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t n = A->n_rows, nnz = A->nnz;
     int64_t *d_ptr = NULL;
     int32_t *d_col = NULL;
     double *d_val = NULL;
-    int status = GS_OK;
+    int status = GS_OK, pending = 0;
     GS_TRY(gs_cuda_alloc(e, &d_ptr, (n + 1) * sizeof(int64_t), "matrix upload: row pointers"));
     GS_TRY(gs_cuda_alloc(e, &d_col, nnz * sizeof(int32_t), "matrix upload: column indices"));
     GS_TRY(gs_cuda_alloc(e, &d_val, nnz * sizeof(double), "matrix upload: values"));
-    GS_TRY(gs_cuda_upload(e, d_ptr, A->row_ptr, (n + 1) * sizeof(int64_t)));
+    GS_TRY(gs_cuda_upload_start(e, d_ptr, A->row_ptr, (n + 1) * sizeof(int64_t), &pending));
     if (nnz > 0) {
-        GS_TRY(gs_cuda_upload(e, d_col, A->col, nnz * sizeof(int32_t)));
-        GS_TRY(gs_cuda_upload(e, d_val, A->val, nnz * sizeof(double)));
+        GS_TRY(gs_cuda_upload_start(e, d_col, A->col, nnz * sizeof(int32_t), &pending));
+        GS_TRY(gs_cuda_upload_start(e, d_val, A->val, nnz * sizeof(double), &pending));
     }
     GS_TRY(mat_from_device_csr(e, A->n_rows, A->n_cols, nnz, d_ptr, d_col, d_val, prec,
-                               triangle_of(A), layout, sigma, out));
+                               triangle_of(A), layout, sigma, 1, out));
+    if ((*out)->row_ptr == d_ptr) {
+        d_ptr = NULL, d_col = NULL, d_val = NULL; /* the matrix's own now */
+    } else if (keep && prec == GS_FP64) {
+        setup_csr_free(e);
+        c->setup_of = *out;
+        c->setup_rp = d_ptr, c->setup_col = d_col, c->setup_val = d_val;
+        d_ptr = NULL, d_col = NULL, d_val = NULL;
+    }
 cleanup: /* stream-ordered frees: after the kernels that read them */
+    status = gs_cuda_upload_finish(e, pending, status);
     gs_cuda_free(e, d_val, nnz * sizeof(double));
     gs_cuda_free(e, d_col, nnz * sizeof(int32_t));
     gs_cuda_free(e, d_ptr, (n + 1) * sizeof(int64_t));
     return status;
 }
 
+extern "C" int gs_cuda_mat_create_as(gs_engine *e, const gs_csr *A, gs_precision prec,
+                                      gs_cuda_layout layout, int sigma, gs_mat **out)
+{
+    return mat_create_impl(e, A, prec, layout, sigma, 0, out);
+}
+
 int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out)
 {
-    return gs_cuda_mat_create_as(e, A, prec, GS_CUDA_LAYOUT_AUTO, 0, out);
+    return mat_create_impl(e, A, prec, GS_CUDA_LAYOUT_AUTO, 0, 0, out);
+}
+
+int gs_cuda_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out)
+{
+    return mat_create_impl(e, A, GS_FP64, GS_CUDA_LAYOUT_AUTO, 0, 1, out);
+}
+
+void gs_cuda_setup_done(gs_engine *e, gs_mat *A)
+{
+    if (A && gs_cuda_of(e)->setup_of == A) setup_csr_free(e);
 }
 
 void gs_cuda_mat_destroy(gs_engine *e, gs_mat *m)
 {
     if (!m) return;
+    gs_cuda_setup_done(e, m);
     const int64_t n = m->n_rows, nnz = m->nnz;
     const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
     for (int u = 0; u < 2; u++) {
@@ -935,6 +1002,14 @@ int gs_cuda_mat_device_csr(gs_engine *e, const gs_mat *A, gs_cuda_csr_view *out)
         out->row_ptr = A->row_ptr;
         out->col = A->csr_col;
         out->val = (const double *)A->csr_val;
+        return GS_OK;
+    }
+    if (c->setup_of == A) { /* mat_create_system's upload: handed over */
+        out->row_ptr = c->setup_rp;
+        out->col = c->setup_col;
+        out->val = c->setup_val;
+        out->owned = 1;
+        c->setup_of = NULL, c->setup_rp = NULL, c->setup_col = NULL, c->setup_val = NULL;
         return GS_OK;
     }
     GS_TRY(gs_cuda_alloc(e, &rp, ((size_t)n + 1) * sizeof(int64_t), "CSR of A: row pointers"));

@@ -144,6 +144,21 @@ typedef struct gs_engine_ops {
     int (*capture_end)(gs_engine *e, void **seq);
     int (*replay)(gs_engine *e, void *seq);
     void (*seq_destroy)(gs_engine *e, void *seq);
+
+    /* --- optional (NULL where the engine has none): host memory, setups ---
+     * host_pin page-locks the host array [p, p + bytes) so that uploads
+     * from it are one DMA at the link's rate, not the driver's staged copy
+     * (the problem's matrix and vectors, when they are read: outside Tt).
+     * Returns 1 if pinned, 0 if the system refused (uploads stay pageable:
+     * slower, never wrong). host_unpin(e, p) undoes it before p is freed. */
+    int (*host_pin)(gs_engine *e, void *p, size_t bytes);
+    void (*host_unpin)(gs_engine *e, void *p);
+    /* mat_create in fp64 of the system matrix, whose preconditioner is set
+     * up next: the engine may keep what the setups read (the CUDA engine:
+     * the CSR it uploaded, which FSAI's setup reads by rows) until
+     * setup_done(e, A), which the caller issues once the setup is over. */
+    int (*mat_create_system)(gs_engine *e, const gs_csr *A, gs_mat **out);
+    void (*setup_done)(gs_engine *e, gs_mat *A);
 } gs_engine_ops;
 
 struct gs_engine {

@@ -19,8 +19,11 @@ typedef struct gs_problem {
     gs_csr A;
     int symmetric;       /* numerically symmetric (relative 1e-12) */
     const char *field;   /* "real", "integer", "pattern", "generated" */
-    double read_seconds; /* reading (or generating) A, outside Tt */
+    double read_seconds; /* reading (or generating) A, and page-locking it, outside Tt */
     double *b, *x0;
+#define GS_PROBLEM_ARRAYS 5 /* A's row_ptr, col, val; b, x0 */
+    void *pinned[GS_PROBLEM_ARRAYS]; /* those page-locked by pinned_by */
+    gs_engine *pinned_by;
 } gs_problem;
 
 typedef struct gs_run {
@@ -53,7 +56,11 @@ typedef struct gs_run {
 /* Read (input != NULL) or generate (cli->generate) a problem; sets up b and
  * x0 as the options say. Errors name the file and line or the option. */
 int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_error *err);
-void gs_problem_free(gs_problem *p);
+void gs_problem_free(gs_problem *p); /* unpins first */
+/* Page-locks the problem's arrays where engine e can (host_pin), so that
+ * Tp's transfer of A (and the uploads of b and x0) are single DMAs; timed
+ * with the reading, outside Tt. For one engine; gs_problem_free undoes it. */
+void gs_problem_pin(gs_problem *p, gs_engine *e);
 
 /* The method --method auto picks for p. */
 const char *gs_problem_default_method(const gs_problem *p);

@@ -1035,6 +1035,122 @@ END_TEST
 
 /* --------------------------------------------------------------- errors */
 
+/* B (downloaded through the setups' view of ga) is A, bit for bit. */
+static void assert_same_csr(const gs_csr *A, const gs_csr *B, const char *what)
+{
+    for (int32_t i = 0; i <= A->n_rows; i++)
+        ck_assert_msg(B->row_ptr[i] == A->row_ptr[i], "%s: row_ptr[%d] = %lld, want %lld", what,
+                      (int)i, (long long)B->row_ptr[i], (long long)A->row_ptr[i]);
+    for (int64_t k = 0; k < A->nnz; k++)
+        ck_assert_msg(B->col[k] == A->col[k] && memcmp(&B->val[k], &A->val[k], sizeof(double)) == 0,
+                      "%s: entry %lld: (%d, %.17g), want (%d, %.17g)", what, (long long)k,
+                      (int)B->col[k], B->val[k], (int)A->col[k], A->val[k]);
+}
+
+/* mat_create_system from page-locked host arrays (host_pin): the upload is
+ * over when it returns (the host arrays, poisoned right after, do not reach
+ * the device); the sliced ELL layout keeps the CSR upload for the setup,
+ * handed over once by the setups' view (owned, bitwise A, and the engine's
+ * bytes drop by exactly its size when the view is freed), the sliced ELL
+ * turned back after that; setup_done frees an upload not handed over, and
+ * the CSR layout keeps no second copy. Every array is freed in the end. */
+static void check_system_matrix(const gs_csr *A0, const char *what)
+{
+    gs_csr A = {0}, B = {0};
+    gs_error err = {0};
+    gs_mat *ga = NULL;
+    int owned = -2;
+    ck_assert_int_eq(gs_csr_copy(A0, &A, &err), GS_OK);
+    ck_assert_int_eq(gs_csr_alloc(A.n_rows, A.n_cols, A.nnz, 1, &B, &err), GS_OK);
+    const size_t csr_bytes = ((size_t)A.n_rows + 1) * sizeof(int64_t) +
+                             (size_t)A.nnz * (sizeof(int32_t) + sizeof(double));
+    /* each array alone in whole pages (as gs_problem_pin lays them out) */
+    void *arrays[3] = {A.row_ptr, A.col, A.val};
+    size_t sizes[3] = {((size_t)A.n_rows + 1) * sizeof(int64_t), (size_t)A.nnz * sizeof(int32_t),
+                       (size_t)A.nnz * sizeof(double)};
+    for (int k = 0; k < 3; k++) {
+        void *q = NULL;
+        const size_t len = (sizes[k] + 4095) / 4096 * 4096;
+        ck_assert_int_eq(posix_memalign(&q, 4096, len), 0);
+        memcpy(q, arrays[k], sizes[k]);
+        free(arrays[k]);
+        arrays[k] = q, sizes[k] = len;
+        ck_assert_msg(gpu->ops->host_pin(gpu, q, len) == 1, "%s: array %d not page-locked", what, k);
+    }
+    A.row_ptr = arrays[0], A.col = arrays[1], A.val = arrays[2];
+    const size_t base = gpu->device_bytes_now;
+    for (int round = 0; round < 2; round++) {
+        ck_assert_msg(gpu->ops->mat_create_system(gpu, &A, &ga) == GS_OK, "%s: %s", what,
+                      gpu->err.msg);
+        gs_csr keep = {0};
+        ck_assert_int_eq(gs_csr_copy(&A, &keep, &err), GS_OK);
+        memset(A.col, 0xff, (size_t)A.nnz * sizeof(int32_t)); /* after the return: too late */
+        memset(A.val, 0xff, (size_t)A.nnz * sizeof(double));
+        const int is_csr = strcmp(gs_cuda_mat_layout(ga), "CSR") == 0;
+        const size_t made = gpu->device_bytes_now;
+        if (round == 0) {
+            /* handed over: owned, bitwise A, freed with the view */
+            ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
+            ck_assert_msg(owned == !is_csr, "%s (%s): owned %d", what, gs_cuda_mat_layout(ga), owned);
+            assert_same_csr(&keep, &B, what);
+            ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
+            /* then the sliced ELL is turned back, as for any matrix */
+            memset(B.val, 0, (size_t)A.nnz * sizeof(double));
+            ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
+            ck_assert_int_eq(owned, !is_csr);
+            assert_same_csr(&keep, &B, what);
+            gpu->ops->setup_done(gpu, ga); /* nothing left to free */
+            ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
+        } else {
+            gpu->ops->setup_done(gpu, ga);
+            ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
+            ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
+            assert_same_csr(&keep, &B, what);
+        }
+        no_error(gpu);
+        gpu->ops->mat_destroy(gpu, ga);
+        ck_assert_uint_eq(gpu->device_bytes_now, base);
+        memcpy(A.col, keep.col, (size_t)A.nnz * sizeof(int32_t));
+        memcpy(A.val, keep.val, (size_t)A.nnz * sizeof(double));
+        gs_csr_free(&keep);
+    }
+    /* destroyed with its upload still kept: freed too */
+    ck_assert_int_eq(gpu->ops->mat_create_system(gpu, &A, &ga), GS_OK);
+    gpu->ops->mat_destroy(gpu, ga);
+    ck_assert_uint_eq(gpu->device_bytes_now, base);
+    for (int k = 0; k < 3; k++) gpu->ops->host_unpin(gpu, arrays[k]);
+    no_error(gpu);
+    gs_csr_free(&A), gs_csr_free(&B);
+}
+
+START_TEST(test_system_matrix)
+{
+    engines_up();
+    ck_assert(gpu->ops->host_pin && gpu->ops->host_unpin && gpu->ops->mat_create_system &&
+              gpu->ops->setup_done);
+    ck_assert(!cpu->ops->host_pin && !cpu->ops->mat_create_system);
+    tu_rng r = tu_rng_seed(27);
+    int layouts[2] = {0, 0}; /* SELL, CSR seen */
+    const int32_t sizes[] = {33, 1000, 100003};
+    char what[64];
+    for (int s = 0; s < 3; s++)
+        for (int kind = 0; kind < 4; kind++) {
+            gs_csr A = {0};
+            random_matrix(&r, sizes[s], sizes[s], kind, &A);
+            snprintf(what, sizeof what, "kind %d n=%d", kind, (int)sizes[s]);
+            gs_mat *ga = NULL;
+            ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP64, &ga), GS_OK);
+            layouts[strcmp(gs_cuda_mat_layout(ga), "CSR") == 0] = 1;
+            gpu->ops->mat_destroy(gpu, ga);
+            check_system_matrix(&A, what);
+            gs_csr_free(&A);
+        }
+    ck_assert_msg(layouts[0] && layouts[1], "layouts covered: SELL %d, CSR %d", layouts[0],
+                  layouts[1]);
+    engines_down();
+}
+END_TEST
+
 START_TEST(test_errors_and_accounting)
 {
     engines_up();
@@ -1093,6 +1209,7 @@ static Suite *cuda_engine_suite(int have_gpu)
         tcase_add_test(tc, test_jacobi_device_setup);
 #if GS_HAVE_CUDA
         tcase_add_test(tc, test_device_csr);
+        tcase_add_test(tc, test_system_matrix);
 #endif
         tcase_add_test(tc, test_errors_and_accounting);
     }

@@ -485,12 +485,13 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = H->n;
     const unsigned grid = fsai_blocks(n, ROW_WARPS);
-    int *d_fail = NULL, fail = INT32_MAX, status = GS_OK;
+    /* no failure: every byte 0x7f (a memset, not a copy from the host) */
+    const int no_fail = 0x7f7f7f7f;
+    int *d_fail = NULL, fail = no_fail, status = GS_OK;
     int64_t nnz = 0;
     uint64_t words[2] = {0, 0}; /* nnz(G), the factorisation's failure record */
     GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof(int), "fsai postfilter: failure record"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d_fail, &fail, sizeof fail, cudaMemcpyHostToDevice,
-                                              c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_fail, 0x7f, sizeof fail, c->stream)));
     GS_TRY(fsai_dcsr_alloc_rows(e, G, n, "fsai: row pointers of G"));
     GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, false>), grid, 32 * ROW_WARPS, 0,
                        c->stream, n, (const int64_t *)H->rp, (const int32_t *)H->col,
@@ -513,7 +514,7 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&fail, d_fail, sizeof fail, cudaMemcpyDeviceToHost,
                                               c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    if (fail != INT32_MAX)
+    if (fail != no_fail)
         status = gs_error_set(err, GS_ERR_NUMERIC,
                               "fsai: row %d: z^T A z of the postfiltered row is not positive "
                               "and finite, so A is not SPD", fail + 1);
@@ -681,23 +682,28 @@ __global__ void fsai_to_double_kernel(int64_t n, const T *__restrict__ in, doubl
     if (i < n) out[i] = (double)in[i];
 }
 
-/* M as an engine matrix in the stored precision (fp32 values go through a
+/* M as an engine matrix in the stored precision, M freed (fp64 values kept
+ * as CSR: M's arrays taken over, no copies; fp32 values go through a
  * temporary fp64 copy: gs_cuda_mat_from_device_csr takes fp64, and rounds
  * them back exactly). */
-static int fsai_engine_matrix(gs_engine *e, const fsai_dcsr *M, gs_precision prec, gs_mat **out)
+static int fsai_engine_matrix(gs_engine *e, fsai_dcsr *M, gs_precision prec, gs_mat **out)
 {
     double *wide = NULL;
-    int status = GS_OK;
-    if (M->vsize == sizeof(double))
-        return gs_cuda_mat_from_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col,
-                                           (const double *)M->val, prec, GS_CUDA_TRI_NONE, out);
+    int status = GS_OK, taken = 0;
+    if (M->vsize == sizeof(double)) {
+        GS_TRY(gs_cuda_mat_adopt_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col,
+                                            (double *)M->val, prec, &taken, out));
+        if (taken) *M = fsai_dcsr{};
+        goto cleanup;
+    }
     GS_TRY(gs_cuda_alloc(e, &wide, (size_t)M->nnz * sizeof(double), "fsai: G values widened"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_to_double_kernel<float>, fsai_blocks(M->nnz, 256), 256, 0,
                        gs_cuda_of(e)->stream, M->nnz, (const float *)M->val, wide));
     GS_TRY(gs_cuda_mat_from_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col, wide, prec,
                                        GS_CUDA_TRI_NONE, out));
-cleanup: /* stream-ordered free */
+cleanup: /* stream-ordered frees */
     gs_cuda_free(e, wide, (size_t)M->nnz * sizeof(double));
+    fsai_dcsr_free(e, M);
     return status;
 }
 
@@ -851,7 +857,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     gs_engine *e = pc->eng;
     fsai_dcsr dA = {}, At = {}, L1 = {}, S = {}, G = {}, GT = {};
     gs_cuda_csr_view viewA = {};
-    int64_t m_max = 0, nnz_hat = 0, bw = 0;
+    int64_t m_max = 0, m_known = -1, nnz_hat = 0, bw = 0;
     unsigned long long *factor_fail = NULL;
     int status = GS_OK;
     double t0 = 0.0;
@@ -872,10 +878,11 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     } else {
         t0 = gs_pc_stage_begin(pc);
-        GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, bw, &S));
+        GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, bw, &S, &m_known));
         fsai_dcsr_free(e, &At);
         GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
-        GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, &m_max, &factor_fail)); /* gather, factorisation */
+        GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, m_known, &m_max,
+                                &factor_fail)); /* gather, factorisation */
         nnz_hat = S.nnz;
         t0 = gs_pc_stage_begin(pc);
         if (o->prec == GS_FP32)
@@ -893,9 +900,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     pc->nnz = G.nnz;
     pc->apply_bytes = 2.0 * fsai_stream_bytes(&G, o->prec) + 32.0 * A->n_rows; /* G, G^T, r t t z */
     GS_TRY(fsai_engine_matrix(e, &G, o->prec, &d->G_eng));
-    fsai_dcsr_free(e, &G);
     GS_TRY(fsai_engine_matrix(e, &GT, o->prec, &d->GT_eng));
-    fsai_dcsr_free(e, &GT);
     GS_TRY(e->ops->vec_create(e, A->n_rows, &d->t));
     GS_TRY(gs_pc_stage_end(pc, "layout", t0));
     gs_kv_num(&pc->extra, "mu_G_hat", (double)nnz_hat / (double)A->nnz);

@@ -127,21 +127,26 @@ static __device__ __forceinline__ int64_t fsai_warp_inclusive_scan(int64_t v)
 /* S = 1NZ(L_k) of Algorithm 4.1 from the prefiltered Ã (full rows, sorted),
  * its lower bandwidth bw = max_r (r - the first column of row r), and L_1 =
  * Low(Ã) (taken over by the call: freed or returned as S). Rows of S sorted.
- * Device workspace for the warps' maps is bounded, never all free memory. */
+ * Device workspace for the warps' maps is bounded, never all free memory.
+ * *m_max: the longest row of S where a product read it back along with its
+ * flags, else -1. */
 int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, int64_t bw,
-                      fsai_dcsr *S);
+                      fsai_dcsr *S,
+                      int64_t *m_max);
 
 /* Ĝ on the pattern S: row i solves A[P_i,P_i] w = e_m (3.6) and keeps
  * g = w / sqrt(w_m) (3.7); S->val then holds the values (float for
  * GS_FP32, else double) and S->vsize their size. Times the stages "gather"
  * and "factorisation" on pc (fused: systems that fit shared memory gathered
  * by the factorisation kernels, their gather timed with the factorisation);
- * *m_max = the largest m_i. *fail (device, the caller frees it, 8 bytes):
+ * m_known: the largest m_i if known (the pattern read it), else -1: known,
+ * and every system gathered fused, the plan stays on the device (no host
+ * round trip); *m_max = the largest m_i. *fail (device, the caller frees it, 8 bytes):
  * ~0, or (row << 32 | pivot) of the smallest row whose system had a pivot
  * that is not positive; it is not read here, so that the postfilter's one
  * host read takes it along (fsai_factor_failure words the error). */
 int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
-                     int fused, int64_t *m_max, unsigned long long **fail);
+                     int fused, int64_t m_known, int64_t *m_max, unsigned long long **fail);
 
 /* GS_ERR_NUMERIC in err for the failure record key of fsai_cuda_factor,
  * naming the row (1-based) as the CPU reference does. */

@@ -342,7 +342,7 @@ static __device__ inline void factor_rows_body(int32_t j0, int32_t j1, int32_t c
     __shared__ __align__(16) T colv[SPB][2][M];
     __shared__ int32_t pcol[FUSED ? SPB : 1][FUSED ? M : 1];
     const int r = (int)(threadIdx.x % M), s = (int)(threadIdx.x / M);
-    const int32_t j = j0 + (int32_t)blockIdx.x * SPB + s;
+    const int32_t j = j0 + s; /* j0: the block's first system this round */
     /* M = 32: the whole warp leaves; M = 64: one system a block, j < j1 */
     if (j >= j1) return;
     const int32_t row = order[j];
@@ -409,14 +409,22 @@ static __device__ inline void factor_rows_body(int32_t j0, int32_t j1, int32_t c
     if (r < m) g_out[s_rp[row] + r] = g;
 }
 
+/* Systems [j0, j1) of the class, or [bounds[0], bounds[1]) where the plan
+ * left the class's range on the device (bounds != NULL, written before the
+ * first class launch started; the grid then covers every system, and the
+ * blocks past the class leave at once: a loop over systems here took 254
+ * registers where one system takes 166, fp64, m <= 64). */
 template <typename T, int M, bool FUSED>
 __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
-    factor_rows_kernel(int32_t j0, int32_t j1, int32_t chunk0, const int32_t *__restrict__ order,
-                       const int64_t *__restrict__ s_rp, factor_source<T> src,
-                       T *__restrict__ g_out, unsigned long long *fail)
+    factor_rows_kernel(int32_t j0, int32_t j1, const int32_t *__restrict__ bounds, int32_t chunk0,
+                       const int32_t *__restrict__ order, const int64_t *__restrict__ s_rp,
+                       factor_source<T> src, T *__restrict__ g_out, unsigned long long *fail)
 {
+    constexpr int SPB = factor_rows_shape<M>::systems;
     gs_pdl_start();
-    factor_rows_body<T, M, FUSED>(j0, j1, chunk0, order, s_rp, src, g_out, fail);
+    if (bounds) j0 = bounds[0], j1 = bounds[1];
+    factor_rows_body<T, M, FUSED>(j0 + (int32_t)blockIdx.x * SPB, j1, chunk0, order, s_rp, src,
+                                  g_out, fail);
     gs_pdl_end();
 }
 
@@ -756,24 +764,29 @@ static __device__ inline void factor_inplace_body(int32_t row, int64_t m, T *__r
  * place in global memory, or the step-by-step updates in place. */
 template <typename T, int BT, int MINB>
 __global__ void __launch_bounds__(BT, MINB)
-    factor_block_kernel(int32_t j0, int32_t chunk0, const int32_t *__restrict__ order,
+    factor_block_kernel(int32_t j0, int32_t j1, const int32_t *__restrict__ bounds,
+                        int32_t chunk0, const int32_t *__restrict__ order,
                         const int64_t *__restrict__ s_rp, factor_source<T> src,
                         int64_t fused_max, T *__restrict__ g_out, unsigned long long *fail,
                         int64_t cap)
 {
     extern __shared__ unsigned char factor_smem[];
-    const int32_t j = j0 + (int32_t)blockIdx.x;
-    const int32_t row = order[j];
-    const int64_t m = s_rp[row + 1] - s_rp[row];
-    T *sys = (T *)src.buf + (src.off[j] - src.off[chunk0]);
     T *sm = (T *)factor_smem;
-    T *g = g_out + s_rp[row];
     gs_pdl_start();
-    if (m <= fused_max) /* classes that fit shared memory: gathered here */
-        factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail, &src, s_rp);
-    else if (panel_smem(m, true) <= cap) factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail);
-    else if (panel_smem(m, false) <= cap) factor_panel_body<T, BT, false>(row, m, sys, g, sm, fail);
-    else factor_inplace_body<T, BT>(row, m, sys, g, sm, cap, fail);
+    if (bounds) j0 = bounds[0], j1 = bounds[1]; /* as factor_rows_kernel */
+#pragma unroll 1
+    for (int32_t j = j0 + (int32_t)blockIdx.x; j < j1; j += (int32_t)gridDim.x) {
+        const int32_t row = order[j];
+        const int64_t m = s_rp[row + 1] - s_rp[row];
+        T *sys = (T *)src.buf + (src.off[j] - src.off[chunk0]);
+        T *g = g_out + s_rp[row];
+        if (m <= fused_max) /* classes that fit shared memory: gathered here */
+            factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail, &src, s_rp);
+        else if (panel_smem(m, true) <= cap) factor_panel_body<T, BT, true>(row, m, sys, g, sm, fail);
+        else if (panel_smem(m, false) <= cap) factor_panel_body<T, BT, false>(row, m, sys, g, sm, fail);
+        else factor_inplace_body<T, BT>(row, m, sys, g, sm, cap, fail);
+        __syncthreads(); /* the shared memory is the next round's */
+    }
     gs_pdl_end();
 }
 
@@ -805,6 +818,12 @@ typedef struct factor_plan {
     size_t smem_max;      /* dynamic shared memory a block kernel can have, bytes */
     int fused;            /* --gather fused */
     int64_t fused_max;    /* systems of at most this many rows gather themselves (0: none) */
+    int32_t fit;          /* the largest m of class 4 */
+    /* Device plan (every system gathered fused, m_max known from the
+     * pattern): the classes' ranges stay on the device, bounds[k] ..
+     * bounds[k + 1], and the plan has no host round trip; counts then hold
+     * only the largest m overall and a bound of each class's. */
+    int32_t *bounds;      /* device, FACTOR_CLASSES + 1; NULL: host plan */
 } factor_plan;
 
 static void factor_plan_free(gs_engine *e, factor_plan *p)
@@ -818,6 +837,7 @@ static void factor_plan_free(gs_engine *e, factor_plan *p)
     gs_cuda_free(e, p->sizes, (n + 1) * sizeof(int64_t));
     gs_cuda_free(e, p->off, (n + 1) * sizeof(int64_t));
     gs_cuda_free(e, p->tmp, p->tmp_bytes);
+    gs_cuda_free(e, p->bounds, (FACTOR_CLASSES + 1) * sizeof(int32_t));
     free(p->first);
     free(p->first_off);
 }
@@ -853,14 +873,50 @@ __global__ void factor_plan_info_kernel(const int *counters, const int64_t *off,
     if (t == FACTOR_COUNTERS + 1) info[t] = off[n];
 }
 
-/* Classes, the stable sort of the rows by class, the size scan. */
-static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, factor_plan *p)
+/* bounds[k] = where class k starts in the sorted order (the counts'
+ * exclusive scan), bounds[FACTOR_CLASSES] = n. */
+__global__ void factor_bounds_kernel(const int *counters, int32_t *bounds)
+{
+    if (threadIdx.x != 0) return;
+    int32_t b = 0;
+    for (int k = 0; k < FACTOR_CLASSES; k++) {
+        bounds[k] = b;
+        b += counters[k];
+    }
+    bounds[FACTOR_CLASSES] = b;
+}
+
+/* The smallest m of class k. */
+static int64_t factor_class_lo(int k, int32_t fit)
+{
+    static const int64_t lo[FACTOR_CLASSES - 1] = {1, 33, 65, 97, 129};
+    return k < FACTOR_CLASSES - 1 ? lo[k] : (int64_t)fit + 1;
+}
+
+/* Device plans (no round trip) for at most this many systems, where the
+ * round trip is a visible part of the setup; larger setups keep the host
+ * plan, whose launches are sized to their classes. GS_FSAI_PLAN = host or
+ * device forces either (tests). */
+#define FACTOR_DEVICE_PLAN_ROWS 65536
+static bool factor_device_plan_wanted(int32_t n)
+{
+    const char *forced = getenv("GS_FSAI_PLAN");
+    if (forced && strcmp(forced, "host") == 0) return false;
+    if (forced && strcmp(forced, "device") == 0) return true;
+    return n <= FACTOR_DEVICE_PLAN_ROWS;
+}
+
+/* Classes, the stable sort of the rows by class, the size scan; m_known:
+ * the longest row of S if the pattern stage read it, else -1. */
+static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, int64_t m_known,
+                             factor_plan *p)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = S->n;
     int status = GS_OK;
     int32_t fit = 256;
     size_t bytes = 0;
+    bool device = false;
     int64_t *d_info = NULL, info[FACTOR_COUNTERS + 2];
     GS_TRY(vsize == sizeof(float) ? factor_smem_max<float>(e, &p->smem_max)
                                   : factor_smem_max<double>(e, &p->smem_max));
@@ -868,6 +924,8 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
     /* fused: the rows kernels' classes and every class whose systems all
      * take the shared-memory panel path */
     p->fused_max = !p->fused ? 0 : (size_t)panel_smem(fit, true) * vsize <= p->smem_max ? fit : 64;
+    p->fit = fit;
+    device = m_known >= 0 && m_known <= p->fused_max && factor_device_plan_wanted(n);
     GS_TRY(gs_cuda_alloc(e, &p->cls, (size_t)n, "fsai factor: size classes"));
     GS_TRY(gs_cuda_alloc(e, &p->cls_sorted, (size_t)n, "fsai factor: sorted classes"));
     GS_TRY(gs_cuda_alloc(e, &p->rows, (size_t)n * sizeof(int32_t), "fsai factor: rows"));
@@ -888,6 +946,24 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, fac
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(p->tmp, bytes, (const uint8_t *)p->cls,
                                                               p->cls_sorted, (const int32_t *)p->rows,
                                                               p->order, n, 0, 3, c->stream)));
+    if (device) { /* every system fused: no room in the dense buffer, offsets 0 */
+        GS_TRY(gs_cuda_alloc(e, &p->bounds, (FACTOR_CLASSES + 1) * sizeof(int32_t),
+                             "fsai factor: class ranges"));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(p->off, 0, ((size_t)n + 1) * sizeof(int64_t),
+                                                  c->stream)));
+        GS_TRY(CUDA_LAUNCH(&e->err, factor_bounds_kernel, 1, 32, 0, c->stream,
+                           (const int *)p->counters, p->bounds));
+        p->counts[FACTOR_CLASSES] = (int)m_known;
+        for (int k = 0; k < FACTOR_CLASSES; k++) {
+            static const int64_t top[FACTOR_CLASSES - 1] = {32, 64, 96, 128, 0};
+            const int64_t hi = k < FACTOR_CLASSES - 2 ? top[k] : m_known;
+            p->counts[k] = factor_class_lo(k, fit) <= m_known ? n : 0; /* at most */
+            p->counts[FACTOR_CLASSES + 1 + k] = (int)(hi < m_known ? hi : m_known);
+        }
+        p->last = 0;
+        p->total = 0;
+        goto cleanup;
+    }
     GS_TRY(CUDA_LAUNCH(&e->err, factor_sizes_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
                        (const int64_t *)S->rp, (const int32_t *)p->order, p->fused_max, p->sizes));
     GS_TRY(fsai_exclusive_scan(e, p->sizes, p->off, n));
@@ -970,19 +1046,38 @@ cleanup:
     return status;
 }
 
-/* Systems [j0, j1) of size class m <= M, M = 32 or 64; pdl: a
+/* Blocks of factor_block_kernel for `systems` systems: one a system (host
+ * plan), or where the class's size is on the device only (bounds), every
+ * block the device holds at once, at most one a system. */
+template <typename K>
+static int factor_grid(gs_engine *e, K kernel, int threads, size_t smem, int64_t systems,
+                       bool bounds, unsigned *grid)
+{
+    int per_sm = 0;
+    *grid = (unsigned)systems;
+    if (!bounds) return GS_OK;
+    const int status = CUDA_CALL(&e->err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                              &per_sm, kernel, threads, smem));
+    const int64_t all = (int64_t)(per_sm > 0 ? per_sm : 1) * gs_cuda_of(e)->sm_count;
+    if (all < (int64_t)*grid) *grid = (unsigned)all;
+    if (*grid < 1) *grid = 1;
+    return status;
+}
+
+/* Systems [j0, j1) of size class m <= M, M = 32 or 64, or the range at
+ * bounds on the device (then j1 - j0 bounds the count); pdl: a
  * programmatic dependent launch (factor_run). */
 template <typename T, int M>
-static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
-                              const factor_plan *p, const fsai_dcsr *A, const fsai_dcsr *S,
-                              T *buf, T *g, unsigned long long *fail, bool pdl)
+static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, const int32_t *bounds,
+                              int32_t chunk0, const factor_plan *p, const fsai_dcsr *A,
+                              const fsai_dcsr *S, T *buf, T *g, unsigned long long *fail, bool pdl)
 {
     constexpr int SPB = factor_rows_shape<M>::systems;
     const factor_source<T> src = {p->off, buf, S->col, A->rp, A->col, (const double *)A->val};
     auto kernel = p->fused ? factor_rows_kernel<T, M, true> : factor_rows_kernel<T, M, false>;
-    const unsigned grid = fsai_blocks(j1 - j0, SPB);
+    const unsigned grid = fsai_blocks(j1 - j0, SPB); /* a block a group, whatever bounds says */
     cudaStream_t st = gs_cuda_of(e)->stream;
-    return CUDA_LAUNCH_PDL(&e->err, pdl, kernel, grid, M * SPB, 0, st, j0, j1, chunk0,
+    return CUDA_LAUNCH_PDL(&e->err, pdl, kernel, grid, M * SPB, 0, st, j0, j1, bounds, chunk0,
                            (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
 }
 
@@ -992,22 +1087,24 @@ static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, int32_t chun
  * else its panel), up to the device's limit; factor_block_kernel picks
  * each system's path by what fits. */
 template <typename T, int BT, int MINB>
-static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, int32_t chunk0,
-                               const factor_plan *p, const fsai_dcsr *A, const fsai_dcsr *S,
-                               T *buf, T *g, unsigned long long *fail, int64_t mc,
-                               bool shared_class, bool pdl)
+static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, const int32_t *bounds,
+                               int32_t chunk0, const factor_plan *p, const fsai_dcsr *A,
+                               const fsai_dcsr *S, T *buf, T *g, unsigned long long *fail,
+                               int64_t mc, bool shared_class, bool pdl)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const factor_source<T> src = {p->off, buf, S->col, A->rp, A->col, (const double *)A->val};
     int status = GS_OK;
+    unsigned grid = 0;
     const size_t whole = (size_t)panel_smem(mc, shared_class) * sizeof(T);
     const size_t smem = whole < p->smem_max ? whole : p->smem_max;
     auto kernel = factor_block_kernel<T, BT, MINB>;
     GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)smem)));
-    GS_TRY(CUDA_LAUNCH_PDL(&e->err, pdl, kernel, j1 - j0, BT, smem, c->stream, j0, chunk0,
-                           (const int32_t *)p->order, (const int64_t *)S->rp, src, p->fused_max,
-                           g, fail, (int64_t)(smem / sizeof(T))));
+    GS_TRY(factor_grid(e, kernel, BT, smem, j1 - j0, bounds != NULL, &grid));
+    GS_TRY(CUDA_LAUNCH_PDL(&e->err, pdl, kernel, grid, BT, smem, c->stream, j0, j1, bounds,
+                           chunk0, (const int32_t *)p->order, (const int64_t *)S->rp, src,
+                           p->fused_max, g, fail, (int64_t)(smem / sizeof(T))));
 cleanup:
     return status;
 }
@@ -1023,16 +1120,18 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
     int32_t *block_first = NULL;
     int status = GS_OK;
     const size_t first_bytes = ((size_t)fsai_blocks(p->cap, GATHER_THREADS) + 1) * sizeof(int32_t);
-    int32_t class_start[FACTOR_CLASSES + 1] = {};
-    for (int k = 0; k < FACTOR_CLASSES; k++) class_start[k + 1] = class_start[k] + p->counts[k];
+    int32_t class_start[FACTOR_CLASSES + 1] = {}; /* host plan */
+    for (int k = 0; k < FACTOR_CLASSES && !p->bounds; k++)
+        class_start[k + 1] = class_start[k] + p->counts[k];
     GS_TRY(gs_cuda_alloc(e, &buf, (size_t)p->cap * sizeof(T), "fsai factor: dense local systems"));
     GS_TRY(gs_cuda_alloc(e, &block_first, first_bytes, "fsai factor: gather block starts"));
     for (int32_t b = 0; b < p->K; b++) {
         const int32_t j0 = p->first[b], j1 = p->first[b + 1];
         const int64_t count = p->first_off[b + 1] - p->first_off[b];
         if (j0 >= j1) continue;
-        double t0 = gs_pc_stage_begin(pc);
+        double t0 = 0.0;
         if (count > 0) { /* none when every system of the chunk is gathered fused */
+            t0 = gs_pc_stage_begin(pc);
             GS_TRY(CUDA_LAUNCH(&e->err, factor_block_first_kernel, fsai_blocks(j1 - j0, 256), 256,
                                0, c->stream, j0, j1, (const int64_t *)p->off, block_first));
             GS_TRY(CUDA_LAUNCH(&e->err, factor_gather_kernel<T>, fsai_blocks(count, GATHER_THREADS),
@@ -1041,8 +1140,8 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
                                (const int64_t *)S->rp, (const int32_t *)S->col,
                                (const int64_t *)A->rp, (const int32_t *)A->col,
                                (const double *)A->val, buf));
+            GS_TRY(gs_pc_stage_end(pc, "gather", t0));
         }
-        GS_TRY(gs_pc_stage_end(pc, "gather", t0));
         t0 = gs_pc_stage_begin(pc);
         /* the classes are independent: the largest systems (the longest
          * per-block latency) first, each next class a programmatic
@@ -1051,22 +1150,27 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
          * about as long as its slowest system: docs/perf-notes.md, v8) */
         bool pdl = false;
         for (int k = FACTOR_CLASSES - 1; k >= 0; k--) {
-            const int32_t a = j0 > class_start[k] ? j0 : class_start[k];
-            const int32_t z = j1 < class_start[k + 1] ? j1 : class_start[k + 1];
+            /* device plan: one chunk, the class's range read by the kernel
+             * (a class no system can be in is skipped) */
+            const int32_t *bk = p->bounds ? p->bounds + k : NULL;
+            const int32_t a = bk ? j0 : j0 > class_start[k] ? j0 : class_start[k];
+            const int32_t z = bk ? (p->counts[k] ? j1 : j0)
+                                 : j1 < class_start[k + 1] ? j1 : class_start[k + 1];
             if (a >= z) continue;
+            const int64_t mc = p->counts[FACTOR_CLASSES + 1 + k];
             if (k == 0)
-                GS_TRY((factor_launch_rows<T, 32>(e, a, z, j0, p, A, S, buf, g, fail, pdl)));
+                GS_TRY((factor_launch_rows<T, 32>(e, a, z, bk, j0, p, A, S, buf, g, fail, pdl)));
             else if (k == 1)
-                GS_TRY((factor_launch_rows<T, 64>(e, a, z, j0, p, A, S, buf, g, fail, pdl)));
+                GS_TRY((factor_launch_rows<T, 64>(e, a, z, bk, j0, p, A, S, buf, g, fail, pdl)));
             else if (k == 2) /* m <= 96: four blocks a multiprocessor (registers capped) */
-                GS_TRY((factor_launch_block<T, 128, 4>(e, a, z, j0, p, A, S, buf, g, fail,
-                                                         p->counts[FACTOR_CLASSES + 1 + k], true, pdl)));
+                GS_TRY((factor_launch_block<T, 128, 4>(e, a, z, bk, j0, p, A, S, buf, g, fail, mc,
+                                                         true, pdl)));
             else if (k == 3)
-                GS_TRY((factor_launch_block<T, 128, 1>(e, a, z, j0, p, A, S, buf, g, fail,
-                                                         p->counts[FACTOR_CLASSES + 1 + k], true, pdl)));
+                GS_TRY((factor_launch_block<T, 128, 1>(e, a, z, bk, j0, p, A, S, buf, g, fail, mc,
+                                                         true, pdl)));
             else
-                GS_TRY((factor_launch_block<T, 256, 1>(e, a, z, j0, p, A, S, buf, g, fail,
-                                                         p->counts[FACTOR_CLASSES + 1 + k], k == 4, pdl)));
+                GS_TRY((factor_launch_block<T, 256, 1>(e, a, z, bk, j0, p, A, S, buf, g, fail, mc,
+                                                         k == 4, pdl)));
             pdl = true;
         }
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
@@ -1098,7 +1202,7 @@ cleanup:
 }
 
 int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
-                     int fused, int64_t *m_max, unsigned long long **fail)
+                     int fused, int64_t m_known, int64_t *m_max, unsigned long long **fail)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -1110,7 +1214,7 @@ int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision p
     p.n = S->n;
     p.fused = fused;
     double t0 = gs_pc_stage_begin(pc);
-    GS_TRY(factor_plan_order(e, S, vsize, &p));
+    GS_TRY(factor_plan_order(e, S, vsize, m_known, &p));
     *m_max = p.counts[FACTOR_CLASSES];
     GS_TRY(factor_plan_chunks(e, S, vsize, &p));
     GS_TRY(gs_cuda_alloc(e, &g, (size_t)S->nnz * vsize, "fsai: values of G before the postfilter"));

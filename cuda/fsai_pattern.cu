@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
     if (wid >= nwarps) return;
     uint8_t *M = map + (size_t)wid * stride;
     int32_t *list = FILL ? NULL : scratch + (size_t)wid * PATTERN_SCRATCH;
+    int longest = 0; /* the warp's longest row: overflow[2] (rows only grow with p) */
     for (int32_t r = wid; r < n; r += nwarps) {
         int64_t rind = 0;
         const int64_t cap = FILL ? out_rp[r + 1] - out_rp[r] : PATTERN_SCRATCH;
@@ -172,6 +173,7 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
             }
         }
         if (!FILL && lane == 0) out_rp[r + 1] = rind;
+        if (FILL && rind > longest) longest = (int)rind;
         if (rind <= cap) {                   /* Alg. 4.2 lines 30-32: reset what was set */
             for (int64_t q = lane; q < rind; q += 32) M[(uint32_t)out[q] & mask] = 0;
         } else {                             /* counting pass, long row: reset by a rescan */
@@ -189,6 +191,7 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
         }
         __syncwarp();
     }
+    if (FILL && lane == 0) atomicMax(&overflow[2], longest);
 }
 
 /* The window of product p (input L_p): W = the power of two at or above
@@ -227,7 +230,8 @@ typedef struct pattern_work {
     size_t map_bytes;
     int32_t *scratch;
     size_t scratch_bytes;
-    int *overflow; /* [0] overflow, [1] a row longer than 32 left unsorted */
+    int *overflow; /* [0] overflow, [1] a row longer than PATTERN_SORT_MAX left unsorted,
+                    * [2] the longest row filled */
 } pattern_work;
 
 static int pattern_work_reserve(gs_engine *e, pattern_work *w, size_t map_bytes, int32_t nwarps)
@@ -249,8 +253,8 @@ static int pattern_work_reserve(gs_engine *e, pattern_work *w, size_t map_bytes,
         w->scratch_bytes = scratch_bytes;
     }
     if (!w->overflow) {
-        GS_TRY(gs_cuda_alloc(e, &w->overflow, 2 * sizeof(int), "fsai pattern: flags"));
-        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->overflow, 0, 2 * sizeof(int), c->stream)));
+        GS_TRY(gs_cuda_alloc(e, &w->overflow, 3 * sizeof(int), "fsai pattern: flags"));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->overflow, 0, 3 * sizeof(int), c->stream)));
     }
 cleanup:
     return status;
@@ -260,7 +264,7 @@ static void pattern_work_free(gs_engine *e, pattern_work *w)
 {
     gs_cuda_free(e, w->map, w->map_bytes);
     gs_cuda_free(e, w->scratch, w->scratch_bytes);
-    gs_cuda_free(e, w->overflow, 2 * sizeof(int));
+    gs_cuda_free(e, w->overflow, 3 * sizeof(int));
 }
 
 /* Bytes of maps a product may use, want being what all its warps would
@@ -359,13 +363,14 @@ static void pattern_limits(gs_engine *e, pattern_work *w)
 }
 
 int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, int64_t bw,
-                      fsai_dcsr *S)
+                      fsai_dcsr *S, int64_t *m_max)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     fsai_dcsr L = *L1, next = {};
     pattern_work w = {};
-    int status = GS_OK, flags[2] = {0, 0}, products = 0;
+    int status = GS_OK, flags[3] = {0, 0, 0}, products = 0;
     *L1 = fsai_dcsr{};
+    *m_max = -1;
     pattern_limits(e, &w);
     /* Ã contains its diagonal, so L_{p+1} contains L_p: once a product adds
      * nothing (equal counts), every later one returns the same pattern and
@@ -388,6 +393,7 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
                                 "fsai pattern: a row of Low(L A) outgrew its counted length "
                                 "(counting and fill passes disagree)"));
         if (flags[1]) GS_TRY(pattern_sort_rows(e, &L)); /* rows longer than PATTERN_SORT_MAX */
+        *m_max = flags[2];
     }
 cleanup:
     pattern_work_free(e, &w);

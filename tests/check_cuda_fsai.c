@@ -43,7 +43,11 @@
 #define U32 (5.9604644775390625e-08)
 
 static gs_engine *gpu;
-static int host_A; /* 1: the setup gets no engine copy of A (pc->A = NULL): it uploads A */
+/* Where the setup finds A: 0 pc->A from mat_create (its sliced ELL turned
+ * back into CSR, or its CSR arrays); 1 no pc->A: the setup uploads A; 2
+ * pc->A from mat_create_system, whose CSR upload the engine keeps for the
+ * setup (setup_done after it, as run.c does). */
+static int a_mode;
 static double worst64, worst32; /* largest max |g_gpu - g_cpu| / ||g|| seen, per precision */
 static const char *gather_mode; /* the setups' --gather (NULL: the default, fused) */
 
@@ -93,8 +97,12 @@ static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
         poison_device_heap();
     }
     const size_t base = e->device_bytes_now;
-    ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
-    o.status = gs_pc_create(gs_pc_find("fsai"), e, p, A, host_A ? NULL : Ae, &pc, &o.err);
+    if (a_mode == 2 && e->ops->mat_create_system)
+        ck_assert_msg(e->ops->mat_create_system(e, A, &Ae) == GS_OK, "%s", e->err.msg);
+    else
+        ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
+    o.status = gs_pc_create(gs_pc_find("fsai"), e, p, A, a_mode == 1 ? NULL : Ae, &pc, &o.err);
+    if (a_mode == 2 && e->ops->setup_done) e->ops->setup_done(e, Ae);
     if (o.status == GS_OK) {
         tu_pc_saved_matrix(pc, "G", &o.G);
         ck_assert_int_eq(o.G.nnz, pc->nnz);
@@ -337,6 +345,42 @@ START_TEST(test_every_size_class)
 }
 END_TEST
 
+/* The factorisation's plan kept on the device (the default for small
+ * setups whose every system is gathered fused: class ranges read by the
+ * kernels, no host round trip) and read back to the host (larger setups)
+ * give the same G bit for bit, within the CPU reference's bound both; the
+ * random matrix's systems above the shared-memory limit take the host plan
+ * even when the device one is asked for. */
+START_TEST(test_host_and_device_plans)
+{
+    tu_rng r = tu_rng_seed(13);
+    gs_csr As[2] = {tu_generated("poisson3d27:9"), tu_random_spd(&r, 300, 0.02)};
+    const char *names[2] = {"poisson3d27:9", "random"};
+    tu_fsai_args a;
+    for (int t = 0; t < 2; t++)
+        for (long k = 1; k <= 3; k++) {
+            const gs_params *p = tu_fsai_args_make(&a, t ? 0.001 : 0.0, k, t ? 0.01 : 0.0, NULL);
+            fsai_out o[2];
+            for (int d = 0; d < 2; d++) {
+                ck_assert_int_eq(setenv("GS_FSAI_PLAN", d ? "device" : "host", 1), 0);
+                check_case(&As[t], t ? 0.001 : 0.0, k, t ? 0.01 : 0.0, NULL, names[t]);
+                o[d] = fsai_on(gpu, &As[t], p);
+                ck_assert_msg(o[d].status == GS_OK, "%s k=%ld: %s", names[t], k, o[d].err.msg);
+            }
+            ck_assert_int_eq(unsetenv("GS_FSAI_PLAN"), 0);
+            ck_assert_int_eq(o[0].G.nnz, o[1].G.nnz);
+            ck_assert(memcmp(o[0].G.row_ptr, o[1].G.row_ptr,
+                             ((size_t)o[0].G.n_rows + 1) * sizeof(int64_t)) == 0);
+            ck_assert(memcmp(o[0].G.col, o[1].G.col, (size_t)o[0].G.nnz * sizeof(int32_t)) == 0);
+            ck_assert_msg(memcmp(o[0].G.val, o[1].G.val, (size_t)o[0].G.nnz * sizeof(double)) == 0,
+                          "%s k=%ld: G differs between the host and the device plans", names[t], k);
+            ck_assert(o[0].m_max == o[1].m_max);
+            gs_csr_free(&o[0].G), gs_csr_free(&o[1].G);
+        }
+    gs_csr_free(&As[0]), gs_csr_free(&As[1]);
+}
+END_TEST
+
 /* Random SPD (tu_random_spd, sparse rows of density 0.02 [0, 1)): a tenth
  * of the rows half dense, so that k = 2 gives local systems of several
  * hundred rows next to tiny ones. */
@@ -529,8 +573,9 @@ START_TEST(test_real_spd)
 END_TEST
 
 /* A's CSR taken from the engine's copy (pc->A: its sliced ELL turned back
- * into CSR, or its own CSR arrays) or uploaded from the host (no pc->A): the
- * same A, so the same G, bit for bit, in both layouts of A. */
+ * into CSR, or its own CSR arrays), from the upload that mat_create_system
+ * kept, or uploaded from the host (no pc->A): the same A, so the same G, bit
+ * for bit, in both layouts of A. */
 START_TEST(test_engine_copy_of_A)
 {
     tu_rng r = tu_rng_seed(7);
@@ -548,19 +593,27 @@ START_TEST(test_engine_copy_of_A)
         gpu->ops->mat_destroy(gpu, Ae);
 #endif
         fsai_out dev = fsai_on(gpu, &As[t], p);
-        host_A = 1;
+        a_mode = 1;
         fsai_out up = fsai_on(gpu, &As[t], p);
-        host_A = 0;
-        ck_assert_msg(dev.status == GS_OK && up.status == GS_OK, "case %d: %s / %s", t,
-                      dev.err.msg, up.err.msg);
+        a_mode = 2;
+        fsai_out kept = fsai_on(gpu, &As[t], p);
+        a_mode = 0;
+        ck_assert_msg(dev.status == GS_OK && up.status == GS_OK && kept.status == GS_OK,
+                      "case %d: %s / %s / %s", t, dev.err.msg, up.err.msg, kept.err.msg);
         ck_assert_msg(strncmp(dev.stages, "csr of A;", 9) == 0, "case %d: stages %s", t, dev.stages);
         ck_assert_msg(strncmp(up.stages, "transfer;", 9) == 0, "case %d: stages %s", t, up.stages);
-        ck_assert_int_eq(dev.G.nnz, up.G.nnz);
-        ck_assert(memcmp(dev.G.row_ptr, up.G.row_ptr, ((size_t)dev.G.n_rows + 1) * sizeof(int64_t)) == 0);
-        ck_assert(memcmp(dev.G.col, up.G.col, (size_t)dev.G.nnz * sizeof(int32_t)) == 0);
-        ck_assert_msg(memcmp(dev.G.val, up.G.val, (size_t)dev.G.nnz * sizeof(double)) == 0,
-                      "case %d: G differs between A from the engine and A uploaded", t);
-        gs_csr_free(&dev.G), gs_csr_free(&up.G), gs_csr_free(&As[t]);
+        ck_assert_msg(strncmp(kept.stages, "csr of A;", 9) == 0, "case %d: stages %s", t, kept.stages);
+        const fsai_out *other[2] = {&up, &kept};
+        for (int k = 0; k < 2; k++) {
+            ck_assert_int_eq(dev.G.nnz, other[k]->G.nnz);
+            ck_assert(memcmp(dev.G.row_ptr, other[k]->G.row_ptr,
+                             ((size_t)dev.G.n_rows + 1) * sizeof(int64_t)) == 0);
+            ck_assert(memcmp(dev.G.col, other[k]->G.col, (size_t)dev.G.nnz * sizeof(int32_t)) == 0);
+            ck_assert_msg(memcmp(dev.G.val, other[k]->G.val, (size_t)dev.G.nnz * sizeof(double)) == 0,
+                          "case %d: G differs between A from the engine and A %s", t,
+                          k ? "kept from the upload" : "uploaded");
+        }
+        gs_csr_free(&dev.G), gs_csr_free(&up.G), gs_csr_free(&kept.G), gs_csr_free(&As[t]);
     }
 #if GS_HAVE_CUDA
     ck_assert_msg(layouts[0] && layouts[1], "layouts covered: SELL-32 %d, CSR %d", layouts[0],
@@ -836,6 +889,7 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_generated);
         tcase_add_test(tc, test_diagonal);
         tcase_add_test(tc, test_every_size_class);
+        tcase_add_test(tc, test_host_and_device_plans);
         tcase_add_test(tc, test_random_with_dense_rows);
         tcase_add_test(tc, test_one_huge_system);
         tcase_add_test(tc, test_fixed_point);

@@ -140,13 +140,31 @@ unsigned gs_cuda_red_grid(gs_engine *e, int64_t n, int64_t per_block);
 int gs_cuda_mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
                                 const int64_t *row_ptr, const int32_t *col, const double *val,
                                 gs_precision prec, gs_cuda_tri tri, gs_mat **out);
+/* A sliced-ELL plan started ahead of its matrix, so that its three info
+ * words come to the host in a round trip the caller makes anyway (with
+ * other sizes, or a stage's synchronisation) instead of one of the build's
+ * own: slice pointers and words on the device, for matrices of at most
+ * 1024 slices (more: slice_ptr = NULL, no plan, the build plans itself).
+ * The caller copies info[0..2] into words before handing the plan to
+ * gs_cuda_mat_adopt_device_csr; gs_cuda_sell_plan_free is NULL-safe. */
+typedef struct gs_cuda_sell_plan {
+    int64_t n_slices;
+    int64_t *slice_ptr; /* device, n_slices + 1 */
+    int64_t *info;      /* device: stored entries, last slice's size, widest slice's */
+    uint64_t words[3];  /* host: info, once read */
+} gs_cuda_sell_plan;
+int gs_cuda_sell_plan_start(gs_engine *e, int32_t n_rows, const int64_t *row_ptr,
+                            gs_cuda_sell_plan *p);
+void gs_cuda_sell_plan_free(gs_engine *e, gs_cuda_sell_plan *p);
+
 /* The same (not triangular) from arrays the caller gives away: where the
  * layout is CSR in fp64 the matrix takes them over (*taken = 1: the caller
  * must not free them), else they are copied (*taken = 0) and stay the
- * caller's. Saves the copies of a setup's factors kept as CSR. */
+ * caller's. Saves the copies of a setup's factors kept as CSR. plan: NULL,
+ * or this matrix's plan with its words read (no round trip here); freed. */
 int gs_cuda_mat_adopt_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
                                  int64_t *row_ptr, int32_t *col, double *val, gs_precision prec,
-                                 int *taken, gs_mat **out);
+                                 gs_cuda_sell_plan *plan, int *taken, gs_mat **out);
 
 /* A matrix's CSR on the device with fp64 values (sorted columns as given to
  * mat_create), for setups that read A by rows (FSAI's gather and

@@ -477,7 +477,7 @@ template <typename T>
 static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_dcsr *H,
                                  int64_t m_max, double delta,
                                  const unsigned long long *factor_fail, fsai_dcsr *G,
-                                 gs_error *err)
+                                 gs_cuda_sell_plan *plan, gs_error *err)
 {
     /* shared memory only where a row of G can be longer than 32 (no row of
      * G is longer than its local system): it would cost the others occupancy */
@@ -489,7 +489,7 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     const int no_fail = 0x7f7f7f7f;
     int *d_fail = NULL, fail = no_fail, status = GS_OK;
     int64_t nnz = 0;
-    uint64_t words[2] = {0, 0}; /* nnz(G), the factorisation's failure record */
+    uint64_t words[5] = {0, 0, 0, 0, 0}; /* nnz(G), the factorisation's failure record, plan */
     GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof(int), "fsai postfilter: failure record"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_fail, 0x7f, sizeof fail, c->stream)));
     GS_TRY(fsai_dcsr_alloc_rows(e, G, n, "fsai: row pointers of G"));
@@ -499,9 +499,12 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
                        (const int32_t *)dA->col, (const double *)dA->val, G->rp, (int32_t *)NULL,
                        (T *)NULL, 0, d_fail));
     GS_TRY(fsai_counts_scan(e, G->rp, n));
+    if (plan) GS_TRY(gs_cuda_sell_plan_start(e, n, G->rp, plan)); /* G's layout, planned now */
     {
-        const void *src[2] = {G->rp + n, factor_fail};
-        GS_TRY(fsai_read_words(e, 2, src, words));
+        const int64_t *info = plan && plan->slice_ptr ? plan->info : NULL;
+        const void *src[5] = {G->rp + n, factor_fail, info, info + 1, info + 2};
+        GS_TRY(fsai_read_words(e, info ? 5 : 2, src, words));
+        if (info) memcpy(plan->words, words + 2, sizeof plan->words);
     }
     if (words[1] != ~0ull) GS_TRY(fsai_factor_failure(e, H, words[1], err));
     nnz = (int64_t)words[0];
@@ -599,7 +602,12 @@ __global__ void fsai_transpose_done_kernel(int64_t count, const int32_t *__restr
  * a 48-row G; one sort of all of G's entries raised the peak of
  * poisson3d:128 from 1.49x to 1.62x the stored matrices and vectors.)
  * GS_FSAI_TRANSPOSE_CHUNK: entries a chunk, for the tests. */
-static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT)
+/* plan: NULL, or G^T's layout planned from its row pointers, its words
+ * copied in stream order into the top of the engine's pinned buffer
+ * (FSAI_PARKED; no wait: the stage's synchronisation brings them, and
+ * nothing else writes those words before fsai_cuda_build reads them). */
+#define FSAI_PARKED (GS_MAX_SCALARS - 3)
+static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT, gs_cuda_sell_plan *plan)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = G->n;
@@ -623,6 +631,13 @@ static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT)
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_column_count_kernel, fsai_blocks(nnz, 256), 256, 0,
                        c->stream, nnz, (const int32_t *)G->col, GT->rp));
     GS_TRY(fsai_counts_scan(e, GT->rp, n));
+    if (plan) {
+        GS_TRY(gs_cuda_sell_plan_start(e, n, GT->rp, plan));
+        if (plan->slice_ptr)
+            GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync((uint64_t *)c->pinned + FSAI_PARKED, plan->info,
+                                                      3 * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                                                      c->stream)));
+    }
     GS_TRY(gs_cuda_alloc(e, &keys, (size_t)chunk * sizeof(int32_t), "fsai transpose: sorted columns"));
     GS_TRY(gs_cuda_alloc(e, &perm_in, (size_t)chunk * sizeof(int32_t), "fsai transpose: positions"));
     GS_TRY(gs_cuda_alloc(e, &perm, (size_t)chunk * sizeof(int32_t), "fsai transpose: sorted positions"));
@@ -686,13 +701,14 @@ __global__ void fsai_to_double_kernel(int64_t n, const T *__restrict__ in, doubl
  * as CSR: M's arrays taken over, no copies; fp32 values go through a
  * temporary fp64 copy: gs_cuda_mat_from_device_csr takes fp64, and rounds
  * them back exactly). */
-static int fsai_engine_matrix(gs_engine *e, fsai_dcsr *M, gs_precision prec, gs_mat **out)
+static int fsai_engine_matrix(gs_engine *e, fsai_dcsr *M, gs_precision prec,
+                              gs_cuda_sell_plan *plan, gs_mat **out)
 {
     double *wide = NULL;
     int status = GS_OK, taken = 0;
     if (M->vsize == sizeof(double)) {
         GS_TRY(gs_cuda_mat_adopt_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col,
-                                            (double *)M->val, prec, &taken, out));
+                                            (double *)M->val, prec, plan, &taken, out));
         if (taken) *M = fsai_dcsr{};
         goto cleanup;
     }
@@ -704,6 +720,7 @@ static int fsai_engine_matrix(gs_engine *e, fsai_dcsr *M, gs_precision prec, gs_
 cleanup: /* stream-ordered frees */
     gs_cuda_free(e, wide, (size_t)M->nnz * sizeof(double));
     fsai_dcsr_free(e, M);
+    gs_cuda_sell_plan_free(e, plan); /* fp32: not used */
     return status;
 }
 
@@ -856,6 +873,10 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
 {
     gs_engine *e = pc->eng;
     fsai_dcsr dA = {}, At = {}, L1 = {}, S = {}, G = {}, GT = {};
+    /* G's and G^T's layouts planned in the postfilter's and the transpose's
+     * round trips (fp64 values: the ones gs_cuda_mat_adopt_device_csr takes) */
+    gs_cuda_sell_plan plan_storage[2] = {}, *plan_g = NULL, *plan_gt = NULL;
+    if (o->prec == GS_FP64) plan_g = &plan_storage[0], plan_gt = &plan_storage[1];
     gs_cuda_csr_view viewA = {};
     int64_t m_max = 0, m_known = -1, nnz_hat = 0, bw = 0;
     unsigned long long *factor_fail = NULL;
@@ -886,21 +907,26 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
         nnz_hat = S.nnz;
         t0 = gs_pc_stage_begin(pc);
         if (o->prec == GS_FP32)
-            GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, m_max, o->delta, factor_fail, &G, err));
+            GS_TRY(fsai_postfilter_typed<float>(e, &dA, &S, m_max, o->delta, factor_fail, &G,
+                                                plan_g, err));
         else
-            GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, factor_fail, &G, err));
+            GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, factor_fail, &G,
+                                                 plan_g, err));
         fsai_dcsr_free(e, &S);
         fsai_release_A(e, &dA, &viewA);
         GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));
         t0 = gs_pc_stage_begin(pc);
-        GS_TRY(fsai_transpose(e, &G, &GT));
-        GS_TRY(gs_pc_stage_end(pc, "transpose", t0));
+        GS_TRY(fsai_transpose(e, &G, &GT, plan_gt));
+        GS_TRY(gs_pc_stage_end(pc, "transpose", t0)); /* brings plan_gt's parked words */
+        if (plan_gt && plan_gt->slice_ptr)
+            memcpy(plan_gt->words, (const uint64_t *)gs_cuda_of(e)->pinned + FSAI_PARKED,
+                   sizeof plan_gt->words);
     }
     t0 = gs_pc_stage_begin(pc);
     pc->nnz = G.nnz;
     pc->apply_bytes = 2.0 * fsai_stream_bytes(&G, o->prec) + 32.0 * A->n_rows; /* G, G^T, r t t z */
-    GS_TRY(fsai_engine_matrix(e, &G, o->prec, &d->G_eng));
-    GS_TRY(fsai_engine_matrix(e, &GT, o->prec, &d->GT_eng));
+    GS_TRY(fsai_engine_matrix(e, &G, o->prec, plan_g, &d->G_eng));
+    GS_TRY(fsai_engine_matrix(e, &GT, o->prec, plan_gt, &d->GT_eng));
     GS_TRY(e->ops->vec_create(e, A->n_rows, &d->t));
     GS_TRY(gs_pc_stage_end(pc, "layout", t0));
     gs_kv_num(&pc->extra, "mu_G_hat", (double)nnz_hat / (double)A->nnz);
@@ -915,6 +941,8 @@ cleanup:
     fsai_dcsr_free(e, &G);
     fsai_dcsr_free(e, &GT);
     gs_cuda_free(e, factor_fail, sizeof *factor_fail);
+    gs_cuda_sell_plan_free(e, &plan_storage[0]);
+    gs_cuda_sell_plan_free(e, &plan_storage[1]);
     return status;
 }
 

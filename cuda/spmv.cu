@@ -432,6 +432,15 @@ __global__ void __launch_bounds__(SLICE_INFO_BLOCK)
  * {stored entries, the last slice's size, the widest slice's size}: P, the
  * padding measure over real rows (ghost rows of the last slice excluded)
  * and the widest slice's width. */
+/* The plan's sizes from its info (stored entries, last slice, widest). */
+static void slice_plan_sizes(const gs_mat *m, const int64_t info[3], int64_t *P, int64_t *P_real,
+                             int64_t *width_max)
+{
+    *P = info[0];
+    *P_real = info[0] - (m->n_slices * SELL_C - m->n_rows) * (info[1] / SELL_C);
+    *width_max = info[2] / SELL_C;
+}
+
 static int slice_plan_read(gs_engine *e, const gs_mat *m, const int64_t *d_info, int64_t *P,
                            int64_t *P_real, int64_t *width_max)
 {
@@ -440,9 +449,7 @@ static int slice_plan_read(gs_engine *e, const gs_mat *m, const int64_t *d_info,
     int status = CUDA_CALL(&e->err, cudaMemcpyAsync(info, d_info, sizeof info,
                                                     cudaMemcpyDeviceToHost, c->stream));
     if (status == GS_OK) status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
-    *P = info[0];
-    *P_real = info[0] - (m->n_slices * SELL_C - m->n_rows) * (info[1] / SELL_C);
-    *width_max = info[2] / SELL_C;
+    slice_plan_sizes(m, info, P, P_real, width_max);
     return status;
 }
 
@@ -481,6 +488,32 @@ __global__ void __launch_bounds__(SLICE_SMALL_BLOCK)
     __syncthreads(); /* tmp is reused */
     const int64_t widest = block_reduce(tmp.reduce).Reduce(size, max_op());
     if (s == 0) info[2] = widest;
+}
+
+int gs_cuda_sell_plan_start(gs_engine *e, int32_t n_rows, const int64_t *row_ptr,
+                            gs_cuda_sell_plan *p)
+{
+    const int64_t ns = ((int64_t)n_rows + SELL_C - 1) / SELL_C;
+    int status = GS_OK;
+    *p = gs_cuda_sell_plan{};
+    p->n_slices = ns;
+    if (ns == 0 || ns > SLICE_SMALL_BLOCK) return GS_OK; /* no plan: built as usual */
+    GS_TRY(gs_cuda_alloc(e, &p->slice_ptr, ((size_t)ns + 1) * sizeof(int64_t),
+                         "SELL slice pointers"));
+    GS_TRY(gs_cuda_alloc(e, &p->info, 3 * sizeof(int64_t), "SELL build: sizes"));
+    GS_TRY(CUDA_LAUNCH(&e->err, slice_small_kernel, 1, SLICE_SMALL_BLOCK, 0, gs_cuda_of(e)->stream,
+                       row_ptr, (int64_t)n_rows, ns, p->slice_ptr, p->info));
+cleanup:
+    if (status != GS_OK) gs_cuda_sell_plan_free(e, p);
+    return status;
+}
+
+void gs_cuda_sell_plan_free(gs_engine *e, gs_cuda_sell_plan *p)
+{
+    if (!p) return;
+    gs_cuda_free(e, p->slice_ptr, ((size_t)p->n_slices + 1) * sizeof(int64_t));
+    gs_cuda_free(e, p->info, 3 * sizeof(int64_t));
+    p->slice_ptr = NULL, p->info = NULL;
 }
 
 static int build_slice_ptr_small(gs_engine *e, gs_mat *m, const int64_t *row_ptr, int64_t *P,
@@ -663,8 +696,11 @@ cleanup:
 
 /* Choose the layout by the rule at the top of this file and build it;
  * force (benchmarks, tests) overrides the rule. */
+/* plan (NULL, or started for this matrix with its words read): its slice
+ * pointers are taken over (plan->slice_ptr then NULL) instead of built. */
 static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
-                        const double *val, gs_cuda_layout force, int sigma, int adopt)
+                        const double *val, gs_cuda_layout force, int sigma, int adopt,
+                        gs_cuda_sell_plan *plan)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t n = m->n_rows;
@@ -674,10 +710,18 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
     m->n_slices = (n + SELL_C - 1) / SELL_C;
     m->sigma = 1;
     if (n == 0 || force == GS_CUDA_LAYOUT_CSR) return fill_csr(e, m, row_ptr, col, val, adopt);
-    GS_TRY(gs_cuda_alloc(e, &m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t),
-                         "SELL slice pointers"));
+    if (plan && plan->slice_ptr && force == GS_CUDA_LAYOUT_AUTO && plan->n_slices == m->n_slices) {
+        m->slice_ptr = plan->slice_ptr;
+        plan->slice_ptr = NULL;
+    } else {
+        GS_TRY(gs_cuda_alloc(e, &m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t),
+                             "SELL slice pointers"));
+        plan = NULL;
+    }
     m->bytes += (m->n_slices + 1) * sizeof(int64_t);
-    if (force != GS_CUDA_LAYOUT_SELL_SORTED && m->n_slices <= SLICE_SMALL_BLOCK) {
+    if (plan) {
+        slice_plan_sizes(m, (const int64_t *)plan->words, &P, &P_real, &width);
+    } else if (force != GS_CUDA_LAYOUT_SELL_SORTED && m->n_slices <= SLICE_SMALL_BLOCK) {
         GS_TRY(build_slice_ptr_small(e, m, row_ptr, &P, &P_real, &width));
     } else {
         GS_TRY(gs_cuda_alloc(e, &len, n * sizeof(int32_t), "SELL build: row lengths"));
@@ -726,7 +770,7 @@ cleanup: /* stream-ordered frees; the matrix is ready in stream order */
 static int mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
                                const int64_t *row_ptr, const int32_t *col, const double *val,
                                gs_precision prec, gs_cuda_tri tri, gs_cuda_layout force,
-                               int sigma, int adopt, gs_mat **out)
+                               int sigma, int adopt, gs_cuda_sell_plan *plan, gs_mat **out)
 {
     *out = NULL;
     if (gs_cuda_of(e)->capturing)
@@ -738,7 +782,7 @@ static int mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int
     m->nnz = nnz;
     m->prec = prec;
     m->tri = tri;
-    int status = build_layout(e, m, row_ptr, col, val, force, sigma, adopt);
+    int status = build_layout(e, m, row_ptr, col, val, force, sigma, adopt, plan);
     if (m->format == GS_CUDA_CSR)
         snprintf(m->layout, sizeof m->layout, "CSR");
     else if (m->perm)
@@ -762,17 +806,18 @@ int gs_cuda_mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, in
                                 gs_precision prec, gs_cuda_tri tri, gs_mat **out)
 {
     return mat_from_device_csr(e, n_rows, n_cols, nnz, row_ptr, col, val, prec, tri,
-                               GS_CUDA_LAYOUT_AUTO, 0, 0, out);
+                               GS_CUDA_LAYOUT_AUTO, 0, 0, NULL, out);
 }
 
 int gs_cuda_mat_adopt_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
                                  int64_t *row_ptr, int32_t *col, double *val, gs_precision prec,
-                                 int *taken, gs_mat **out)
+                                 gs_cuda_sell_plan *plan, int *taken, gs_mat **out)
 {
     *taken = 0;
     const int status = mat_from_device_csr(e, n_rows, n_cols, nnz, row_ptr, col, val, prec,
-                                           GS_CUDA_TRI_NONE, GS_CUDA_LAYOUT_AUTO, 0, 1, out);
+                                           GS_CUDA_TRI_NONE, GS_CUDA_LAYOUT_AUTO, 0, 1, plan, out);
     if (status == GS_OK) *taken = (*out)->row_ptr == row_ptr;
+    if (plan) gs_cuda_sell_plan_free(e, plan); /* what the layout did not take */
     return status;
 }
 
@@ -829,7 +874,7 @@ static int mat_create_impl(gs_engine *e, const gs_csr *A, gs_precision prec,
         GS_TRY(gs_cuda_upload_start(e, d_val, A->val, nnz * sizeof(double), &pending));
     }
     GS_TRY(mat_from_device_csr(e, A->n_rows, A->n_cols, nnz, d_ptr, d_col, d_val, prec,
-                               triangle_of(A), layout, sigma, 1, out));
+                               triangle_of(A), layout, sigma, 1, NULL, out));
     if ((*out)->row_ptr == d_ptr) {
         d_ptr = NULL, d_col = NULL, d_val = NULL; /* the matrix's own now */
     } else if (keep && prec == GS_FP64) {

@@ -345,6 +345,37 @@ START_TEST(test_every_size_class)
 }
 END_TEST
 
+/* Rows of G longer than 32 (the postfilter's z^T A z with z staged in
+ * shared memory) whose columns span far (9500 columns) next to banded
+ * ones: a band of half-width 40 (no prefilter, k = 1, every entry kept: 41
+ * columns a row; off-diagonals -1/(1+d)^2, so A is diagonally dominant)
+ * and, for a few rows i, one coupling to column i - 9500. */
+START_TEST(test_postfilter_wide_rows)
+{
+    const int32_t n = 12000, hw = 40;
+    const int64_t cap = (int64_t)n * (2 * hw + 1) + 64;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t nnz = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = i - hw; j <= i + hw; j++)
+            if (j >= 0 && j < n) {
+                ri[nnz] = i, ci[nnz] = j;
+                v[nnz++] = i == j ? 4.0 : -1.0 / ((1.0 + abs(i - j)) * (1.0 + abs(i - j)));
+            }
+    for (int32_t i = 11000; i < 11008; i++) { /* symmetric far couplings */
+        ri[nnz] = i, ci[nnz] = i - 9500, v[nnz++] = -0.05;
+        ri[nnz] = i - 9500, ci[nnz] = i, v[nnz++] = -0.05;
+    }
+    gs_csr A = tu_from_triplets(n, n, nnz, ri, ci, v);
+    free(ri), free(ci), free(v);
+    check_case(&A, 0.0, 1, 0.0, NULL, "band with far couplings");
+    check_case(&A, 0.0, 1, 0.0035, NULL, "band with far couplings");
+    gs_csr_free(&A);
+}
+END_TEST
+
 /* The factorisation's plan kept on the device (the default for small
  * setups whose every system is gathered fused: class ranges read by the
  * kernels, no host round trip) and read back to the host (larger setups)
@@ -890,6 +921,7 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_diagonal);
         tcase_add_test(tc, test_every_size_class);
         tcase_add_test(tc, test_host_and_device_plans);
+        tcase_add_test(tc, test_postfilter_wide_rows);
         tcase_add_test(tc, test_random_with_dense_rows);
         tcase_add_test(tc, test_one_huge_system);
         tcase_add_test(tc, test_fixed_point);

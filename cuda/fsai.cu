@@ -879,6 +879,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     if (o->prec == GS_FP64) plan_g = &plan_storage[0], plan_gt = &plan_storage[1];
     gs_cuda_csr_view viewA = {};
     int64_t m_max = 0, m_known = -1, nnz_hat = 0, bw = 0;
+    int plan_on_device = -1; /* -1: no systems factored (Ã diagonal) */
     unsigned long long *factor_fail = NULL;
     int status = GS_OK;
     double t0 = 0.0;
@@ -903,7 +904,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
         fsai_dcsr_free(e, &At);
         GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
         GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, m_known, &m_max,
-                                &factor_fail)); /* gather, factorisation */
+                                &plan_on_device, &factor_fail)); /* gather, factorisation */
         nnz_hat = S.nnz;
         t0 = gs_pc_stage_begin(pc);
         if (o->prec == GS_FP32)
@@ -932,6 +933,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     gs_kv_num(&pc->extra, "mu_G_hat", (double)nnz_hat / (double)A->nnz);
     gs_kv_num(&pc->extra, "mu_G", (double)pc->nnz / (double)A->nnz);
     gs_kv_num(&pc->extra, "local_m_max", (double)m_max);
+    if (plan_on_device >= 0) gs_kv_str(&pc->extra, "factor_plan", plan_on_device ? "device" : "host");
 cleanup:
     if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
     fsai_release_A(e, &dA, &viewA);

@@ -141,12 +141,14 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
  * by the factorisation kernels, their gather timed with the factorisation);
  * m_known: the largest m_i if known (the pattern read it), else -1: known,
  * and every system gathered fused, the plan stays on the device (no host
- * round trip); *m_max = the largest m_i. *fail (device, the caller frees it, 8 bytes):
+ * round trip; *plan_on_device = 1); *m_max = the largest m_i. *fail
+ * (device, the caller frees it, 8 bytes):
  * ~0, or (row << 32 | pivot) of the smallest row whose system had a pivot
  * that is not positive; it is not read here, so that the postfilter's one
  * host read takes it along (fsai_factor_failure words the error). */
 int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
-                     int fused, int64_t m_known, int64_t *m_max, unsigned long long **fail);
+                     int fused, int64_t m_known, int64_t *m_max, int *plan_on_device,
+                     unsigned long long **fail);
 
 /* GS_ERR_NUMERIC in err for the failure record key of fsai_cuda_factor,
  * naming the row (1-based) as the CPU reference does. */

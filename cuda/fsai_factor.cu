@@ -895,9 +895,11 @@ static int64_t factor_class_lo(int k, int32_t fit)
 
 /* Device plans (no round trip) for at most this many systems, where the
  * round trip is a visible part of the setup; larger setups keep the host
- * plan, whose launches are sized to their classes. GS_FSAI_PLAN = host or
- * device forces either (tests). */
-#define FACTOR_DEVICE_PLAN_ROWS 65536
+ * plan, whose launches are sized to their classes (a device plan launches
+ * a block a group of all n systems for each rows class, the blocks past
+ * their class leaving at once: measured up to 5357 rows). GS_FSAI_PLAN =
+ * host or device forces either (tests). */
+#define FACTOR_DEVICE_PLAN_ROWS 16384
 static bool factor_device_plan_wanted(int32_t n)
 {
     const char *forced = getenv("GS_FSAI_PLAN");
@@ -1202,7 +1204,8 @@ cleanup:
 }
 
 int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
-                     int fused, int64_t m_known, int64_t *m_max, unsigned long long **fail)
+                     int fused, int64_t m_known, int64_t *m_max, int *plan_on_device,
+                     unsigned long long **fail)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -1216,6 +1219,7 @@ int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision p
     double t0 = gs_pc_stage_begin(pc);
     GS_TRY(factor_plan_order(e, S, vsize, m_known, &p));
     *m_max = p.counts[FACTOR_CLASSES];
+    *plan_on_device = p.bounds != NULL;
     GS_TRY(factor_plan_chunks(e, S, vsize, &p));
     GS_TRY(gs_cuda_alloc(e, &g, (size_t)S->nnz * vsize, "fsai: values of G before the postfilter"));
     GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof *d_fail, "fsai factor: failure record"));

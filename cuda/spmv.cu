@@ -884,7 +884,15 @@ static int mat_create_impl(gs_engine *e, const gs_csr *A, gs_precision prec,
         d_ptr = NULL, d_col = NULL, d_val = NULL;
     }
 cleanup: /* stream-ordered frees: after the kernels that read them */
-    status = gs_cuda_upload_finish(e, pending, status);
+    if (status == GS_OK) {
+        status = gs_cuda_upload_finish(e, pending, status);
+        if (status != GS_OK) { /* the wait failed: no matrix after all */
+            gs_cuda_mat_destroy(e, *out);
+            *out = NULL;
+        }
+    } else {
+        status = gs_cuda_upload_finish(e, pending, status);
+    }
     gs_cuda_free(e, d_val, nnz * sizeof(double));
     gs_cuda_free(e, d_col, nnz * sizeof(int32_t));
     gs_cuda_free(e, d_ptr, (n + 1) * sizeof(int64_t));

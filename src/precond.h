@@ -29,6 +29,10 @@ typedef struct gs_pc_type {
     const char *summary;         /* one line for --help */
     const gs_param_decl *params; /* NULL-terminated, may be NULL */
     gs_pc_setup_fn setup[GS_ENGINE_KINDS]; /* per engine; NULL: not available there */
+    /* 1: a device setup reads A by rows, so the run asks the engine to keep
+     * the CSR it uploads (mat_create_system) until the setup is done; the
+     * others leave the device to A's own layout */
+    int reads_csr_of_A;
 } gs_pc_type;
 
 struct gs_pc {

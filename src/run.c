@@ -185,13 +185,14 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     int status = GS_OK;
     memset(t, 0, sizeof *t);
     double t0 = gs_now();
-    if (e->ops->mat_create_system)
+    const gs_pc_type *type = gs_pc_find(cli->precond);
+    if (type && type->reads_csr_of_A && e->ops->mat_create_system)
         GS_TRY(e->ops->mat_create_system(e, &p->A, &A));
     else
         GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
     GS_TRY(e->ops->sync(e));
     gs_stages_add(&t->stages, "transfer A", gs_now() - t0);
-    GS_TRY(gs_pc_create(gs_pc_find(cli->precond), e, &cli->params, &p->A, A, &pc, err));
+    GS_TRY(gs_pc_create(type, e, &cli->params, &p->A, A, &pc, err));
     if (e->ops->setup_done) e->ops->setup_done(e, A); /* stream-ordered frees */
     for (int i = 0; i < pc->stages.count; i++)
         gs_stages_add(&t->stages, pc->stages.stage[i].name, pc->stages.stage[i].seconds);

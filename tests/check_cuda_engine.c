@@ -863,8 +863,8 @@ END_TEST
 static void check_jacobi(const gs_csr *A, const char *what)
 {
 #if GS_HAVE_CUDA
-    static const gs_pc_type device_type = {"jacobi", "test", NULL, {NULL, gs_jacobi_setup_cuda}};
-    static const gs_pc_type host_type = {"jacobi", "test", NULL, {NULL, gs_jacobi_setup}};
+    static const gs_pc_type device_type = {"jacobi", "test", NULL, {NULL, gs_jacobi_setup_cuda}, 0};
+    static const gs_pc_type host_type = {"jacobi", "test", NULL, {NULL, gs_jacobi_setup}, 0};
     gs_error e1 = {0}, e2 = {0};
     gs_params params = {0};
     gs_mat *ga = NULL;
@@ -1118,6 +1118,22 @@ static void check_system_matrix(const gs_csr *A0, const char *what)
     ck_assert_int_eq(gpu->ops->mat_create_system(gpu, &A, &ga), GS_OK);
     gpu->ops->mat_destroy(gpu, ga);
     ck_assert_uint_eq(gpu->device_bytes_now, base);
+    /* the CSR layout takes the upload over with no kernel and no read back
+     * of its own: only the upload's own wait keeps the poison out */
+    {
+        gs_csr keep = {0};
+        ck_assert_int_eq(gs_csr_copy(&A, &keep, &err), GS_OK);
+        ck_assert_int_eq(gs_cuda_mat_create_as(gpu, &A, GS_FP64, GS_CUDA_LAYOUT_CSR, 0, &ga), GS_OK);
+        memset(A.col, 0xff, (size_t)A.nnz * sizeof(int32_t));
+        memset(A.val, 0xff, (size_t)A.nnz * sizeof(double));
+        ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
+        ck_assert_int_eq(owned, 0);
+        assert_same_csr(&keep, &B, what);
+        gpu->ops->mat_destroy(gpu, ga);
+        memcpy(A.col, keep.col, (size_t)A.nnz * sizeof(int32_t));
+        memcpy(A.val, keep.val, (size_t)A.nnz * sizeof(double));
+        gs_csr_free(&keep);
+    }
     for (int k = 0; k < 3; k++) gpu->ops->host_unpin(gpu, arrays[k]);
     no_error(gpu);
     gs_csr_free(&A), gs_csr_free(&B);

@@ -59,6 +59,7 @@ typedef struct fsai_out {
     gs_csr G;
     double mu_hat, mu, m_max;
     char stages[512];
+    char plan[GS_KV_STR_LEN]; /* factor_plan (CUDA setups that factor systems), else "" */
 } fsai_out;
 
 static double extra(const gs_pc *pc, const char *key)
@@ -109,6 +110,8 @@ static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
         o.mu_hat = extra(pc, "mu_G_hat");
         o.mu = extra(pc, "mu_G");
         o.m_max = extra(pc, "local_m_max");
+        const gs_kv *kv = tu_pc_extra(pc, "factor_plan");
+        if (kv) snprintf(o.plan, sizeof o.plan, "%s", kv->str);
         size_t used = 0;
         for (int i = 0; i < pc->stages.count; i++)
             used += (size_t)snprintf(o.stages + used, sizeof o.stages - used, "%s;",
@@ -406,6 +409,15 @@ START_TEST(test_host_and_device_plans)
             ck_assert_msg(memcmp(o[0].G.val, o[1].G.val, (size_t)o[0].G.nnz * sizeof(double)) == 0,
                           "%s k=%ld: G differs between the host and the device plans", names[t], k);
             ck_assert(o[0].m_max == o[1].m_max);
+            /* the plan each run took: host when asked; device when asked
+             * and possible (products made, every system fused) */
+            ck_assert_msg(strcmp(o[0].plan, "host") == 0, "%s k=%ld: plan %s", names[t], k, o[0].plan);
+            if (t == 0 && k >= 2)
+                ck_assert_msg(strcmp(o[1].plan, "device") == 0, "%s k=%ld: plan %s", names[t], k,
+                              o[1].plan);
+            if (t == 1 && k >= 2 && o[1].m_max > 256) /* above any device's fit */
+                ck_assert_msg(strcmp(o[1].plan, "host") == 0, "%s k=%ld: plan %s", names[t], k,
+                              o[1].plan);
             gs_csr_free(&o[0].G), gs_csr_free(&o[1].G);
         }
     gs_csr_free(&As[0]), gs_csr_free(&As[1]);

@@ -36,6 +36,9 @@ extern "C" {
 #define FULL_MASK 0xffffffffu
 #define ROW_WARPS 8 /* warps (rows) per 256-thread block of the row kernels */
 #define POSTFILTER_ZCAP 384 /* longest row of G whose z^T A z is summed in shared memory */
+#define SPAN_WORDS 256      /* its bitmap of Z: rows of G whose columns span at most 8192 */
+static_assert(POSTFILTER_ZCAP * sizeof(int32_t) <= SPAN_WORDS * sizeof(uint2),
+              "the postfilter's staged Z must fit its bitmap's room");
 
 /* ------------------------------------------------------------- helpers */
 
@@ -348,7 +351,7 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
                                        const int32_t *__restrict__ a_col,
                                        const double *__restrict__ a_val, int64_t *g_rp,
                                        int32_t *__restrict__ g_col, T *__restrict__ g_val,
-                                       int zcap, int *fail)
+                                       int zcap, int bitmap, int *fail)
 {
     const int lane = threadIdx.x & 31;
     const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
@@ -411,41 +414,83 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
             if (q < total && hit) zaz += zj * (a_val[p] * zs);
         }
     } else if (mz <= zcap) {
-        /* Z and z staged in the warp's slice of shared memory: read from
-         * global memory, where this warp has just written them, every step
-         * of the searches waited on the L2 cache (bcsstk16: 0.83 ms). Each
-         * lane walks row Z_r of A FSAI_SEARCH_WAYS entries at a time, their
-         * searches of Z interleaved (fsai_search_ways); the four cost 8
-         * registers (40 to 48) and with them 0.4 ms on poisson3d:128, whose
-         * rows are all short. */
-        extern __shared__ double postfilter_smem[];         /* zcap values, zcap columns a warp */
-        double *zs = postfilter_smem + (threadIdx.x >> 5) * zcap;
-        int32_t *Zs = (int32_t *)(postfilter_smem + ROW_WARPS * zcap) + (threadIdx.x >> 5) * zcap;
-        const int nz = (int)mz;
-        for (int r = lane; r < nz; r += 32) {
-            Zs[r] = Z[r];
-            zs[r] = (double)z[r];
-        }
-        __syncwarp();
+        /* z staged in the warp's slice of shared memory (read from global
+         * memory, where this warp has just written it, every lookup waited
+         * on the L2 cache: bcsstk16 0.83 ms). Each lane walks row Z_r of A
+         * FSAI_SEARCH_WAYS entries at a time, their columns and values
+         * loaded before any lookup. A column's place in Z: where Z spans at
+         * most 32 SPAN_WORDS columns (and bitmap), a bitmap of Z over its
+         * span, each word with the count of set bits before it (one shared
+         * load and a popc); else Z staged and searched, the searches
+         * interleaved (fsai_search_ways; the four cost 8 registers and with
+         * them 0.4 ms on poisson3d:128, whose rows are all short). Both sum
+         * in the same order: the same G to the bit. */
+        extern __shared__ double postfilter_smem[];         /* see fsai_postfilter_typed */
+        const int warp = threadIdx.x >> 5, nz = (int)mz;
+        double *zs = postfilter_smem + warp * zcap;
+        uint2 *map = (uint2 *)(postfilter_smem + ROW_WARPS * zcap) + warp * SPAN_WORDS;
+        int32_t *Zs = (int32_t *)map; /* the search's staged Z, in the bitmap's room */
+        const int32_t base = Z[0];
+        const int64_t span = (int64_t)Z[nz - 1] - base + 1; /* Z sorted */
+        const bool by_bits = bitmap && span <= 32 * SPAN_WORDS;
         int top = 1;
         while (2 * top <= nz) top *= 2;
+        for (int r = lane; r < nz; r += 32) zs[r] = (double)z[r];
+        if (by_bits) {
+            const int words = (int)((span + 31) >> 5);
+            for (int w = lane; w < words; w += 32) map[w].x = 0u;
+            __syncwarp();
+            for (int r = lane; r < nz; r += 32) {
+                const int o = Z[r] - base;
+                atomicOr(&map[o >> 5].x, 1u << (o & 31));
+            }
+            __syncwarp();
+            uint32_t carry = 0;
+            for (int w0 = 0; w0 < words; w0 += 32) {
+                const int w = w0 + lane;
+                const uint32_t c = w < words ? (uint32_t)__popc(map[w].x) : 0u;
+                uint32_t incl = c;
+#pragma unroll
+                for (int o = 1; o < 32; o <<= 1) {
+                    const uint32_t t = __shfl_up_sync(FULL_MASK, incl, o);
+                    if (lane >= o) incl += t;
+                }
+                if (w < words) map[w].y = carry + incl - c;
+                carry += __shfl_sync(FULL_MASK, incl, 31);
+            }
+        } else {
+            for (int r = lane; r < nz; r += 32) Zs[r] = Z[r];
+        }
+        __syncwarp();
         for (int r = lane; r < nz; r += 32) {
-            const int32_t zr = Zs[r];
+            const int32_t zr = Z[r];
             const int64_t p1 = a_rp[zr + 1];
             double az = 0.0;                                   /* (A z)_{Z_r} */
             for (int64_t p = a_rp[zr]; p < p1; p += FSAI_SEARCH_WAYS) {
                 int32_t cu[FSAI_SEARCH_WAYS];
                 double vu[FSAI_SEARCH_WAYS];
-                int lo[FSAI_SEARCH_WAYS];
 #pragma unroll
                 for (int u = 0; u < FSAI_SEARCH_WAYS; u++) {
                     cu[u] = p + u < p1 ? a_col[p + u] : INT32_MAX; /* columns are < n */
                     vu[u] = p + u < p1 ? a_val[p + u] : 0.0;
                 }
-                fsai_search_ways(Zs, nz, top, cu, lo);
+                if (by_bits) {
 #pragma unroll
-                for (int u = 0; u < FSAI_SEARCH_WAYS; u++)
-                    if (lo[u] < nz && Zs[lo[u]] == cu[u]) az += vu[u] * zs[lo[u]];
+                    for (int u = 0; u < FSAI_SEARCH_WAYS; u++) {
+                        const int64_t o = (int64_t)cu[u] - base;
+                        if (o >= 0 && o < span) {
+                            const uint2 mw = map[o >> 5];
+                            const uint32_t bit = 1u << (o & 31);
+                            if (mw.x & bit) az += vu[u] * zs[mw.y + __popc(mw.x & (bit - 1u))];
+                        }
+                    }
+                } else {
+                    int lo[FSAI_SEARCH_WAYS];
+                    fsai_search_ways(Zs, nz, top, cu, lo);
+#pragma unroll
+                    for (int u = 0; u < FSAI_SEARCH_WAYS; u++)
+                        if (lo[u] < nz && Zs[lo[u]] == cu[u]) az += vu[u] * zs[lo[u]];
+                }
             }
             zaz += zs[r] * az;
         }
@@ -482,6 +527,9 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     /* shared memory only where a row of G can be longer than 32 (no row of
      * G is longer than its local system): it would cost the others occupancy */
     const int zcap = m_max > 32 ? POSTFILTER_ZCAP : 0;
+    /* GS_FSAI_POSTFILTER=search: Z searched on every row (tests, timings) */
+    const char *pf = getenv("GS_FSAI_POSTFILTER");
+    const int bitmap = !(pf && strcmp(pf, "search") == 0);
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = H->n;
     const unsigned grid = fsai_blocks(n, ROW_WARPS);
@@ -497,23 +545,26 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
                        c->stream, n, (const int64_t *)H->rp, (const int32_t *)H->col,
                        (const T *)H->val, delta, (const int64_t *)dA->rp,
                        (const int32_t *)dA->col, (const double *)dA->val, G->rp, (int32_t *)NULL,
-                       (T *)NULL, 0, d_fail));
+                       (T *)NULL, 0, 0, d_fail));
     GS_TRY(fsai_counts_scan(e, G->rp, n));
     if (plan) GS_TRY(gs_cuda_sell_plan_start(e, n, G->rp, plan)); /* G's layout, planned now */
     {
-        const int64_t *info = plan && plan->slice_ptr ? plan->info : NULL;
-        const void *src[5] = {G->rp + n, factor_fail, info, info + 1, info + 2};
-        GS_TRY(fsai_read_words(e, info ? 5 : 2, src, words));
-        if (info) memcpy(plan->words, words + 2, sizeof plan->words);
+        const void *src[5] = {G->rp + n, factor_fail, NULL, NULL, NULL};
+        const int planned = plan && plan->slice_ptr;
+        if (planned) src[2] = plan->info, src[3] = plan->info + 1, src[4] = plan->info + 2;
+        GS_TRY(fsai_read_words(e, planned ? 5 : 2, src, words));
+        if (planned) memcpy(plan->words, words + 2, sizeof plan->words);
     }
     if (words[1] != ~0ull) GS_TRY(fsai_factor_failure(e, H, words[1], err));
     nnz = (int64_t)words[0];
     GS_TRY(fsai_dcsr_alloc_entries(e, G, nnz, sizeof(T), "fsai: G"));
     GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, true>), grid, 32 * ROW_WARPS,
-                       (size_t)zcap * ROW_WARPS * (sizeof(double) + sizeof(int32_t)), c->stream, n,
+                       zcap ? (size_t)ROW_WARPS * (zcap * sizeof(double) + SPAN_WORDS * sizeof(uint2))
+                            : 0,
+                       c->stream, n,
                        (const int64_t *)H->rp, (const int32_t *)H->col, (const T *)H->val, delta,
                        (const int64_t *)dA->rp, (const int32_t *)dA->col,
-                       (const double *)dA->val, G->rp, G->col, (T *)G->val, zcap, d_fail));
+                       (const double *)dA->val, G->rp, G->col, (T *)G->val, zcap, bitmap, d_fail));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&fail, d_fail, sizeof fail, cudaMemcpyDeviceToHost,
                                               c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));

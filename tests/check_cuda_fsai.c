@@ -348,11 +348,35 @@ START_TEST(test_every_size_class)
 }
 END_TEST
 
+/* G from the postfilter's bitmap lookups of Z (the default) and from its
+ * searches of Z (GS_FSAI_POSTFILTER=search): the same sums in the same
+ * order, so the same G to the bit. */
+static void check_postfilter_paths(const gs_csr *A, double tau, long k, double delta,
+                                   const char *what)
+{
+    tu_fsai_args a;
+    const gs_params *p = tu_fsai_args_make(&a, tau, k, delta, NULL);
+    fsai_out o[2];
+    for (int d = 0; d < 2; d++) {
+        if (d) ck_assert_int_eq(setenv("GS_FSAI_POSTFILTER", "search", 1), 0);
+        o[d] = fsai_on(gpu, A, p);
+        ck_assert_msg(o[d].status == GS_OK, "%s: %s", what, o[d].err.msg);
+    }
+    ck_assert_int_eq(unsetenv("GS_FSAI_POSTFILTER"), 0);
+    ck_assert_int_eq(o[0].G.nnz, o[1].G.nnz);
+    ck_assert(memcmp(o[0].G.col, o[1].G.col, (size_t)o[0].G.nnz * sizeof(int32_t)) == 0);
+    ck_assert_msg(memcmp(o[0].G.val, o[1].G.val, (size_t)o[0].G.nnz * sizeof(double)) == 0,
+                  "%s: G differs between the postfilter's bitmap and search", what);
+    gs_csr_free(&o[0].G), gs_csr_free(&o[1].G);
+}
+
 /* Rows of G longer than 32 (the postfilter's z^T A z with z staged in
- * shared memory) whose columns span far (9500 columns) next to banded
- * ones: a band of half-width 40 (no prefilter, k = 1, every entry kept: 41
- * columns a row; off-diagonals -1/(1+d)^2, so A is diagonally dominant)
- * and, for a few rows i, one coupling to column i - 9500. */
+ * shared memory) whose columns span far (9500 columns: beyond the bitmap
+ * of Z, searched instead) next to banded ones: a band of half-width 40 (no
+ * prefilter, k = 1, every entry kept: 41 columns a row; off-diagonals
+ * -1/(1+d)^2, so A is diagonally dominant) and, for a few rows i, one
+ * coupling to column i - 9500. Then the bitmap and the search give the
+ * same G here and on matrices with long rows of G. */
 START_TEST(test_postfilter_wide_rows)
 {
     const int32_t n = 12000, hw = 40;
@@ -375,6 +399,14 @@ START_TEST(test_postfilter_wide_rows)
     free(ri), free(ci), free(v);
     check_case(&A, 0.0, 1, 0.0, NULL, "band with far couplings");
     check_case(&A, 0.0, 1, 0.0035, NULL, "band with far couplings");
+    check_postfilter_paths(&A, 0.0, 1, 0.0035, "band with far couplings");
+    gs_csr_free(&A);
+    A = tu_generated("poisson3d27:9");
+    check_postfilter_paths(&A, 0.0, 3, 0.0035, "poisson3d27:9 k=3");
+    gs_csr_free(&A);
+    tu_rng r = tu_rng_seed(31);
+    A = tu_random_spd(&r, 300, 0.02);
+    check_postfilter_paths(&A, 0.001, 2, 0.01, "random with dense rows");
     gs_csr_free(&A);
 }
 END_TEST

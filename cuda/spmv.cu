@@ -428,11 +428,10 @@ __global__ void __launch_bounds__(SLICE_INFO_BLOCK)
     }
 }
 
-/* The host's share of a slice plan, read in one round trip from d_info =
- * {stored entries, the last slice's size, the widest slice's size}: P, the
- * padding measure over real rows (ghost rows of the last slice excluded)
- * and the widest slice's width. */
-/* The plan's sizes from its info (stored entries, last slice, widest). */
+/* The host's share of a slice plan from its info = {stored entries, the
+ * last slice's size, the widest slice's size}: P, the padding measure over
+ * real rows (ghost rows of the last slice excluded) and the widest slice's
+ * width. slice_plan_read brings the info in a round trip of its own. */
 static void slice_plan_sizes(const gs_mat *m, const int64_t info[3], int64_t *P, int64_t *P_real,
                              int64_t *width_max)
 {
@@ -617,10 +616,10 @@ static int fill_sell(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int3
                        (double *)m->sell_val);
 }
 
-/* Vector-CSR: a copy of the arrays, values in the stored precision; lanes
- * per row = the power of two at or above the mean row length, 2 to 32. */
-/* The CSR layout from device arrays: copied, or taken over (no copies, the
- * matrix then owns them) where adopt is set and the values stay fp64. */
+/* Vector-CSR from device arrays: a copy of them, values in the stored
+ * precision, or the arrays themselves taken over (the matrix then owns
+ * them) where adopt is set and the values stay fp64; lanes per row = the
+ * power of two at or above the mean row length, 2 to 32. */
 static int fill_csr(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
                     const double *val, int adopt)
 {
@@ -695,9 +694,9 @@ cleanup:
 }
 
 /* Choose the layout by the rule at the top of this file and build it;
- * force (benchmarks, tests) overrides the rule. */
-/* plan (NULL, or started for this matrix with its words read): its slice
- * pointers are taken over (plan->slice_ptr then NULL) instead of built. */
+ * force (benchmarks, tests) overrides the rule. plan (NULL, or started for
+ * this matrix with its words read): its slice pointers are taken over
+ * (plan->slice_ptr then NULL) instead of built. */
 static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
                         const double *val, gs_cuda_layout force, int sigma, int adopt,
                         gs_cuda_sell_plan *plan)

@@ -63,8 +63,7 @@ static int solve_problem(const gs_cli *cli, const char *input, engines *en, int 
     int nruns = 0, code = EXIT_OK;
     double *x = NULL;
     int status = gs_problem_load(cli, input, &p, &err);
-    for (int i = 0; status == GS_OK && i < en->count; i++)
-        if (en->e[i]->ops->host_pin) gs_problem_pin(&p, en->e[i]);
+    for (int i = 0; status == GS_OK && i < en->count; i++) gs_problem_pin(&p, en->e[i]);
     if (status == GS_OK && cli->output) {
         x = malloc((size_t)p.A.n_rows * sizeof(double));
         if (!x) status = gs_error_set(&err, GS_ERR_NOMEM, "out of memory for the solution");

@@ -974,15 +974,9 @@ static void check_device_csr(const gs_csr *A, gs_cuda_layout layout, const char 
                   gpu->err.msg);
     ck_assert_uint_eq(gpu->device_bytes_now, before);
     ck_assert_msg(owned == !is_csr, "%s (%s): owned %d", what, gs_cuda_mat_layout(ga), owned);
-    for (int32_t i = 0; i <= A->n_rows; i++)
-        ck_assert_msg(B.row_ptr[i] == A->row_ptr[i], "%s (%s): row_ptr[%d] = %lld, want %lld",
-                      what, gs_cuda_mat_layout(ga), (int)i, (long long)B.row_ptr[i],
-                      (long long)A->row_ptr[i]);
-    for (int64_t k = 0; k < A->nnz; k++)
-        ck_assert_msg(B.col[k] == A->col[k] && memcmp(&B.val[k], &A->val[k], sizeof(double)) == 0,
-                      "%s (%s): entry %lld: (%d, %.17g), want (%d, %.17g)", what,
-                      gs_cuda_mat_layout(ga), (long long)k, (int)B.col[k], B.val[k],
-                      (int)A->col[k], A->val[k]);
+    char label[160];
+    snprintf(label, sizeof label, "%s (%s)", what, gs_cuda_mat_layout(ga));
+    tu_assert_same_csr(A, &B, label);
     no_error(gpu);
     gs_csr_free(&B);
     gpu->ops->mat_destroy(gpu, ga);
@@ -1035,18 +1029,6 @@ END_TEST
 
 /* --------------------------------------------------------------- errors */
 
-/* B (downloaded through the setups' view of ga) is A, bit for bit. */
-static void assert_same_csr(const gs_csr *A, const gs_csr *B, const char *what)
-{
-    for (int32_t i = 0; i <= A->n_rows; i++)
-        ck_assert_msg(B->row_ptr[i] == A->row_ptr[i], "%s: row_ptr[%d] = %lld, want %lld", what,
-                      (int)i, (long long)B->row_ptr[i], (long long)A->row_ptr[i]);
-    for (int64_t k = 0; k < A->nnz; k++)
-        ck_assert_msg(B->col[k] == A->col[k] && memcmp(&B->val[k], &A->val[k], sizeof(double)) == 0,
-                      "%s: entry %lld: (%d, %.17g), want (%d, %.17g)", what, (long long)k,
-                      (int)B->col[k], B->val[k], (int)A->col[k], A->val[k]);
-}
-
 /* mat_create_system from page-locked host arrays (host_pin): the upload is
  * over when it returns (the host arrays, poisoned right after, do not reach
  * the device); the sliced ELL layout keeps the CSR upload for the setup,
@@ -1092,20 +1074,20 @@ static void check_system_matrix(const gs_csr *A0, const char *what)
             /* handed over: owned, bitwise A, freed with the view */
             ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
             ck_assert_msg(owned == !is_csr, "%s (%s): owned %d", what, gs_cuda_mat_layout(ga), owned);
-            assert_same_csr(&keep, &B, what);
+            tu_assert_same_csr(&keep, &B, what);
             ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
             /* then the sliced ELL is turned back, as for any matrix */
             memset(B.val, 0, (size_t)A.nnz * sizeof(double));
             ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
             ck_assert_int_eq(owned, !is_csr);
-            assert_same_csr(&keep, &B, what);
+            tu_assert_same_csr(&keep, &B, what);
             gpu->ops->setup_done(gpu, ga); /* nothing left to free */
             ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
         } else {
             gpu->ops->setup_done(gpu, ga);
             ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
             ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
-            assert_same_csr(&keep, &B, what);
+            tu_assert_same_csr(&keep, &B, what);
         }
         no_error(gpu);
         gpu->ops->mat_destroy(gpu, ga);
@@ -1128,7 +1110,7 @@ static void check_system_matrix(const gs_csr *A0, const char *what)
         memset(A.val, 0xff, (size_t)A.nnz * sizeof(double));
         ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
         ck_assert_int_eq(owned, 0);
-        assert_same_csr(&keep, &B, what);
+        tu_assert_same_csr(&keep, &B, what);
         gpu->ops->mat_destroy(gpu, ga);
         memcpy(A.col, keep.col, (size_t)A.nnz * sizeof(int32_t));
         memcpy(A.val, keep.val, (size_t)A.nnz * sizeof(double));

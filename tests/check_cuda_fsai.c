@@ -363,10 +363,9 @@ static void check_postfilter_paths(const gs_csr *A, double tau, long k, double d
         ck_assert_msg(o[d].status == GS_OK, "%s: %s", what, o[d].err.msg);
     }
     ck_assert_int_eq(unsetenv("GS_FSAI_POSTFILTER"), 0);
-    ck_assert_int_eq(o[0].G.nnz, o[1].G.nnz);
-    ck_assert(memcmp(o[0].G.col, o[1].G.col, (size_t)o[0].G.nnz * sizeof(int32_t)) == 0);
-    ck_assert_msg(memcmp(o[0].G.val, o[1].G.val, (size_t)o[0].G.nnz * sizeof(double)) == 0,
-                  "%s: G differs between the postfilter's bitmap and search", what);
+    char label[160];
+    snprintf(label, sizeof label, "%s: G by the postfilter's search against its bitmap", what);
+    tu_assert_same_csr(&o[0].G, &o[1].G, label);
     gs_csr_free(&o[0].G), gs_csr_free(&o[1].G);
 }
 
@@ -434,12 +433,10 @@ START_TEST(test_host_and_device_plans)
                 ck_assert_msg(o[d].status == GS_OK, "%s k=%ld: %s", names[t], k, o[d].err.msg);
             }
             ck_assert_int_eq(unsetenv("GS_FSAI_PLAN"), 0);
-            ck_assert_int_eq(o[0].G.nnz, o[1].G.nnz);
-            ck_assert(memcmp(o[0].G.row_ptr, o[1].G.row_ptr,
-                             ((size_t)o[0].G.n_rows + 1) * sizeof(int64_t)) == 0);
-            ck_assert(memcmp(o[0].G.col, o[1].G.col, (size_t)o[0].G.nnz * sizeof(int32_t)) == 0);
-            ck_assert_msg(memcmp(o[0].G.val, o[1].G.val, (size_t)o[0].G.nnz * sizeof(double)) == 0,
-                          "%s k=%ld: G differs between the host and the device plans", names[t], k);
+            char label[160];
+            snprintf(label, sizeof label, "%s k=%ld: G by the device plan against the host plan",
+                     names[t], k);
+            tu_assert_same_csr(&o[0].G, &o[1].G, label);
             ck_assert(o[0].m_max == o[1].m_max);
             /* the plan each run took: host when asked; device when asked
              * and possible (products made, every system fused) */
@@ -680,13 +677,10 @@ START_TEST(test_engine_copy_of_A)
         ck_assert_msg(strncmp(kept.stages, "csr of A;", 9) == 0, "case %d: stages %s", t, kept.stages);
         const fsai_out *other[2] = {&up, &kept};
         for (int k = 0; k < 2; k++) {
-            ck_assert_int_eq(dev.G.nnz, other[k]->G.nnz);
-            ck_assert(memcmp(dev.G.row_ptr, other[k]->G.row_ptr,
-                             ((size_t)dev.G.n_rows + 1) * sizeof(int64_t)) == 0);
-            ck_assert(memcmp(dev.G.col, other[k]->G.col, (size_t)dev.G.nnz * sizeof(int32_t)) == 0);
-            ck_assert_msg(memcmp(dev.G.val, other[k]->G.val, (size_t)dev.G.nnz * sizeof(double)) == 0,
-                          "case %d: G differs between A from the engine and A %s", t,
-                          k ? "kept from the upload" : "uploaded");
+            char label[120];
+            snprintf(label, sizeof label, "case %d: G from A %s against A from the engine", t,
+                     k ? "kept from the upload" : "uploaded");
+            tu_assert_same_csr(&dev.G, &other[k]->G, label);
         }
         gs_csr_free(&dev.G), gs_csr_free(&up.G), gs_csr_free(&kept.G), gs_csr_free(&As[t]);
     }

@@ -244,6 +244,23 @@ static inline void tu_pc_saved_matrix(gs_pc *pc, const char *suffix, gs_csr *M)
     remove(prefix);
 }
 
+/* got is want bit for bit: shape, row pointers, columns, values (memcmp:
+ * -0.0 and NaN payloads count). */
+static inline void tu_assert_same_csr(const gs_csr *want, const gs_csr *got, const char *what)
+{
+    ck_assert_msg(got->n_rows == want->n_rows && got->nnz == want->nnz,
+                  "%s: %d rows, %lld entries, want %d, %lld", what, (int)got->n_rows,
+                  (long long)got->nnz, (int)want->n_rows, (long long)want->nnz);
+    for (int32_t i = 0; i <= want->n_rows; i++)
+        ck_assert_msg(got->row_ptr[i] == want->row_ptr[i], "%s: row_ptr[%d] = %lld, want %lld",
+                      what, (int)i, (long long)got->row_ptr[i], (long long)want->row_ptr[i]);
+    for (int64_t k = 0; k < want->nnz; k++)
+        ck_assert_msg(got->col[k] == want->col[k] &&
+                          memcmp(&got->val[k], &want->val[k], sizeof(double)) == 0,
+                      "%s: entry %lld: (%d, %.17g), want (%d, %.17g)", what, (long long)k,
+                      (int)got->col[k], got->val[k], (int)want->col[k], want->val[k]);
+}
+
 /* The setup's stages are exactly `names` (NULL-terminated), in order. */
 static inline void tu_assert_stages(const gs_pc *pc, const char *const *names)
 {

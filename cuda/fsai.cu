@@ -36,9 +36,7 @@ extern "C" {
 #define FULL_MASK 0xffffffffu
 #define ROW_WARPS 8 /* warps (rows) per 256-thread block of the row kernels */
 #define POSTFILTER_ZCAP 384 /* longest row of G whose z^T A z is summed in shared memory */
-#define SPAN_WORDS 256      /* its bitmap of Z: rows of G whose columns span at most 8192 */
-static_assert(POSTFILTER_ZCAP * sizeof(int32_t) <= SPAN_WORDS * sizeof(uint2),
-              "the postfilter's staged Z must fit its bitmap's room");
+#define SPAN_WORDS 128      /* its bitmap of Z: rows of G whose columns span at most 4096 */
 
 /* ------------------------------------------------------------- helpers */
 
@@ -429,19 +427,23 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
         const int warp = threadIdx.x >> 5, nz = (int)mz;
         double *zs = postfilter_smem + warp * zcap;
         uint2 *map = (uint2 *)(postfilter_smem + ROW_WARPS * zcap) + warp * SPAN_WORDS;
-        int32_t *Zs = (int32_t *)map; /* the search's staged Z, in the bitmap's room */
-        const int32_t base = Z[0];
-        const int64_t span = (int64_t)Z[nz - 1] - base + 1; /* Z sorted */
+        int32_t *Zs = (int32_t *)(postfilter_smem + ROW_WARPS * (zcap + SPAN_WORDS)) + warp * zcap;
+        for (int r = lane; r < nz; r += 32) {
+            Zs[r] = Z[r];
+            zs[r] = (double)z[r];
+        }
+        __syncwarp();
+        const int32_t base = Zs[0];
+        const int64_t span = (int64_t)Zs[nz - 1] - base + 1; /* Z sorted */
         const bool by_bits = bitmap && span <= 32 * SPAN_WORDS;
         int top = 1;
         while (2 * top <= nz) top *= 2;
-        for (int r = lane; r < nz; r += 32) zs[r] = (double)z[r];
         if (by_bits) {
             const int words = (int)((span + 31) >> 5);
             for (int w = lane; w < words; w += 32) map[w].x = 0u;
             __syncwarp();
             for (int r = lane; r < nz; r += 32) {
-                const int o = Z[r] - base;
+                const int o = Zs[r] - base;
                 atomicOr(&map[o >> 5].x, 1u << (o & 31));
             }
             __syncwarp();
@@ -458,12 +460,10 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
                 if (w < words) map[w].y = carry + incl - c;
                 carry += __shfl_sync(FULL_MASK, incl, 31);
             }
-        } else {
-            for (int r = lane; r < nz; r += 32) Zs[r] = Z[r];
+            __syncwarp();
         }
-        __syncwarp();
         for (int r = lane; r < nz; r += 32) {
-            const int32_t zr = Z[r];
+            const int32_t zr = Zs[r];
             const int64_t p1 = a_rp[zr + 1];
             double az = 0.0;                                   /* (A z)_{Z_r} */
             for (int64_t p = a_rp[zr]; p < p1; p += FSAI_SEARCH_WAYS) {
@@ -559,7 +559,8 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     nnz = (int64_t)words[0];
     GS_TRY(fsai_dcsr_alloc_entries(e, G, nnz, sizeof(T), "fsai: G"));
     GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, true>), grid, 32 * ROW_WARPS,
-                       zcap ? (size_t)ROW_WARPS * (zcap * sizeof(double) + SPAN_WORDS * sizeof(uint2))
+                       zcap ? (size_t)ROW_WARPS * (zcap * (sizeof(double) + sizeof(int32_t)) +
+                                                   SPAN_WORDS * sizeof(uint2))
                             : 0,
                        c->stream, n,
                        (const int64_t *)H->rp, (const int32_t *)H->col, (const T *)H->val, delta,

@@ -56,12 +56,28 @@ static __host__ __device__ inline int64_t tri(int64_t r) { return r * (r + 1) / 
 /* the same in 32 bits, for systems of fewer than 2^15 rows */
 static __device__ inline int tri(int r) { return r * (r + 1) / 2; }
 
-/* Size class of a system of m rows; fit: the largest m <= 256 whose
- * triangle and panel fit a block's shared memory (225 in fp64 on an
- * H100/H200, 256 in fp32). */
+/* The largest m of size class k: 32, 64, 96, 128 (the rows kernels), fit
+ * (the largest m <= 256 whose triangle and panel fit a block's shared
+ * memory: 225 in fp64 on an H100/H200, 256 in fp32), then any. The one
+ * table of the classes, for the classify kernel and both plans. */
+static __host__ __device__ inline int64_t factor_class_hi(int k, int32_t fit)
+{
+    return k < FACTOR_CLASSES - 2 ? 32 * (int64_t)(k + 1) : k == FACTOR_CLASSES - 2 ? fit : INT64_MAX;
+}
+
+/* The smallest m of class k. */
+static __host__ __device__ inline int64_t factor_class_lo(int k, int32_t fit)
+{
+    return k == 0 ? 1 : factor_class_hi(k - 1, fit) + 1;
+}
+
+/* Size class of a system of m rows. */
 static __device__ inline int factor_class(int64_t m, int32_t fit)
 {
-    return m <= 32 ? 0 : m <= 64 ? 1 : m <= 96 ? 2 : m <= 128 ? 3 : m <= fit ? 4 : 5;
+    int k = 0;
+#pragma unroll
+    for (int j = 0; j < FACTOR_CLASSES - 1; j++) k += m > factor_class_hi(j, fit);
+    return k;
 }
 
 __global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__restrict__ s_rp,
@@ -886,13 +902,6 @@ __global__ void factor_bounds_kernel(const int *counters, int32_t *bounds)
     bounds[FACTOR_CLASSES] = b;
 }
 
-/* The smallest m of class k. */
-static int64_t factor_class_lo(int k, int32_t fit)
-{
-    static const int64_t lo[FACTOR_CLASSES - 1] = {1, 33, 65, 97, 129};
-    return k < FACTOR_CLASSES - 1 ? lo[k] : (int64_t)fit + 1;
-}
-
 /* Device plans (no round trip) for at most this many systems, where the
  * round trip is a visible part of the setup; larger setups keep the host
  * plan, whose launches are sized to their classes (a device plan launches
@@ -957,8 +966,7 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, int
                            (const int *)p->counters, p->bounds));
         p->counts[FACTOR_CLASSES] = (int)m_known;
         for (int k = 0; k < FACTOR_CLASSES; k++) {
-            static const int64_t top[FACTOR_CLASSES - 1] = {32, 64, 96, 128, 0};
-            const int64_t hi = k < FACTOR_CLASSES - 2 ? top[k] : m_known;
+            const int64_t hi = factor_class_hi(k, fit);
             p->counts[k] = factor_class_lo(k, fit) <= m_known ? n : 0; /* at most */
             p->counts[FACTOR_CLASSES + 1 + k] = (int)(hi < m_known ? hi : m_known);
         }

@@ -834,6 +834,13 @@ static gs_cuda_tri triangle_of(const gs_csr *A)
     return lower ? GS_CUDA_TRI_LOWER : upper ? GS_CUDA_TRI_UPPER : GS_CUDA_TRI_NONE;
 }
 
+/* The engine no longer keeps the setup's copy of the system matrix's CSR
+ * (freed, or handed over). */
+static void setup_csr_forget(gs_cuda_impl *c)
+{
+    c->setup_of = NULL, c->setup_rp = NULL, c->setup_col = NULL, c->setup_val = NULL;
+}
+
 /* The setup's copy of the system matrix's CSR, if it is still kept. */
 static void setup_csr_free(gs_engine *e)
 {
@@ -843,7 +850,7 @@ static void setup_csr_free(gs_engine *e)
     gs_cuda_free(e, c->setup_val, (size_t)nnz * sizeof(double));
     gs_cuda_free(e, c->setup_col, (size_t)nnz * sizeof(int32_t));
     gs_cuda_free(e, c->setup_rp, ((size_t)n + 1) * sizeof(int64_t));
-    c->setup_of = NULL, c->setup_rp = NULL, c->setup_col = NULL, c->setup_val = NULL;
+    setup_csr_forget(c);
 }
 
 /* A uploaded as CSR (one DMA an array from page-locked memory), then laid
@@ -883,14 +890,10 @@ static int mat_create_impl(gs_engine *e, const gs_csr *A, gs_precision prec,
         d_ptr = NULL, d_col = NULL, d_val = NULL;
     }
 cleanup: /* stream-ordered frees: after the kernels that read them */
-    if (status == GS_OK) {
-        status = gs_cuda_upload_finish(e, pending, status);
-        if (status != GS_OK) { /* the wait failed: no matrix after all */
-            gs_cuda_mat_destroy(e, *out);
-            *out = NULL;
-        }
-    } else {
-        status = gs_cuda_upload_finish(e, pending, status);
+    status = gs_cuda_upload_finish(e, pending, status);
+    if (status != GS_OK && *out) { /* the upload's wait failed: no matrix after all */
+        gs_cuda_mat_destroy(e, *out);
+        *out = NULL;
     }
     gs_cuda_free(e, d_val, nnz * sizeof(double));
     gs_cuda_free(e, d_col, nnz * sizeof(int32_t));
@@ -1061,7 +1064,7 @@ int gs_cuda_mat_device_csr(gs_engine *e, const gs_mat *A, gs_cuda_csr_view *out)
         out->col = c->setup_col;
         out->val = c->setup_val;
         out->owned = 1;
-        c->setup_of = NULL, c->setup_rp = NULL, c->setup_col = NULL, c->setup_val = NULL;
+        setup_csr_forget(c);
         return GS_OK;
     }
     GS_TRY(gs_cuda_alloc(e, &rp, ((size_t)n + 1) * sizeof(int64_t), "CSR of A: row pointers"));

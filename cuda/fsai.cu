@@ -37,6 +37,7 @@ extern "C" {
 #define ROW_WARPS 8 /* warps (rows) per 256-thread block of the row kernels */
 #define POSTFILTER_ZCAP 384 /* longest row of G whose z^T A z is summed in shared memory */
 #define SPAN_WORDS 128      /* its bitmap of Z: rows of G whose columns span at most 4096 */
+#define POSTFILTER_NO_FAIL 0x7f7f7f7f /* the postfilter's failure record: no row failed */
 
 /* ------------------------------------------------------------- helpers */
 
@@ -48,6 +49,13 @@ int fsai_dcsr_alloc_rows(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what
         status = CUDA_CALL(&e->err, cudaMemsetAsync(m->rp, 0, ((size_t)n + 1) * sizeof(int64_t),
                                                     gs_cuda_of(e)->stream));
     return status;
+}
+
+int fsai_dcsr_alloc_rows_counted(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what)
+{
+    if (n == 0) return fsai_dcsr_alloc_rows(e, m, n, what); /* no row 0 to write rp[0] */
+    m->n = n;
+    return gs_cuda_alloc(e, &m->rp, ((size_t)n + 1) * sizeof(int64_t), what);
 }
 
 int fsai_dcsr_alloc_entries(gs_engine *e, fsai_dcsr *m, int64_t nnz, size_t vsize,
@@ -72,16 +80,20 @@ void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m)
 }
 
 /* count (at most GS_MAX_SCALARS) 8-byte words from the device in one host
- * round trip: copies into the engine's pinned scalar buffer, one
- * synchronisation. */
+ * round trip: copies into the engine's pinned scalar buffer, one a run of
+ * words adjacent on the device (each copy ~3 us of the device's time and
+ * the host's), one synchronisation. */
 static int fsai_read_words(gs_engine *e, int count, const void *const *src, uint64_t *out)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     uint64_t *h = (uint64_t *)c->pinned; /* GS_MAX_SCALARS doubles */
     int status = GS_OK;
-    for (int k = 0; k < count; k++)
-        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h + k, src[k], 8, cudaMemcpyDeviceToHost,
-                                                  c->stream)));
+    for (int k = 0, run = 1; k < count; k += run) {
+        run = 1;
+        while (k + run < count && src[k + run] == (const uint64_t *)src[k] + run) run++;
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h + k, src[k], 8 * (size_t)run,
+                                                  cudaMemcpyDeviceToHost, c->stream)));
+    }
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
     for (int k = 0; k < count; k++) out[k] = h[k];
 cleanup:
@@ -198,6 +210,7 @@ __global__ void fsai_prefilter_kernel(int32_t n, const int64_t *__restrict__ rp,
     }
     if (!FILL && lane == 0) {
         at_rp[i + 1] = na, l_rp[i + 1] = nl;
+        if (i == 0) at_rp[0] = 0, l_rp[0] = 0; /* rows allocated unzeroed */
         /* a plain read first: on banded matrices nearly every row finds the
          * maximum already there and skips the atomic */
         if (i - first > *(volatile int *)bw) atomicMax(bw, i - first);
@@ -237,8 +250,8 @@ static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, do
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_check_kernel, grid, 32 * ROW_WARPS, 0, c->stream, n,
                        (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, diag, d_flags));
-    GS_TRY(fsai_dcsr_alloc_rows(e, At, n, "fsai: row pointers of the prefiltered A"));
-    GS_TRY(fsai_dcsr_alloc_rows(e, L1, n, "fsai: row pointers of L_1"));
+    GS_TRY(fsai_dcsr_alloc_rows_counted(e, At, n, "fsai: row pointers of the prefiltered A"));
+    GS_TRY(fsai_dcsr_alloc_rows_counted(e, L1, n, "fsai: row pointers of L_1"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<false>, grid, 32 * ROW_WARPS, 0, c->stream,
                        n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, (const double *)diag, tau, At->rp,
@@ -372,6 +385,10 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
     }
     if (!FILL) {
         if (lane == 0) g_rp[i + 1] = q;
+        if (lane == 0 && i == 0) {
+            g_rp[0] = 0;             /* rows allocated unzeroed */
+            *fail = POSTFILTER_NO_FAIL; /* for the fill pass's atomicMin */
+        }
         return;
     }
     __syncwarp();
@@ -533,14 +550,11 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = H->n;
     const unsigned grid = fsai_blocks(n, ROW_WARPS);
-    /* no failure: every byte 0x7f (a memset, not a copy from the host) */
-    const int no_fail = 0x7f7f7f7f;
-    int *d_fail = NULL, fail = no_fail, status = GS_OK;
+    int *d_fail = NULL, fail = POSTFILTER_NO_FAIL, status = GS_OK;
     int64_t nnz = 0;
     uint64_t words[5] = {0, 0, 0, 0, 0}; /* nnz(G), the factorisation's failure record, plan */
     GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof(int), "fsai postfilter: failure record"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_fail, 0x7f, sizeof fail, c->stream)));
-    GS_TRY(fsai_dcsr_alloc_rows(e, G, n, "fsai: row pointers of G"));
+    GS_TRY(fsai_dcsr_alloc_rows_counted(e, G, n, "fsai: row pointers of G"));
     GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, false>), grid, 32 * ROW_WARPS, 0,
                        c->stream, n, (const int64_t *)H->rp, (const int32_t *)H->col,
                        (const T *)H->val, delta, (const int64_t *)dA->rp,
@@ -569,7 +583,7 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&fail, d_fail, sizeof fail, cudaMemcpyDeviceToHost,
                                               c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    if (fail != no_fail)
+    if (fail != POSTFILTER_NO_FAIL)
         status = gs_error_set(err, GS_ERR_NUMERIC,
                               "fsai: row %d: z^T A z of the postfiltered row is not positive "
                               "and finite, so A is not SPD", fail + 1);

@@ -26,6 +26,10 @@ typedef struct fsai_dcsr {
 
 /* rp for n rows (zeroed), no entries yet. */
 int fsai_dcsr_alloc_rows(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what);
+/* The same, not zeroed, for a counting kernel that writes rp[0] = 0 and
+ * every row's count (each memset a host call of 1.5 to 5 us, after which
+ * the device waits: the small setups are bound by such calls). */
+int fsai_dcsr_alloc_rows_counted(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what);
 /* col (and val when vsize > 0) for nnz entries. */
 int fsai_dcsr_alloc_entries(gs_engine *e, fsai_dcsr *m, int64_t nnz, size_t vsize,
                             const char *what);

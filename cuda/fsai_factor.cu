@@ -80,12 +80,18 @@ static __device__ inline int factor_class(int64_t m, int32_t fit)
     return k;
 }
 
+/* ... and, for the device plan (off not NULL), the dense offsets zeroed:
+ * every system is gathered fused, none takes room in the dense buffer. */
 __global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__restrict__ s_rp,
                                        uint8_t *__restrict__ cls, int32_t *__restrict__ rows,
-                                       int *__restrict__ counts)
+                                       int *__restrict__ counts, int64_t *__restrict__ off)
 {
     const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= n) return;
+    if (off) {
+        off[i] = 0;
+        if (i == 0) off[n] = 0;
+    }
     const int64_t m = s_rp[i + 1] - s_rp[i];
     const int c = factor_class(m, fit);
     cls[i] = (uint8_t)c;
@@ -859,10 +865,17 @@ static void factor_plan_free(gs_engine *e, factor_plan *p)
 }
 
 /* The dynamic shared memory both block kernels can have: the opt-in limit
- * less their static shared memory, in whole T values. */
+ * less their static shared memory, in whole T values; asked of the
+ * runtime once a device. */
 template <typename T>
 static int factor_smem_max(gs_engine *e, size_t *out)
 {
+    static int known_device = -1;
+    static size_t known;
+    if (known_device == gs_cuda_of(e)->device) {
+        *out = known;
+        return GS_OK;
+    }
     int optin = 0, status = GS_OK;
     cudaFuncAttributes a128, a256;
     GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
@@ -873,6 +886,8 @@ static int factor_smem_max(gs_engine *e, size_t *out)
         const size_t st = a128.sharedSizeBytes > a256.sharedSizeBytes ? a128.sharedSizeBytes
                                                                        : a256.sharedSizeBytes;
         *out = ((size_t)optin > st ? (size_t)optin - st : 0) / sizeof(T) * sizeof(T);
+        known = *out;
+        known_device = gs_cuda_of(e)->device;
     }
 cleanup:
     return status;
@@ -947,7 +962,8 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, int
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(p->counters, 0, FACTOR_COUNTERS * sizeof(int),
                                               c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_classify_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
-                       fit, (const int64_t *)S->rp, p->cls, p->rows, p->counters));
+                       fit, (const int64_t *)S->rp, p->cls, p->rows, p->counters,
+                       device ? p->off : (int64_t *)NULL));
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs((void *)NULL, bytes,
                                                               (const uint8_t *)p->cls, p->cls_sorted,
                                                               (const int32_t *)p->rows, p->order,
@@ -957,11 +973,9 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, int
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(p->tmp, bytes, (const uint8_t *)p->cls,
                                                               p->cls_sorted, (const int32_t *)p->rows,
                                                               p->order, n, 0, 3, c->stream)));
-    if (device) { /* every system fused: no room in the dense buffer, offsets 0 */
+    if (device) { /* every system fused: offsets 0 (written by the classify kernel) */
         GS_TRY(gs_cuda_alloc(e, &p->bounds, (FACTOR_CLASSES + 1) * sizeof(int32_t),
                              "fsai factor: class ranges"));
-        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(p->off, 0, ((size_t)n + 1) * sizeof(int64_t),
-                                                  c->stream)));
         GS_TRY(CUDA_LAUNCH(&e->err, factor_bounds_kernel, 1, 32, 0, c->stream,
                            (const int *)p->counters, p->bounds));
         p->counts[FACTOR_CLASSES] = (int)m_known;

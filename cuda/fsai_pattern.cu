@@ -124,6 +124,10 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
     if (wid >= nwarps) return;
     uint8_t *M = map + (size_t)wid * stride;
     int32_t *list = FILL ? NULL : scratch + (size_t)wid * PATTERN_SCRATCH;
+    if (!FILL && wid == 0 && lane == 0) {
+        out_rp[0] = 0; /* rows allocated unzeroed */
+        *unsorted = 0; /* the flag speaks of the last product's fill */
+    }
     int longest = 0; /* the warp's longest row: overflow[2] (rows only grow with p) */
     for (int32_t r = wid; r < n; r += nwarps) {
         int64_t rind = 0;
@@ -285,12 +289,21 @@ static size_t pattern_budget(pattern_work *w, size_t want)
     return w->budget;
 }
 
+/* Product p's map window (mask, stride) and warps. */
+static void pattern_geometry(int32_t n, int64_t bw, long p, pattern_work *w, uint32_t *mask,
+                             size_t *stride, int32_t *nwarps)
+{
+    pattern_window(n, bw, p, mask, stride);
+    const int64_t all = w->max_warps < n ? w->max_warps : n;
+    *nwarps = pattern_warps(n, w->max_warps, pattern_budget(w, *stride * (size_t)all), *stride);
+}
+
 /* out = Low(Lin Ã), Lin = L_p: counting pass, scan (nnz read back: the one
  * host round trip), fill pass. The fill sorts rows of at most
  * PATTERN_SORT_MAX columns and sets w->overflow[1] if a row is longer
- * (reset here first, so that the flag speaks of the last product); a fill
- * that finds more than was counted sets w->overflow[0]. Both are read
- * once, after the last product. */
+ * (reset by the counting pass, so that the flag speaks of the last
+ * product); a fill that finds more than was counted sets w->overflow[0].
+ * Both are read once, after the last product. */
 static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At, long p,
                            int64_t bw, pattern_work *w, fsai_dcsr *out)
 {
@@ -298,14 +311,13 @@ static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *
     const int32_t n = Lin->n;
     uint32_t mask = 0;
     size_t stride = 0;
+    int32_t nwarps = 0;
     int64_t nnz = 0;
     int status = GS_OK;
-    pattern_window(n, bw, p, &mask, &stride);
-    const int64_t all = w->max_warps < n ? w->max_warps : n;
-    const int32_t nwarps = pattern_warps(n, w->max_warps, pattern_budget(w, stride * (size_t)all), stride);
+    pattern_geometry(n, bw, p, w, &mask, &stride, &nwarps);
     const unsigned grid = fsai_blocks(nwarps, PATTERN_WARPS);
     GS_TRY(pattern_work_reserve(e, w, stride * (size_t)nwarps, nwarps));
-    GS_TRY(fsai_dcsr_alloc_rows(e, out, n, "fsai pattern: row pointers"));
+    GS_TRY(fsai_dcsr_alloc_rows_counted(e, out, n, "fsai pattern: row pointers"));
     GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<false>, grid, PATTERN_THREADS, 0,
                        c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
                        (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask, stride,
@@ -313,7 +325,6 @@ static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *
                        w->overflow + 1));
     GS_TRY(fsai_counts_to_row_ptr(e, out->rp, n, &nnz));
     GS_TRY(fsai_dcsr_alloc_entries(e, out, nnz, 0, "fsai pattern: columns"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(w->overflow + 1, 0, sizeof(int), c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<true>, grid, PATTERN_THREADS, 0, c->stream,
                        n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
                        (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask, stride,
@@ -372,6 +383,21 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
     *L1 = fsai_dcsr{};
     *m_max = -1;
     pattern_limits(e, &w);
+    { /* the maps of every product at once: one allocation and one memset,
+       * where growing them for a wider window cost a free, an allocation
+       * and a memset (host calls the device waits for) */
+        size_t map_bytes = 0;
+        int32_t warps = 0;
+        for (long p = 1; p < k && At->nnz > At->n; p++) {
+            uint32_t mask = 0;
+            size_t stride = 0;
+            int32_t nwarps = 0;
+            pattern_geometry(At->n, bw, p, &w, &mask, &stride, &nwarps);
+            if (stride * (size_t)nwarps > map_bytes) map_bytes = stride * (size_t)nwarps;
+            if (nwarps > warps) warps = nwarps;
+        }
+        if (warps > 0) GS_TRY(pattern_work_reserve(e, &w, map_bytes, warps));
+    }
     /* Ã contains its diagonal, so L_{p+1} contains L_p: once a product adds
      * nothing (equal counts), every later one returns the same pattern and
      * the recursion stops there. A diagonal Ã gives L_p = L_1 for all p. */

@@ -38,6 +38,9 @@ extern "C" {
 #define POSTFILTER_ZCAP 384 /* longest row of G whose z^T A z is summed in shared memory */
 #define SPAN_WORDS 128      /* its bitmap of Z: rows of G whose columns span at most 4096 */
 #define POSTFILTER_NO_FAIL 0x7f7f7f7f /* the postfilter's failure record: no row failed */
+static_assert(ROW_WARPS * (POSTFILTER_ZCAP * (sizeof(double) + sizeof(int32_t)) +
+                           SPAN_WORDS * sizeof(uint2)) <= 48 * 1024,
+              "the postfilter's z, Z and bitmap must fit a block's default shared memory");
 
 /* ------------------------------------------------------------- helpers */
 
@@ -79,20 +82,21 @@ void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m)
     *m = fsai_dcsr{};
 }
 
-/* count (at most GS_MAX_SCALARS) 8-byte words from the device in one host
- * round trip: copies into the engine's pinned scalar buffer, one a run of
- * words adjacent on the device (each copy ~3 us of the device's time and
- * the host's), one synchronisation. */
-static int fsai_read_words(gs_engine *e, int count, const void *const *src, uint64_t *out)
+/* Runs of 8-byte words from the device in one host round trip: run r is
+ * words[r] words at src[r] (one allocation), out gets them end to end (at
+ * most GS_MAX_SCALARS in all). A copy a run into the engine's pinned scalar
+ * buffer (each copy ~3 us of the device's time and the host's), one
+ * synchronisation. */
+static int fsai_read_runs(gs_engine *e, int runs, const void *const *src, const int *words,
+                          uint64_t *out)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     uint64_t *h = (uint64_t *)c->pinned; /* GS_MAX_SCALARS doubles */
-    int status = GS_OK;
-    for (int k = 0, run = 1; k < count; k += run) {
-        run = 1;
-        while (k + run < count && src[k + run] == (const uint64_t *)src[k] + run) run++;
-        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h + k, src[k], 8 * (size_t)run,
+    int status = GS_OK, count = 0;
+    for (int r = 0; r < runs; r++) {
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h + count, src[r], 8 * (size_t)words[r],
                                                   cudaMemcpyDeviceToHost, c->stream)));
+        count += words[r];
     }
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
     for (int k = 0; k < count; k++) out[k] = h[k];
@@ -103,8 +107,9 @@ cleanup:
 int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h)
 {
     const void *src[1] = {d};
+    const int words[1] = {1};
     uint64_t w = 0;
-    const int status = fsai_read_words(e, 1, src, &w);
+    const int status = fsai_read_runs(e, 1, src, words, &w);
     *h = (int64_t)w;
     return status;
 }
@@ -149,7 +154,7 @@ __global__ void fsai_check_kernel(int32_t n, const int64_t *__restrict__ rp,
                                   double *__restrict__ diag, int *bad)
 {
     const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (i >= n) return;
     double d = 0.0;
     bool ok = true;
@@ -186,7 +191,7 @@ __global__ void fsai_prefilter_kernel(int32_t n, const int64_t *__restrict__ rp,
                                       int64_t *l_rp, int32_t *__restrict__ l_col, int *bw)
 {
     const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (i >= n) return;
     const double si = tau * sqrt(diag[i]);
     int64_t na = FILL ? at_rp[i] : 0, nl = FILL ? l_rp[i] : 0;
@@ -365,7 +370,7 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
                                        int zcap, int bitmap, int *fail)
 {
     const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (i >= n) return;
     const int64_t h0 = h_rp[i], m = h_rp[i + 1] - h0;
     const double threshold = row_threshold(h_val + h0, m, delta);
@@ -401,8 +406,8 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
      * of shuffles. A lane per r walking row Z_r alone instead leaves lanes
      * idle when Z is short (G diagonal on the 27-point stencil: one lane, 27
      * dependent steps) and searches Z in memory. Longer rows: a lane per r,
-     * Z searched in memory (all lanes busy; the laid-out steps measured
-     * slower there). */
+     * Z looked up in shared memory up to zcap columns, in global memory
+     * beyond (all lanes busy; the laid-out steps measured slower there). */
     double zaz = 0.0;
     if (mz <= 32) {
         const int32_t zc = lane < mz ? Z[lane] : INT32_MAX;
@@ -563,10 +568,11 @@ static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_d
     GS_TRY(fsai_counts_scan(e, G->rp, n));
     if (plan) GS_TRY(gs_cuda_sell_plan_start(e, n, G->rp, plan)); /* G's layout, planned now */
     {
-        const void *src[5] = {G->rp + n, factor_fail, NULL, NULL, NULL};
+        const void *src[3] = {G->rp + n, factor_fail, NULL};
+        const int len[3] = {1, 1, 3};
         const int planned = plan && plan->slice_ptr;
-        if (planned) src[2] = plan->info, src[3] = plan->info + 1, src[4] = plan->info + 2;
-        GS_TRY(fsai_read_words(e, planned ? 5 : 2, src, words));
+        if (planned) src[2] = plan->info;
+        GS_TRY(fsai_read_runs(e, planned ? 3 : 2, src, len, words));
         if (planned) memcpy(plan->words, words + 2, sizeof plan->words);
     }
     if (words[1] != ~0ull) GS_TRY(fsai_factor_failure(e, H, words[1], err));

@@ -56,7 +56,7 @@ static __host__ __device__ inline int64_t tri(int64_t r) { return r * (r + 1) / 
 /* the same in 32 bits, for systems of fewer than 2^15 rows */
 static __device__ inline int tri(int r) { return r * (r + 1) / 2; }
 
-/* The largest m of size class k: 32, 64, 96, 128 (the rows kernels), fit
+/* The largest m of size class k: 32, 64 (the rows kernels), 96, 128, fit
  * (the largest m <= 256 whose triangle and panel fit a block's shared
  * memory: 225 in fp64 on an H100/H200, 256 in fp32), then any. The one
  * table of the classes, for the classify kernel and both plans. */
@@ -80,8 +80,10 @@ static __device__ inline int factor_class(int64_t m, int32_t fit)
     return k;
 }
 
-/* ... and, for the device plan (off not NULL), the dense offsets zeroed:
- * every system is gathered fused, none takes room in the dense buffer. */
+/* Each system's size class, the rows 0..n-1 to sort by it, the classes'
+ * counts and largest m; for the device plan (off not NULL) also the dense
+ * offsets zeroed: every system is gathered fused, none takes room in the
+ * dense buffer. */
 __global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__restrict__ s_rp,
                                        uint8_t *__restrict__ cls, int32_t *__restrict__ rows,
                                        int *__restrict__ counts, int64_t *__restrict__ off)
@@ -865,17 +867,10 @@ static void factor_plan_free(gs_engine *e, factor_plan *p)
 }
 
 /* The dynamic shared memory both block kernels can have: the opt-in limit
- * less their static shared memory, in whole T values; asked of the
- * runtime once a device. */
+ * less their static shared memory, in whole T values. */
 template <typename T>
 static int factor_smem_max(gs_engine *e, size_t *out)
 {
-    static int known_device = -1;
-    static size_t known;
-    if (known_device == gs_cuda_of(e)->device) {
-        *out = known;
-        return GS_OK;
-    }
     int optin = 0, status = GS_OK;
     cudaFuncAttributes a128, a256;
     GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
@@ -886,8 +881,6 @@ static int factor_smem_max(gs_engine *e, size_t *out)
         const size_t st = a128.sharedSizeBytes > a256.sharedSizeBytes ? a128.sharedSizeBytes
                                                                        : a256.sharedSizeBytes;
         *out = ((size_t)optin > st ? (size_t)optin - st : 0) / sizeof(T) * sizeof(T);
-        known = *out;
-        known_device = gs_cuda_of(e)->device;
     }
 cleanup:
     return status;

@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(PATTERN_THREADS)
                            int *overflow, int sort_rows, int *unsorted)
 {
     const int lane = threadIdx.x & 31;
-    const int32_t wid = (int32_t)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int32_t wid = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (wid >= nwarps) return;
     uint8_t *M = map + (size_t)wid * stride;
     int32_t *list = FILL ? NULL : scratch + (size_t)wid * PATTERN_SCRATCH;
@@ -225,8 +225,9 @@ static int32_t pattern_warps(int32_t n, int64_t max_warps, size_t budget, size_t
     return (int32_t)(w > 0 ? w : 1);
 }
 
-/* The device maps, grown when a step needs more (zeroed once: the kernels
- * leave them zero). */
+/* The device maps, reserved for every product at once where that is small,
+ * else grown when a product needs more (zeroed once: the kernels leave
+ * them zero). */
 typedef struct pattern_work {
     int64_t max_warps; /* resident warps of the product kernel */
     size_t budget;     /* bytes of maps at most */
@@ -383,9 +384,11 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
     *L1 = fsai_dcsr{};
     *m_max = -1;
     pattern_limits(e, &w);
-    { /* the maps of every product at once: one allocation and one memset,
-       * where growing them for a wider window cost a free, an allocation
-       * and a memset (host calls the device waits for) */
+    { /* the maps of every product at once where they are small (a fixed
+       * point may stop the products before the widest window): one
+       * allocation and one memset, where growing them for a wider window
+       * cost a free, an allocation and a memset (host calls the device
+       * waits for) */
         size_t map_bytes = 0;
         int32_t warps = 0;
         for (long p = 1; p < k && At->nnz > At->n; p++) {
@@ -396,7 +399,8 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
             if (stride * (size_t)nwarps > map_bytes) map_bytes = stride * (size_t)nwarps;
             if (nwarps > warps) warps = nwarps;
         }
-        if (warps > 0) GS_TRY(pattern_work_reserve(e, &w, map_bytes, warps));
+        if (warps > 0 && map_bytes <= PATTERN_MAP_SMALL)
+            GS_TRY(pattern_work_reserve(e, &w, map_bytes, warps));
     }
     /* Ã contains its diagonal, so L_{p+1} contains L_p: once a product adds
      * nothing (equal counts), every later one returns the same pattern and

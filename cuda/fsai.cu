@@ -772,7 +772,8 @@ __global__ void fsai_to_double_kernel(int64_t n, const T *__restrict__ in, doubl
 /* M as an engine matrix in the stored precision, M freed (fp64 values kept
  * as CSR: M's arrays taken over, no copies; fp32 values go through a
  * temporary fp64 copy: gs_cuda_mat_from_device_csr takes fp64, and rounds
- * them back exactly). */
+ * them back exactly). plan: fp64 values only (NULL in fp32), handed to
+ * gs_cuda_mat_adopt_device_csr, which frees it. */
 static int fsai_engine_matrix(gs_engine *e, fsai_dcsr *M, gs_precision prec,
                               gs_cuda_sell_plan *plan, gs_mat **out)
 {
@@ -792,7 +793,6 @@ static int fsai_engine_matrix(gs_engine *e, fsai_dcsr *M, gs_precision prec,
 cleanup: /* stream-ordered frees */
     gs_cuda_free(e, wide, (size_t)M->nnz * sizeof(double));
     fsai_dcsr_free(e, M);
-    gs_cuda_sell_plan_free(e, plan); /* fp32: not used */
     return status;
 }
 

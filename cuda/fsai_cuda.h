@@ -135,8 +135,7 @@ static __device__ __forceinline__ int64_t fsai_warp_inclusive_scan(int64_t v)
  * *m_max: the longest row of S where a product read it back along with its
  * flags, else -1. */
 int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, int64_t bw,
-                      fsai_dcsr *S,
-                      int64_t *m_max);
+                      fsai_dcsr *S, int64_t *m_max);
 
 /* Ĝ on the pattern S: row i solves A[P_i,P_i] w = e_m (3.6) and keeps
  * g = w / sqrt(w_m) (3.7); S->val then holds the values (float for

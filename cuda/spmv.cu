@@ -10,6 +10,23 @@
  *                                                       their own order;
  *   otherwise                                        -> vector-CSR (2..32
  *                                                       lanes a row).
+ * Before both, a device-fill rule, decided from n and nnz alone: vector-CSR
+ * where the slices are too few to keep the device's warps busy for rows of
+ * their length,
+ *   n / 32 <= 4 a multiprocessor and nnz / n >= 8, or
+ *   n / 32 <= 32 a multiprocessor and nnz / n >= 128.
+ * A SELL warp walks its slice's widest row by itself, one dependent
+ * column-then-x load chain every four entries, with too few other warps to
+ * hide the latency; vector-CSR shares a row among up to 32 lanes. Measured
+ * on an H200 (`bench_engine --device-fill`, rows of 8 to 256 entries,
+ * fill 1): CSR faster at every length up to 4 slices a multiprocessor
+ * (rows of 8: 1.9 against 2.7 us; of 128: 2.2-9.5 against 21.6-22.7 us),
+ * SELL-32 faster from 8 a multiprocessor for rows of 8 to 64 entries; rows
+ * of 128 and 256 favour CSR up to 32 a multiprocessor (58 against 66 us,
+ * 105 against 125 us) and SELL-32 at 64. The small SPD matrices and their
+ * FSAI factors are the case (bcsstk16's G: 153 slices, rows of 110 entries
+ * on average: FSAI-PCG 104 -> 27 us an iteration; docs/perf-notes.md,
+ * "CUDA engine: few slices of long rows").
  * Rows sorted by length within windows (SELL-32-sigma) are built on request
  * (gs_cuda_mat_create_as) but never chosen: on an H200 they lost to one of
  * the two others in every case measured (docs/perf-notes.md, "CUDA engine";
@@ -40,6 +57,10 @@
 #define SELL_SIGMA 1024
 #define SELL_MAX_FILL 2.0
 #define SELL_MAX_WIDTH_RATIO 2.0
+#define SELL_FEW_SLICES_PER_SM 4
+#define SELL_LONG_ROW 8
+#define SELL_SOME_SLICES_PER_SM 32
+#define SELL_VERY_LONG_ROW 128
 
 enum { SPMV_PLAIN = 0, SPMV_DOT = 1, SPMV_AXPBY = 2 };
 
@@ -708,7 +729,13 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
     int status = GS_OK, use_sell = 0;
     m->n_slices = (n + SELL_C - 1) / SELL_C;
     m->sigma = 1;
-    if (n == 0 || force == GS_CUDA_LAYOUT_CSR) return fill_csr(e, m, row_ptr, col, val, adopt);
+    /* the device-fill rule (top of this file): no slice plan needed */
+    const int few_long = (m->n_slices <= (int64_t)SELL_FEW_SLICES_PER_SM * c->sm_count &&
+                          m->nnz >= (int64_t)SELL_LONG_ROW * n) ||
+                         (m->n_slices <= (int64_t)SELL_SOME_SLICES_PER_SM * c->sm_count &&
+                          m->nnz >= (int64_t)SELL_VERY_LONG_ROW * n);
+    if (n == 0 || force == GS_CUDA_LAYOUT_CSR || (force == GS_CUDA_LAYOUT_AUTO && few_long))
+        return fill_csr(e, m, row_ptr, col, val, adopt);
     if (plan && plan->slice_ptr && force == GS_CUDA_LAYOUT_AUTO && plan->n_slices == m->n_slices) {
         m->slice_ptr = plan->slice_ptr;
         plan->slice_ptr = NULL;
@@ -1210,6 +1237,8 @@ extern "C" double gs_cuda_mat_fill_ratio(const gs_mat *A)
     if (A->format == GS_CUDA_CSR || A->nnz == 0) return 1.0;
     return (double)A->padded / (double)A->nnz;
 }
+
+extern "C" int gs_cuda_sm_count(gs_engine *e) { return gs_cuda_of(e)->sm_count; }
 
 extern "C" double gs_cuda_mat_stream_bytes(const gs_mat *A)
 {

@@ -69,6 +69,7 @@ if [ "${BENCH_ENGINE:-1}" != 0 ] && [ -f "$BUILD_DIR/libgpusolve.a" ]; then
         -fopenmp -L"$cuda_home/lib64" -Wl,-rpath,"$cuda_home/lib64" -lcusparse -lcublas -lcudart \
         -lstdc++ 2>"$OUT/bench_engine.build"; then
         "$BUILD_DIR/bench_engine" | tee "$OUT/bench_engine.txt"
+        "$BUILD_DIR/bench_engine" --device-fill | tee -a "$OUT/bench_engine.txt"
     else
         echo "bench.sh: bench_engine did not build (see $OUT/bench_engine.build)" >&2
     fi

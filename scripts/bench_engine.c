@@ -2,6 +2,8 @@
  * their byte floors (bytes each op must move / measured copy bandwidth), and
  * the measurement behind the SELL / CSR layout rule of cuda/spmv.cu.
  *   bench_engine [SPEC ...]     default: poisson3d:64 poisson3d:128 poisson3d:160
+ *   bench_engine --device-fill  SELL-32 against CSR on few slices of long rows
+ *                               (the device-fill part of the rule)
  * Each op is captured 20 times into a CUDA graph and the graph replayed, so
  * launch gaps stay out; the time is the best of 5 replays (one warm-up). */
 #include <math.h>
@@ -202,6 +204,66 @@ static void ragged(int32_t n, int spread, unsigned seed, gs_csr *A)
     A->nnz = nnz;
 }
 
+/* n rows of len entries each (len <= 1024), columns spread over a window of
+ * 1024 around the diagonal (clipped to the matrix): even widths, fill 1. */
+static void banded(int32_t n, int len, gs_csr *A)
+{
+    gs_error err = {0};
+    gs_csr_alloc(n, n, (int64_t)n * len, 1, A, &err);
+    const int32_t window = n < 1024 ? n : 1024, step = window / len > 0 ? window / len : 1;
+    int64_t nnz = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t c0 = i - window / 2 < 0 ? 0 : i - window / 2;
+        if (c0 + window > n) c0 = n - window;
+        for (int k = 0; k < len && k < window; k++) {
+            A->col[nnz] = c0 + k * step;
+            A->val[nnz++] = 1.0 + (double)(k % 7) / 8.0;
+        }
+        A->row_ptr[i + 1] = nnz;
+    }
+    A->nnz = nnz;
+}
+
+/* The device-fill rule: few slices of long rows, SELL-32 against CSR. */
+static void device_fill_sweep(gs_engine *e)
+{
+    printf("\ndevice fill: n = 32 x slices rows of len entries (fill 1), SELL-32 vs CSR spmv\n");
+    printf("%-8s %-5s %9s %9s %9s %s\n", "slices", "len", "SELL us", "CSR us", "floor us",
+           "rule picks");
+    const int lens[] = {8, 16, 32, 64, 128, 256};
+    const int slices[] = {33, 66, 132, 264, 528, 1056, 2112, 4224, 8448};
+    for (int l = 0; l < 6; l++)
+        for (int s = 0; s < 9; s++) {
+            if (lens[l] < 64 && slices[s] > 4224) continue;
+            gs_csr A = {0};
+            banded(32 * slices[s], lens[l], &A);
+            bench_ctx c = {e, NULL, NULL, NULL, NULL, {NULL}, 1};
+            c.x = random_vec(e, A.n_rows, 1);
+            c.y = random_vec(e, A.n_rows, 2);
+            const gs_cuda_layout layouts[] = {GS_CUDA_LAYOUT_SELL, GS_CUDA_LAYOUT_CSR,
+                                              GS_CUDA_LAYOUT_AUTO};
+            double us[2] = {0, 0};
+            char picks[24] = "";
+            for (int v = 0; v < 3; v++) {
+                gs_mat *M = NULL;
+                if (gs_cuda_mat_create_as(e, &A, GS_FP64, layouts[v], 0, &M) != GS_OK) {
+                    fprintf(stderr, "bench_engine: %s\n", e->err.msg);
+                    exit(3);
+                }
+                c.A = M;
+                if (v < 2) us[v] = time_op(&c) * 1e6;
+                else snprintf(picks, sizeof picks, "%s", gs_cuda_mat_layout(M));
+                e->ops->mat_destroy(e, M);
+            }
+            printf("%-8d %-5d %9.2f %9.2f %9.2f %s\n", slices[s], lens[l], us[0], us[1],
+                   (gs_csr_stream_bytes(&A, GS_FP64) + 16.0 * A.n_rows) / e->copy_bandwidth * 1e6,
+                   picks);
+            e->ops->vec_destroy(e, c.x);
+            e->ops->vec_destroy(e, c.y);
+            gs_csr_free(&A);
+        }
+}
+
 int main(int argc, char **argv)
 {
     gs_error err = {0};
@@ -213,6 +275,11 @@ int main(int argc, char **argv)
     printf("device %s, copy bandwidth %.0f GB/s (read + write)\n\n", e->device_name,
            e->copy_bandwidth * 1e-9);
     header();
+    if (argc == 2 && strcmp(argv[1], "--device-fill") == 0) {
+        device_fill_sweep(e);
+        gs_engine_destroy(e);
+        return 0;
+    }
     const char *defaults[] = {"poisson3d:64", "poisson3d:128", "poisson3d:160"};
     const int nspec = argc > 1 ? argc - 1 : 3;
     for (int s = 0; s < nspec; s++) {

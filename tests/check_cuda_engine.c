@@ -436,12 +436,14 @@ END_TEST
  * 3 mildly ragged (4..12: fill about 1.5, even slice widths). */
 static void random_matrix(tu_rng *r, int32_t n_rows, int32_t n_cols, int kind, gs_csr *A)
 {
-    int64_t cap = (int64_t)n_rows * 61 + n_cols;
+    int64_t cap = (int64_t)n_rows * (kind == 5 ? 130 : 61) + n_cols;
     int32_t *ri = malloc((size_t)cap * sizeof(int32_t)), *ci = malloc((size_t)cap * sizeof(int32_t));
     double *vi = malloc((size_t)cap * sizeof(double));
     int64_t nnz = 0;
     for (int32_t i = 0; i < n_rows; i++) {
         int32_t len = kind == 0   ? 7
+                      : kind == 4 ? 20
+                      : kind == 5 ? 130
                       : kind == 2 ? 3
                       : kind == 3 ? 4 + (int32_t)(tu_uniform(r) * 9)
                                   : (tu_uniform(r) < 0.3 ? 0 : (int32_t)(tu_uniform(r) * 61));
@@ -592,12 +594,47 @@ START_TEST(test_spmv_random)
                  * one slice 500x wider than the rest) */
                 const char *want = NULL;
                 if (n >= 1000) want = kind == 0 || kind == 3 ? "SELL-32" : "CSR";
+                /* 32 slices of rows of mean ~8: the device-fill rule decides
+                 * by nnz >= 8 n (mean 7 stays SELL-32) */
+                if (n == 1000 && kind == 3 && A.nnz >= 8 * (int64_t)n) want = "CSR";
                 if (n == 33 && kind == 0) want = "SELL-32";
                 char what[96];
                 snprintf(what, sizeof what, "%s n=%d %s", kinds[kind], (int)n, p ? "fp32" : "fp64");
                 check_spmv(&A, p ? GS_FP32 : GS_FP64, want, what, &r);
                 gs_csr_free(&A);
             }
+    engines_down();
+}
+END_TEST
+
+/* The device-fill rule (spmv.cu): at even widths (fill 1, which the
+ * padding rule alone gives to SELL-32), rows of 20 entries take CSR up to 4
+ * slices a multiprocessor and SELL-32 above; rows of 130 take CSR up to 32
+ * a multiprocessor; rows of 7 keep SELL-32 however few. Either way the
+ * results are the CPU's. */
+START_TEST(test_spmv_device_fill)
+{
+    engines_up();
+    tu_rng r = tu_rng_seed(29);
+#if GS_HAVE_CUDA
+    const int32_t sm = gs_cuda_sm_count(gpu);
+#else
+    const int32_t sm = 1;
+#endif
+    const struct { int32_t n; int kind; const char *want; } cases[] = {
+        {1000, 4, "CSR"},          {32 * 4 * sm, 4, "CSR"},       {32 * 4 * sm + 32, 4, "SELL-32"},
+        {32 * 16 * sm, 4, "SELL-32"}, {32 * 16 * sm, 5, "CSR"}, {32 * 4 * sm, 0, "SELL-32"}};
+    for (int i = 0; i < 6; i++)
+        for (int p = 0; p < 2; p++) {
+            gs_csr A = {0};
+            random_matrix(&r, cases[i].n, cases[i].n, cases[i].kind, &A);
+            char what[96];
+            snprintf(what, sizeof what, "rows of %d, %d slices on %d multiprocessors, %s",
+                     (int)(A.nnz / (A.n_rows ? A.n_rows : 1)), (int)(cases[i].n / 32), (int)sm,
+                     p ? "fp32" : "fp64");
+            check_spmv(&A, p ? GS_FP32 : GS_FP64, cases[i].want, what, &r);
+            gs_csr_free(&A);
+        }
     engines_down();
 }
 END_TEST
@@ -650,8 +687,10 @@ START_TEST(test_spmv_poisson)
         gs_error err = {0};
         char name[64];
         ck_assert_msg(gs_generate(specs[s], &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
-        check_spmv(&A, GS_FP64, "SELL-32", specs[s], &r);
-        check_spmv(&A, GS_FP32, "SELL-32", specs[s], &r);
+        /* the 27-point's 1728 rows of ~23 entries: few slices, long rows */
+        const char *want = s == 3 ? "CSR" : "SELL-32";
+        check_spmv(&A, GS_FP64, want, specs[s], &r);
+        check_spmv(&A, GS_FP32, want, specs[s], &r);
         gs_csr_free(&A);
     }
     engines_down();
@@ -924,7 +963,7 @@ START_TEST(test_jacobi_device_setup)
         ri[m] = i, ci[m] = i, vi[m++] = 3.0 + tu_uniform(&r); /* summed with any stored a_ii */
     }
     ck_assert_int_eq(gs_csr_from_coo(B.n_rows, B.n_cols, m, ri, ci, vi, &A, &err), GS_OK);
-    check_jacobi(&A, "mildly ragged (SELL-32) with diagonal");
+    check_jacobi(&A, "mildly ragged with diagonal (CSR: few slices of ~9)");
     free(ri), free(ci), free(vi);
     gs_csr_free(&A), gs_csr_free(&B);
     engines_down();
@@ -1197,6 +1236,7 @@ static Suite *cuda_engine_suite(int have_gpu)
         tcase_add_test(tc, test_mdot_maxpy);
         tcase_add_test(tc, test_scalars);
         tcase_add_test(tc, test_spmv_random);
+        tcase_add_test(tc, test_spmv_device_fill);
         tcase_add_test(tc, test_spmv_forced_layouts);
         tcase_add_test(tc, test_spmv_rectangular_and_empty);
         tcase_add_test(tc, test_spmv_poisson);

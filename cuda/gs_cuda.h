@@ -41,7 +41,8 @@ int gs_jacobi_setup_cuda(struct gs_pc *pc, const gs_csr *A, gs_error *err);
  * whether the engine built it (SELL) or lent its own arrays (CSR). */
 int gs_cuda_mat_device_csr_download(gs_engine *e, const gs_mat *A, gs_csr *out, int *owned);
 
-/* The device's multiprocessors (the layout rule's unit of device fill). */
+/* The device's multiprocessors (the layout rule's unit of device fill);
+ * 0 for an engine that is not the CUDA one. */
 int gs_cuda_sm_count(gs_engine *e);
 
 /* Entries stored (padding included) over nnz: 1.0 for CSR. */

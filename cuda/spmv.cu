@@ -10,23 +10,26 @@
  *                                                       their own order;
  *   otherwise                                        -> vector-CSR (2..32
  *                                                       lanes a row).
- * Before both, a device-fill rule, decided from n and nnz alone: vector-CSR
- * where the slices are too few to keep the device's warps busy for rows of
- * their length,
- *   n / 32 <= 4 a multiprocessor and nnz / n >= 8, or
- *   n / 32 <= 32 a multiprocessor and nnz / n >= 128.
+ * Before both, a device-fill rule, decided from n, nnz and the device's
+ * multiprocessor count before any slice is built: vector-CSR where the
+ * slices are too few to keep the device's warps busy for rows of their
+ * length,
+ *   ceil(n / 32) <= 4 a multiprocessor and nnz >= 8 n, or
+ *   ceil(n / 32) <= 32 a multiprocessor and nnz >= 128 n.
  * A SELL warp walks its slice's widest row by itself, one dependent
  * column-then-x load chain every four entries, with too few other warps to
  * hide the latency; vector-CSR shares a row among up to 32 lanes. Measured
  * on an H200 (`bench_engine --device-fill`, rows of 8 to 256 entries,
  * fill 1): CSR faster at every length up to 4 slices a multiprocessor
- * (rows of 8: 1.9 against 2.7 us; of 128: 2.2-9.5 against 21.6-22.7 us),
- * SELL-32 faster from 8 a multiprocessor for rows of 8 to 64 entries; rows
- * of 128 and 256 favour CSR up to 32 a multiprocessor (58 against 66 us,
- * 105 against 125 us) and SELL-32 at 64. The small SPD matrices and their
- * FSAI factors are the case (bcsstk16's G: 153 slices, rows of 110 entries
- * on average: FSAI-PCG 104 -> 27 us an iteration; docs/perf-notes.md,
- * "CUDA engine: few slices of long rows").
+ * (rows of 8: 1.9 against 2.7 us; of 128: 2.3-9.5 against 21.7-22.9 us);
+ * from 8 a multiprocessor SELL-32 faster or even for rows of 8 to 64, but
+ * for one miss (rows of 64 at 16 a multiprocessor: SELL-32 29.3 against
+ * 26.9 us); rows of 128 and 256 favour CSR up to 32 a multiprocessor (58
+ * against 66 us, 103 against 125 us) and SELL-32 at 64. Rows of 65 to 127
+ * between 4 and 32 a multiprocessor are not measured (SELL-32 kept). The
+ * small SPD matrices and their FSAI factors are the case (bcsstk16's G: 153
+ * slices, rows of 110 entries on average: FSAI-PCG 104 -> 27 us an
+ * iteration; docs/perf-notes.md, "CUDA engine: few slices of long rows").
  * Rows sorted by length within windows (SELL-32-sigma) are built on request
  * (gs_cuda_mat_create_as) but never chosen: on an H200 they lost to one of
  * the two others in every case measured (docs/perf-notes.md, "CUDA engine";
@@ -1238,7 +1241,10 @@ extern "C" double gs_cuda_mat_fill_ratio(const gs_mat *A)
     return (double)A->padded / (double)A->nnz;
 }
 
-extern "C" int gs_cuda_sm_count(gs_engine *e) { return gs_cuda_of(e)->sm_count; }
+extern "C" int gs_cuda_sm_count(gs_engine *e)
+{
+    return e && e->ops->kind == GS_ENGINE_CUDA ? gs_cuda_of(e)->sm_count : 0;
+}
 
 extern "C" double gs_cuda_mat_stream_bytes(const gs_mat *A)
 {

@@ -209,7 +209,10 @@ static void ragged(int32_t n, int spread, unsigned seed, gs_csr *A)
 static void banded(int32_t n, int len, gs_csr *A)
 {
     gs_error err = {0};
-    gs_csr_alloc(n, n, (int64_t)n * len, 1, A, &err);
+    if (gs_csr_alloc(n, n, (int64_t)n * len, 1, A, &err) != GS_OK) {
+        fprintf(stderr, "bench_engine: %s\n", err.msg);
+        exit(3);
+    }
     const int32_t window = n < 1024 ? n : 1024, step = window / len > 0 ? window / len : 1;
     int64_t nnz = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -274,12 +277,13 @@ int main(int argc, char **argv)
     }
     printf("device %s, copy bandwidth %.0f GB/s (read + write)\n\n", e->device_name,
            e->copy_bandwidth * 1e-9);
-    header();
     if (argc == 2 && strcmp(argv[1], "--device-fill") == 0) {
         device_fill_sweep(e);
+        int status = e->err.status;
         gs_engine_destroy(e);
-        return 0;
+        return status == GS_OK ? 0 : 3;
     }
+    header();
     const char *defaults[] = {"poisson3d:64", "poisson3d:128", "poisson3d:160"};
     const int nspec = argc > 1 ? argc - 1 : 3;
     for (int s = 0; s < nspec; s++) {

@@ -430,20 +430,24 @@ END_TEST
 
 /* ---------------------------------------------------------------- SpMV */
 
+/* kind of random_matrix: every row of exactly len entries (fill 1) */
+#define ROWS_OF(len) (100 + (len))
+
 /* A random n_rows x n_cols matrix; row i gets len(i) distinct sorted
  * columns. kind: 0 uniform (7 a row), 1 ragged (0..60, 30% empty: fill
  * about 2.8), 2 uniform 3 a row plus one row of n_cols / 2 entries,
- * 3 mildly ragged (4..12: fill about 1.5, even slice widths). */
+ * 3 mildly ragged (4..12: fill about 1.5, even slice widths), ROWS_OF(len)
+ * uniform, len a row. */
 static void random_matrix(tu_rng *r, int32_t n_rows, int32_t n_cols, int kind, gs_csr *A)
 {
-    int64_t cap = (int64_t)n_rows * (kind == 5 ? 130 : 61) + n_cols;
+    const int fixed = kind >= ROWS_OF(0) ? kind - ROWS_OF(0) : 0;
+    int64_t cap = (int64_t)n_rows * (fixed > 61 ? fixed : 61) + n_cols;
     int32_t *ri = malloc((size_t)cap * sizeof(int32_t)), *ci = malloc((size_t)cap * sizeof(int32_t));
     double *vi = malloc((size_t)cap * sizeof(double));
     int64_t nnz = 0;
     for (int32_t i = 0; i < n_rows; i++) {
-        int32_t len = kind == 0   ? 7
-                      : kind == 4 ? 20
-                      : kind == 5 ? 130
+        int32_t len = fixed       ? fixed
+                      : kind == 0 ? 7
                       : kind == 2 ? 3
                       : kind == 3 ? 4 + (int32_t)(tu_uniform(r) * 9)
                                   : (tu_uniform(r) < 0.3 ? 0 : (int32_t)(tu_uniform(r) * 61));
@@ -576,6 +580,22 @@ static void check_spmv(const gs_csr *A, gs_precision prec, const char *expect_la
     check_spmv_as(A, prec, 0 /* the rule */, expect_layout, what, r);
 }
 
+/* The device-fill part of the layout rule (spmv.cu), as specified: CSR
+ * where slices = ceil(n / 32) <= 4 a multiprocessor with nnz >= 8 n, or
+ * <= 32 a multiprocessor with nnz >= 128 n; NULL where the padding rule
+ * decides. */
+static const char *device_fill_layout(const gs_csr *A)
+{
+#if GS_HAVE_CUDA
+    const int64_t sm = gs_cuda_sm_count(gpu), n = A->n_rows, slices = (n + 31) / 32;
+    if (n > 0 && ((slices <= 4 * sm && A->nnz >= 8 * n) || (slices <= 32 * sm && A->nnz >= 128 * n)))
+        return "CSR";
+#else
+    (void)A;
+#endif
+    return NULL;
+}
+
 START_TEST(test_spmv_random)
 {
     engines_up();
@@ -594,9 +614,9 @@ START_TEST(test_spmv_random)
                  * one slice 500x wider than the rest) */
                 const char *want = NULL;
                 if (n >= 1000) want = kind == 0 || kind == 3 ? "SELL-32" : "CSR";
-                /* 32 slices of rows of mean ~8: the device-fill rule decides
-                 * by nnz >= 8 n (mean 7 stays SELL-32) */
-                if (n == 1000 && kind == 3 && A.nnz >= 8 * (int64_t)n) want = "CSR";
+                /* few slices of rows of mean ~8 (kind 3): the device-fill
+                 * rule first */
+                if (n >= 1000 && device_fill_layout(&A)) want = "CSR";
                 if (n == 33 && kind == 0) want = "SELL-32";
                 char what[96];
                 snprintf(what, sizeof what, "%s n=%d %s", kinds[kind], (int)n, p ? "fp32" : "fp64");
@@ -607,11 +627,11 @@ START_TEST(test_spmv_random)
 }
 END_TEST
 
-/* The device-fill rule (spmv.cu): at even widths (fill 1, which the
- * padding rule alone gives to SELL-32), rows of 20 entries take CSR up to 4
- * slices a multiprocessor and SELL-32 above; rows of 130 take CSR up to 32
- * a multiprocessor; rows of 7 keep SELL-32 however few. Either way the
- * results are the CPU's. */
+/* The device-fill rule (spmv.cu) on both sides of each of its bounds, at
+ * even widths (fill 1, which the padding rule alone gives to SELL-32):
+ * slices 4 a multiprocessor and one more, rows of 8 and 7 there; slices 32
+ * a multiprocessor and one more with rows of 128, rows of 127 between the
+ * two bounds. Either way the results are the CPU's. */
 START_TEST(test_spmv_device_fill)
 {
     engines_up();
@@ -621,20 +641,23 @@ START_TEST(test_spmv_device_fill)
 #else
     const int32_t sm = 1;
 #endif
-    const struct { int32_t n; int kind; const char *want; } cases[] = {
-        {1000, 4, "CSR"},          {32 * 4 * sm, 4, "CSR"},       {32 * 4 * sm + 32, 4, "SELL-32"},
-        {32 * 16 * sm, 4, "SELL-32"}, {32 * 16 * sm, 5, "CSR"}, {32 * 4 * sm, 0, "SELL-32"}};
-    for (int i = 0; i < 6; i++)
+    const int32_t s4 = 32 * 4 * sm, s32 = 32 * 32 * sm;
+    const struct { int32_t n; int len; const char *want; } cases[] = {
+        {s4, 8, "CSR"},          {s4, 7, "SELL-32"},        {s4 + 1, 8, "SELL-32"},
+        {s4 - 31, 20, "CSR"},    {s32, 128, "CSR"},         {s32 + 1, 128, "SELL-32"},
+        {s32 / 2, 127, "SELL-32"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gs_csr A = {0};
+        random_matrix(&r, cases[i].n, cases[i].n, ROWS_OF(cases[i].len), &A);
         for (int p = 0; p < 2; p++) {
-            gs_csr A = {0};
-            random_matrix(&r, cases[i].n, cases[i].n, cases[i].kind, &A);
             char what[96];
-            snprintf(what, sizeof what, "rows of %d, %d slices on %d multiprocessors, %s",
-                     (int)(A.nnz / (A.n_rows ? A.n_rows : 1)), (int)(cases[i].n / 32), (int)sm,
+            snprintf(what, sizeof what, "rows of %d, %d rows (%d slices) on %d multiprocessors, %s",
+                     cases[i].len, (int)cases[i].n, (int)((cases[i].n + 31) / 32), (int)sm,
                      p ? "fp32" : "fp64");
             check_spmv(&A, p ? GS_FP32 : GS_FP64, cases[i].want, what, &r);
-            gs_csr_free(&A);
         }
+        gs_csr_free(&A);
+    }
     engines_down();
 }
 END_TEST
@@ -681,14 +704,16 @@ START_TEST(test_spmv_poisson)
 {
     engines_up();
     tu_rng r = tu_rng_seed(18);
-    const char *specs[] = {"poisson3d:20", "poisson3d:17x9x5", "convdiff3d:24", "poisson3d27:12"};
-    for (int s = 0; s < 4; s++) {
+    const char *specs[] = {"poisson3d:20", "poisson3d:17x9x5", "convdiff3d:24", "poisson3d27:12",
+                           "poisson3d27:40"};
+    for (int s = 0; s < 5; s++) {
         gs_csr A = {0};
         gs_error err = {0};
         char name[64];
         ck_assert_msg(gs_generate(specs[s], &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
-        /* the 27-point's 1728 rows of ~23 entries: few slices, long rows */
-        const char *want = s == 3 ? "CSR" : "SELL-32";
+        /* the 27-point's rows of ~23 to 26 entries: CSR where the slices
+         * are few (1728 rows), else SELL-32 */
+        const char *want = device_fill_layout(&A) ? "CSR" : "SELL-32";
         check_spmv(&A, GS_FP64, want, specs[s], &r);
         check_spmv(&A, GS_FP32, want, specs[s], &r);
         gs_csr_free(&A);
@@ -952,7 +977,7 @@ START_TEST(test_jacobi_device_setup)
     gs_csr_free(&A);
     /* every row with its diagonal: uniform kind with the diagonal added */
     gs_csr B = {0};
-    random_matrix(&r, 3000, 3000, 3, &B);
+    random_matrix(&r, 30000, 30000, 3, &B); /* 938 slices of rows of ~9 */
     int32_t *ri = malloc((size_t)(B.nnz + B.n_rows) * sizeof(int32_t));
     int32_t *ci = malloc((size_t)(B.nnz + B.n_rows) * sizeof(int32_t));
     double *vi = malloc((size_t)(B.nnz + B.n_rows) * sizeof(double));
@@ -963,7 +988,8 @@ START_TEST(test_jacobi_device_setup)
         ri[m] = i, ci[m] = i, vi[m++] = 3.0 + tu_uniform(&r); /* summed with any stored a_ii */
     }
     ck_assert_int_eq(gs_csr_from_coo(B.n_rows, B.n_cols, m, ri, ci, vi, &A, &err), GS_OK);
-    check_jacobi(&A, "mildly ragged with diagonal (CSR: few slices of ~9)");
+    check_jacobi(&A, device_fill_layout(&A) ? "mildly ragged with diagonal (CSR: few slices)"
+                                            : "mildly ragged with diagonal (SELL-32, fill ~1.4)");
     free(ri), free(ci), free(vi);
     gs_csr_free(&A), gs_csr_free(&B);
     engines_down();

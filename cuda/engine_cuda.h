@@ -5,6 +5,7 @@
 #ifndef GS_ENGINE_CUDA_H
 #define GS_ENGINE_CUDA_H
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -20,6 +21,12 @@ extern "C" {
 #define GS_CUDA_BLOCK 256
 #define GS_CUDA_MDOT_CHUNK 16 /* vectors per pass of mdot / maxpy */
 #define GS_CUDA_STAGE_BYTES ((size_t)8 << 20) /* pinned upload staging, two of them */
+/* Matrices whose CSR entries (fp64, automatic layout) take at least this
+ * many bytes are uploaded into chunk-mapped memory and laid out in this
+ * many steps, each step's CSR released once its sliced ELL is written
+ * (spmv.cu, "Stepped layout"). */
+#define GS_CUDA_VMM_MIN_BYTES ((size_t)64 << 20)
+#define GS_CUDA_VMM_STEPS 8
 
 struct gs_vec {
     int64_t n;
@@ -28,6 +35,19 @@ struct gs_vec {
 
 typedef enum gs_cuda_format { GS_CUDA_SELL = 0, GS_CUDA_CSR = 1 } gs_cuda_format;
 typedef enum gs_cuda_tri { GS_CUDA_TRI_NONE = 0, GS_CUDA_TRI_LOWER = 1, GS_CUDA_TRI_UPPER = 2 } gs_cuda_tri;
+
+/* Device memory mapped a chunk at a time (CUDA's virtual memory
+ * management): one reserved address range, into which physical chunks are
+ * mapped and from which they are released as the data they hold is no
+ * longer needed. Lets a large CSR be turned into its sliced ELL while the
+ * two never exist whole at once (spmv.cu). base is NULL when nothing is
+ * reserved; handle[k] is 0 while chunk k is not mapped. */
+typedef struct gs_cuda_vmm {
+    char *base;
+    size_t chunk; /* bytes a physical allocation, a multiple of the granularity */
+    int64_t n_chunks;
+    unsigned long long *handle;
+} gs_cuda_vmm;
 
 /* Sliced ELL with slice height C = 32 (SELL-C-sigma, Kreutzer et al. 2014):
  * slice s holds rows 32s..32s+31 of the (possibly permuted) row order, its
@@ -56,6 +76,14 @@ struct gs_mat {
     int32_t *csr_col;
     void *csr_val;
     int lanes; /* threads per row of the vector-CSR kernel */
+
+    /* Arrays in chunk-mapped memory (gs_cuda_vmm), [0] columns, [1] values:
+     * csr_vm backs csr_col / csr_val, sell_vm sell_col / sell_val, where
+     * base is set; otherwise those come from gs_cuda_alloc. */
+    gs_cuda_vmm csr_vm[2], sell_vm[2];
+    /* mat_create_system's matrix until setup_done: kept as CSR for the
+     * setup, its layout (the rule) chosen and built by setup_done. */
+    int deferred;
 
     /* Grid cap per SpMV variant (plain, dot, axpby): blocks resident at once,
      * from the occupancy calculator, so the grid-stride loop runs one wave. */
@@ -87,13 +115,13 @@ typedef struct gs_cuda_impl {
     double *partials;      /* device, red_blocks * GS_CUDA_MDOT_CHUNK */
     unsigned int *counter; /* device, last-block-done ticket */
     int capturing;
-    /* The CSR that mat_create_system uploaded for setup_of, kept for its
-     * preconditioner's setup: gs_cuda_mat_device_csr hands it over, else
-     * setup_done (or the matrix's destroy) frees it. */
-    const gs_mat *setup_of;
-    int64_t *setup_rp;
-    int32_t *setup_col;
-    double *setup_val;
+    /* The driver's virtual memory management (NULL where the driver does
+     * not offer it: every matrix is then built the plain way); matrices
+     * whose CSR entries take at least vmm_min_bytes are uploaded into
+     * chunk-mapped memory and laid out in vmm_steps steps (gs_cuda_vmm). */
+    const struct gs_cuda_vmm_api *vmm;
+    size_t vmm_min_bytes;
+    int vmm_steps;
 } gs_cuda_impl;
 
 static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }
@@ -107,6 +135,20 @@ int gs_cuda_alloc_at(gs_engine *e, void **p, size_t bytes, const char *what, con
 void gs_cuda_free(gs_engine *e, void *p, size_t bytes);
 #define gs_cuda_alloc(e, p, bytes, what)                                                          \
     gs_cuda_alloc_at((e), (void **)(p), (bytes), (what), __FILE__, __LINE__)
+
+/* Chunk-mapped memory (gs_cuda_vmm), with the same accounting: reserve an
+ * address range for bytes (nothing mapped; GS_ERR_UNSUPPORTED where the
+ * driver offers no virtual memory management), map every chunk that meets
+ * [lo, hi) and is not mapped yet (GS_ERR_NOMEM naming what, when the device
+ * is full), unmap and release every chunk that lies wholly below end (the
+ * caller has made sure the device no longer reads them), free all. The
+ * chunk size is chosen here: about 1 / GS_CUDA_VMM_STEPS of bytes, in whole
+ * granules (each chunk costs about 80 us of driver calls over its life on
+ * an H200: create, map, access, unmap, release). */
+int gs_cuda_vmm_reserve(gs_engine *e, gs_cuda_vmm *v, size_t bytes, const char *what);
+int gs_cuda_vmm_map(gs_engine *e, gs_cuda_vmm *v, size_t lo, size_t hi, const char *what);
+void gs_cuda_vmm_unmap_below(gs_engine *e, gs_cuda_vmm *v, size_t end);
+void gs_cuda_vmm_free(gs_engine *e, gs_cuda_vmm *v);
 
 /* Host-to-device copy of bytes from src, ordered on the engine's stream;
  * src may be reused when it returns. From page-locked src one DMA (then
@@ -168,11 +210,11 @@ int gs_cuda_mat_adopt_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, i
 
 /* A matrix's CSR on the device with fp64 values (sorted columns as given to
  * mat_create), for setups that read A by rows (FSAI's gather and
- * postfilter). The CSR layout hands out the engine's own arrays (owned = 0);
- * the system matrix's upload, where mat_create_system kept it, is handed
- * over (owned = 1, once: the engine forgets it); otherwise sliced ELL is
- * turned back into CSR on the device, unpermuted, bitwise the matrix that
- * was created (owned = 1: row_ptr, col and val were allocated here). A
+ * postfilter). The CSR layout hands out the engine's own arrays (owned = 0),
+ * as does mat_create_system's matrix until setup_done (it is kept as CSR
+ * for its setup); otherwise sliced ELL is turned back into CSR on the
+ * device, unpermuted, bitwise the matrix that was created (owned = 1:
+ * row_ptr, col and val were allocated here). A
  * stored in fp32 is refused (GS_ERR_UNSUPPORTED): its values are no longer
  * the fp64 ones. Release with gs_cuda_csr_view_free (NULL-safe, frees what
  * the view owns, zeroes the view). In stream order. */
@@ -192,7 +234,7 @@ void gs_cuda_csr_view_free(gs_engine *e, gs_cuda_csr_view *v);
 /* Engine ops implemented in spmv.cu. */
 int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
 int gs_cuda_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out);
-void gs_cuda_setup_done(gs_engine *e, gs_mat *A);
+int gs_cuda_setup_done(gs_engine *e, gs_mat *A, int *laid_out);
 void gs_cuda_mat_destroy(gs_engine *e, gs_mat *A);
 int gs_cuda_spmv_dot(gs_engine *e, const gs_mat *A, const gs_vec *x, gs_vec *y, const gs_vec *w,
                      int slot);

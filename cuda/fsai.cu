@@ -6,10 +6,12 @@
  *
  * Stages (the paper's Fig. 5 split), each timed after a synchronisation:
  *   csr of A       A's CSR (the gather and postfilter read it) from the
- *                  engine's device copy pc->A: its own CSR arrays, or its
- *                  sliced ELL turned back into CSR (spmv.cu); "transfer"
- *                  instead, an upload from the host, where there is no
- *                  fp64 engine copy
+ *                  engine's device copy pc->A: its own CSR arrays (the
+ *                  system matrix stays CSR until the setup is done, then
+ *                  the engine lays it out: "layout of A"), or its sliced
+ *                  ELL turned back into CSR (spmv.cu); "transfer" instead,
+ *                  an upload from the host, where there is no fp64 engine
+ *                  copy
  *   prefilter      input checks (symmetry, positive diagonal), Ã (3.8), L_1,
  *                  Ã's lower bandwidth (the pattern's window)
  *   pattern        L_{p+1} = Low(L_p Ã), k - 1 warp-centric products (fsai_pattern.cu)

@@ -357,17 +357,18 @@ __global__ void sort_key_kernel(const int32_t *__restrict__ len, int64_t n, int6
     idx[i] = (int32_t)i;
 }
 
-/* One thread per stored row of the SELL layout (ghost rows included). */
+/* One thread per stored row of slices s0..s1-1 of the SELL layout (ghost
+ * rows included). */
 template <typename V>
 __global__ void sell_fill_kernel(const int64_t *__restrict__ row_ptr,
                                  const int32_t *__restrict__ col, const double *__restrict__ val,
-                                 const int32_t *__restrict__ perm, int64_t n, int64_t n_slices,
-                                 const int64_t *__restrict__ slice_ptr,
+                                 const int32_t *__restrict__ perm, int64_t n, int64_t s0,
+                                 int64_t s1, const int64_t *__restrict__ slice_ptr,
                                  int32_t *__restrict__ sell_col, V *__restrict__ sell_val)
 {
-    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t r = s0 * SELL_C + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t s = r / SELL_C;
-    if (s >= n_slices) return;
+    if (s >= s1) return;
     const int64_t base = slice_ptr[s] + (r % SELL_C);
     const int64_t width = (slice_ptr[s + 1] - slice_ptr[s]) / SELL_C;
     int64_t beg = 0, len = 0;
@@ -632,20 +633,102 @@ static int fill_sell(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int3
     if (m->prec == GS_FP32)
         return CUDA_LAUNCH(&e->err, sell_fill_kernel<float>, grid, GS_CUDA_BLOCK, 0, c->stream,
                            row_ptr, col, val, (const int32_t *)m->perm, (int64_t)m->n_rows,
-                           m->n_slices, (const int64_t *)m->slice_ptr, m->sell_col,
+                           (int64_t)0, m->n_slices, (const int64_t *)m->slice_ptr, m->sell_col,
                            (float *)m->sell_val);
     return CUDA_LAUNCH(&e->err, sell_fill_kernel<double>, grid, GS_CUDA_BLOCK, 0, c->stream,
                        row_ptr, col, val, (const int32_t *)m->perm, (int64_t)m->n_rows,
-                       m->n_slices, (const int64_t *)m->slice_ptr, m->sell_col,
+                       (int64_t)0, m->n_slices, (const int64_t *)m->slice_ptr, m->sell_col,
                        (double *)m->sell_val);
+}
+
+/* ------------------------------------------------------- stepped layout */
+
+/* Large matrices (CSR entries of at least vmm_min_bytes, fp64, rows in
+ * their own order) are uploaded into chunk-mapped memory (gs_cuda_vmm),
+ * and their sliced ELL is written in vmm_steps steps of about equal slice
+ * counts: each step maps the chunks its part of the sliced ELL needs, fills
+ * them, waits, and releases the CSR chunks that every later step lies
+ * past. The device never holds both layouts whole: the build's peak is
+ * the matrix plus about a step and a chunk of each array (an eighth each),
+ * where building from a whole CSR into a whole sliced ELL held both (the
+ * 27-point stencil on 2M rows: 686 MB of CSR and 669 MB of SELL-32 at
+ * once, the engine's peak). The price is the driver's calls, about 80 us a
+ * chunk over its life on an H200 (docs/perf-notes.md, "Stepped layout"),
+ * and a wait on the device a step. */
+
+/* bounds[2 j] = slice_ptr[s_j], bounds[2 j + 1] = row_ptr[min(32 s_j, n)]
+ * for the steps' first slices s_j = j ns / steps, j = 0..steps: where each
+ * step's sliced ELL begins and how much of the CSR the steps before it
+ * have read. */
+__global__ void step_bounds_kernel(const int64_t *__restrict__ slice_ptr,
+                                   const int64_t *__restrict__ row_ptr, int64_t n, int64_t ns,
+                                   int steps, int64_t *__restrict__ bounds)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j > steps) return;
+    const int64_t s = (int64_t)j * ns / steps, r = s * SELL_C < n ? s * SELL_C : n;
+    bounds[2 * j] = slice_ptr[s];
+    bounds[2 * j + 1] = row_ptr[r];
+}
+
+/* The sliced ELL (fp64, m->slice_ptr and m->padded planned) from a CSR
+ * whose columns and values lie in src[0] and src[1]; src is consumed (its
+ * chunks released and its ranges freed) whatever the outcome. */
+static int fill_sell_stepped(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
+                             const double *val, gs_cuda_vmm src[2])
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int64_t ns = m->n_slices, n = m->n_rows;
+    const int steps = (int)(c->vmm_steps < ns ? c->vmm_steps : ns);
+    const size_t bounds_bytes = (2 * (size_t)steps + 2) * sizeof(int64_t);
+    int64_t *d_bounds = NULL, *b = NULL;
+    int status = GS_OK;
+    GS_TRY(gs_cuda_vmm_reserve(e, &m->sell_vm[0], (size_t)m->padded * sizeof(int32_t),
+                               "SELL column indices"));
+    m->sell_col = (int32_t *)m->sell_vm[0].base;
+    GS_TRY(gs_cuda_vmm_reserve(e, &m->sell_vm[1], (size_t)m->padded * sizeof(double),
+                               "SELL values"));
+    m->sell_val = m->sell_vm[1].base;
+    m->bytes += m->padded * (sizeof(int32_t) + sizeof(double));
+    b = (int64_t *)gs_malloc(bounds_bytes, "SELL build: step bounds", &e->err);
+    if (!b) GS_TRY(GS_ERR_NOMEM);
+    GS_TRY(gs_cuda_alloc(e, &d_bounds, bounds_bytes, "SELL build: step bounds"));
+    GS_TRY(CUDA_LAUNCH(&e->err, step_bounds_kernel, blocks_for(steps + 1), GS_CUDA_BLOCK, 0,
+                       c->stream, (const int64_t *)m->slice_ptr, row_ptr, n, ns, steps, d_bounds));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(b, d_bounds, bounds_bytes, cudaMemcpyDeviceToHost,
+                                              c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+    for (int j = 0; j < steps; j++) {
+        const int64_t s0 = (int64_t)j * ns / steps, s1 = (int64_t)(j + 1) * ns / steps;
+        const size_t p0 = (size_t)b[2 * j], p1 = (size_t)b[2 * j + 2];
+        GS_TRY(gs_cuda_vmm_map(e, &m->sell_vm[0], p0 * sizeof(int32_t), p1 * sizeof(int32_t),
+                               "SELL column indices"));
+        GS_TRY(gs_cuda_vmm_map(e, &m->sell_vm[1], p0 * sizeof(double), p1 * sizeof(double),
+                               "SELL values"));
+        GS_TRY(CUDA_LAUNCH(&e->err, sell_fill_kernel<double>, blocks_for((s1 - s0) * SELL_C),
+                           GS_CUDA_BLOCK, 0, c->stream, row_ptr, col, val, (const int32_t *)NULL,
+                           n, s0, s1, (const int64_t *)m->slice_ptr, m->sell_col,
+                           (double *)m->sell_val));
+        GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+        const size_t read = (size_t)b[2 * j + 3]; /* CSR entries no later step reads */
+        gs_cuda_vmm_unmap_below(e, &src[0], read * sizeof(int32_t));
+        gs_cuda_vmm_unmap_below(e, &src[1], read * sizeof(double));
+    }
+cleanup:
+    gs_cuda_vmm_free(e, &src[0]);
+    gs_cuda_vmm_free(e, &src[1]);
+    gs_cuda_free(e, d_bounds, bounds_bytes);
+    free(b);
+    return status;
 }
 
 /* Vector-CSR from device arrays: a copy of them, values in the stored
  * precision, or the arrays themselves taken over (the matrix then owns
- * them) where adopt is set and the values stay fp64; lanes per row = the
+ * them, with src, their chunk-mapped ranges where they have them: zeroed
+ * here) where adopt is set and the values stay fp64; lanes per row = the
  * power of two at or above the mean row length, 2 to 32. */
 static int fill_csr(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
-                    const double *val, int adopt)
+                    const double *val, int adopt, gs_cuda_vmm *src)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t n = m->n_rows, nnz = m->nnz;
@@ -659,6 +742,10 @@ static int fill_csr(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32
         m->csr_col = (int32_t *)col;
         m->csr_val = (void *)val;
         m->bytes += (n + 1) * sizeof(int64_t) + nnz * (sizeof(int32_t) + vsize);
+        if (src) {
+            m->csr_vm[0] = src[0], m->csr_vm[1] = src[1];
+            src[0] = gs_cuda_vmm{}, src[1] = gs_cuda_vmm{};
+        }
         return GS_OK;
     }
     GS_TRY(gs_cuda_alloc(e, &m->row_ptr, (n + 1) * sizeof(int64_t), "CSR row pointers"));
@@ -720,10 +807,16 @@ cleanup:
 /* Choose the layout by the rule at the top of this file and build it;
  * force (benchmarks, tests) overrides the rule. plan (NULL, or started for
  * this matrix with its words read): its slice pointers are taken over
- * (plan->slice_ptr then NULL) instead of built. */
+ * (plan->slice_ptr then NULL) instead of built. src (NULL, or with adopt
+ * and fp64: the chunk-mapped ranges of col and val): the CSR layout takes
+ * them over, the sliced ELL is built from them in steps and consumes them
+ * (fill_sell_stepped); either way they are zeroed. defer (with adopt, for
+ * mat_create_system): where the device-fill rule does not settle it, the
+ * matrix stays CSR for the setup (taking the arrays over) and setup_done
+ * builds its layout. */
 static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
                         const double *val, gs_cuda_layout force, int sigma, int adopt,
-                        gs_cuda_sell_plan *plan)
+                        gs_cuda_sell_plan *plan, gs_cuda_vmm *src, int defer)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t n = m->n_rows;
@@ -738,7 +831,11 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
                          (m->n_slices <= (int64_t)SELL_SOME_SLICES_PER_SM * c->sm_count &&
                           m->nnz >= (int64_t)SELL_VERY_LONG_ROW * n);
     if (n == 0 || force == GS_CUDA_LAYOUT_CSR || (force == GS_CUDA_LAYOUT_AUTO && few_long))
-        return fill_csr(e, m, row_ptr, col, val, adopt);
+        return fill_csr(e, m, row_ptr, col, val, adopt, src);
+    if (defer) {
+        m->deferred = 1;
+        return fill_csr(e, m, row_ptr, col, val, adopt, src);
+    }
     if (plan && plan->slice_ptr && force == GS_CUDA_LAYOUT_AUTO && plan->n_slices == m->n_slices) {
         m->slice_ptr = plan->slice_ptr;
         plan->slice_ptr = NULL;
@@ -777,7 +874,16 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
     if (use_sell) {
         m->format = GS_CUDA_SELL;
         m->padded = P;
-        GS_TRY(fill_sell(e, m, row_ptr, col, val));
+        /* in steps only where building it whole would raise the engine's
+         * peak (a deferred layout after a setup that held more is built
+         * whole: cheaper, and no higher a peak) */
+        const size_t whole = (size_t)P * (sizeof(int32_t) + sizeof(double));
+        if (src && src[0].base && e->device_bytes_now + whole > e->device_bytes_peak) {
+            GS_TRY(fill_sell_stepped(e, m, row_ptr, col, val, src));
+        } else {
+            GS_TRY(fill_sell(e, m, row_ptr, col, val));
+            if (src) gs_cuda_vmm_free(e, &src[0]), gs_cuda_vmm_free(e, &src[1]);
+        }
     } else {
         gs_cuda_free(e, m->perm, n * sizeof(int32_t));
         gs_cuda_free(e, m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t));
@@ -785,7 +891,7 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
         m->perm = NULL;
         m->slice_ptr = NULL;
         m->sigma = 1;
-        GS_TRY(fill_csr(e, m, row_ptr, col, val, adopt));
+        GS_TRY(fill_csr(e, m, row_ptr, col, val, adopt, src));
     }
 cleanup: /* stream-ordered frees; the matrix is ready in stream order */
     gs_cuda_free(e, sizes, m->n_slices * sizeof(int64_t));
@@ -793,13 +899,25 @@ cleanup: /* stream-ordered frees; the matrix is ready in stream order */
     return status;
 }
 
+static void name_layout(gs_mat *m)
+{
+    if (m->format == GS_CUDA_CSR)
+        snprintf(m->layout, sizeof m->layout, "CSR");
+    else if (m->perm)
+        snprintf(m->layout, sizeof m->layout, "SELL-32-%d", m->sigma);
+    else
+        snprintf(m->layout, sizeof m->layout, "SELL-32");
+}
+
 /* adopt: row_ptr, col and val are the caller's to give; the CSR layout in
  * fp64 takes them over ((*out)->row_ptr == row_ptr then, and the caller
- * must not free them), any other layout copies them. */
+ * must not free them), any other layout copies them. src and defer: as
+ * build_layout; on failure src is the caller's again if not consumed. */
 static int mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
                                const int64_t *row_ptr, const int32_t *col, const double *val,
                                gs_precision prec, gs_cuda_tri tri, gs_cuda_layout force,
-                               int sigma, int adopt, gs_cuda_sell_plan *plan, gs_mat **out)
+                               int sigma, int adopt, gs_cuda_sell_plan *plan, gs_cuda_vmm *src,
+                               int defer, gs_mat **out)
 {
     *out = NULL;
     if (gs_cuda_of(e)->capturing)
@@ -811,18 +929,16 @@ static int mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int
     m->nnz = nnz;
     m->prec = prec;
     m->tri = tri;
-    int status = build_layout(e, m, row_ptr, col, val, force, sigma, adopt, plan);
-    if (m->format == GS_CUDA_CSR)
-        snprintf(m->layout, sizeof m->layout, "CSR");
-    else if (m->perm)
-        snprintf(m->layout, sizeof m->layout, "SELL-32-%d", m->sigma);
-    else
-        snprintf(m->layout, sizeof m->layout, "SELL-32");
+    int status = build_layout(e, m, row_ptr, col, val, force, sigma, adopt, plan, src, defer);
+    name_layout(m);
     if (status == GS_OK) status = spmv_prepare(e, m);
     if (status == GS_OK && tri != GS_CUDA_TRI_NONE) status = keep_triangle(e, m, row_ptr, col, val);
     if (status != GS_OK) {
-        if (m->row_ptr == row_ptr) /* taken over: the caller's to free after all */
+        if (m->row_ptr == row_ptr) { /* taken over: the caller's to free after all */
             m->row_ptr = NULL, m->csr_col = NULL, m->csr_val = NULL;
+            if (src) src[0] = m->csr_vm[0], src[1] = m->csr_vm[1];
+            m->csr_vm[0] = gs_cuda_vmm{}, m->csr_vm[1] = gs_cuda_vmm{};
+        }
         gs_cuda_mat_destroy(e, m);
         return status;
     }
@@ -835,7 +951,7 @@ int gs_cuda_mat_from_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, in
                                 gs_precision prec, gs_cuda_tri tri, gs_mat **out)
 {
     return mat_from_device_csr(e, n_rows, n_cols, nnz, row_ptr, col, val, prec, tri,
-                               GS_CUDA_LAYOUT_AUTO, 0, 0, NULL, out);
+                               GS_CUDA_LAYOUT_AUTO, 0, 0, NULL, NULL, 0, out);
 }
 
 int gs_cuda_mat_adopt_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, int64_t nnz,
@@ -844,7 +960,8 @@ int gs_cuda_mat_adopt_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, i
 {
     *taken = 0;
     const int status = mat_from_device_csr(e, n_rows, n_cols, nnz, row_ptr, col, val, prec,
-                                           GS_CUDA_TRI_NONE, GS_CUDA_LAYOUT_AUTO, 0, 1, plan, out);
+                                           GS_CUDA_TRI_NONE, GS_CUDA_LAYOUT_AUTO, 0, 1, plan,
+                                           NULL, 0, out);
     if (status == GS_OK) *taken = (*out)->row_ptr == row_ptr;
     if (plan) gs_cuda_sell_plan_free(e, plan); /* what the layout did not take */
     return status;
@@ -864,31 +981,15 @@ static gs_cuda_tri triangle_of(const gs_csr *A)
     return lower ? GS_CUDA_TRI_LOWER : upper ? GS_CUDA_TRI_UPPER : GS_CUDA_TRI_NONE;
 }
 
-/* The engine no longer keeps the setup's copy of the system matrix's CSR
- * (freed, or handed over). */
-static void setup_csr_forget(gs_cuda_impl *c)
-{
-    c->setup_of = NULL, c->setup_rp = NULL, c->setup_col = NULL, c->setup_val = NULL;
-}
-
-/* The setup's copy of the system matrix's CSR, if it is still kept. */
-static void setup_csr_free(gs_engine *e)
-{
-    gs_cuda_impl *c = gs_cuda_of(e);
-    if (!c->setup_of) return;
-    const int64_t n = c->setup_of->n_rows, nnz = c->setup_of->nnz;
-    gs_cuda_free(e, c->setup_val, (size_t)nnz * sizeof(double));
-    gs_cuda_free(e, c->setup_col, (size_t)nnz * sizeof(int32_t));
-    gs_cuda_free(e, c->setup_rp, ((size_t)n + 1) * sizeof(int64_t));
-    setup_csr_forget(c);
-}
-
 /* A uploaded as CSR (one DMA an array from page-locked memory), then laid
- * out; the CSR layout in fp64 keeps the upload itself. keep (the system
- * matrix, fp64): otherwise the upload stays with the engine for the setup
- * (setup_of) instead of being freed. */
+ * out; the CSR layout in fp64 keeps the upload itself. Large fp64 matrices
+ * in the automatic layout go into chunk-mapped memory and are laid out in
+ * steps (fill_sell_stepped). system (mat_create_system: fp64, for the
+ * setup that follows): unless the device-fill rule settles the layout now,
+ * the matrix stays CSR, the upload itself, until setup_done lays it out, so
+ * that the setup reads A's CSR while no second copy of A exists. */
 static int mat_create_impl(gs_engine *e, const gs_csr *A, gs_precision prec,
-                           gs_cuda_layout layout, int sigma, int keep, gs_mat **out)
+                           gs_cuda_layout layout, int sigma, int system, gs_mat **out)
 {
     *out = NULL;
     if (e->ops->kind != GS_ENGINE_CUDA)
@@ -897,33 +998,46 @@ static int mat_create_impl(gs_engine *e, const gs_csr *A, gs_precision prec,
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda mat_create: matrix without values");
     gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t n = A->n_rows, nnz = A->nnz;
+    const gs_cuda_tri tri = triangle_of(A);
+    const int automatic = prec == GS_FP64 && layout == GS_CUDA_LAYOUT_AUTO && tri == GS_CUDA_TRI_NONE;
+    const int stepped = automatic && c->vmm && nnz > 0 &&
+                        (size_t)nnz * (sizeof(int32_t) + sizeof(double)) >= c->vmm_min_bytes;
+    gs_cuda_vmm vm[2] = {gs_cuda_vmm{}, gs_cuda_vmm{}};
     int64_t *d_ptr = NULL;
     int32_t *d_col = NULL;
     double *d_val = NULL;
     int status = GS_OK, pending = 0;
     GS_TRY(gs_cuda_alloc(e, &d_ptr, (n + 1) * sizeof(int64_t), "matrix upload: row pointers"));
-    GS_TRY(gs_cuda_alloc(e, &d_col, nnz * sizeof(int32_t), "matrix upload: column indices"));
-    GS_TRY(gs_cuda_alloc(e, &d_val, nnz * sizeof(double), "matrix upload: values"));
+    if (stepped) {
+        GS_TRY(gs_cuda_vmm_reserve(e, &vm[0], nnz * sizeof(int32_t), "matrix upload: column indices"));
+        GS_TRY(gs_cuda_vmm_map(e, &vm[0], 0, nnz * sizeof(int32_t), "matrix upload: column indices"));
+        GS_TRY(gs_cuda_vmm_reserve(e, &vm[1], nnz * sizeof(double), "matrix upload: values"));
+        GS_TRY(gs_cuda_vmm_map(e, &vm[1], 0, nnz * sizeof(double), "matrix upload: values"));
+        d_col = (int32_t *)vm[0].base;
+        d_val = (double *)vm[1].base;
+    } else {
+        GS_TRY(gs_cuda_alloc(e, &d_col, nnz * sizeof(int32_t), "matrix upload: column indices"));
+        GS_TRY(gs_cuda_alloc(e, &d_val, nnz * sizeof(double), "matrix upload: values"));
+    }
     GS_TRY(gs_cuda_upload_start(e, d_ptr, A->row_ptr, (n + 1) * sizeof(int64_t), &pending));
     if (nnz > 0) {
         GS_TRY(gs_cuda_upload_start(e, d_col, A->col, nnz * sizeof(int32_t), &pending));
         GS_TRY(gs_cuda_upload_start(e, d_val, A->val, nnz * sizeof(double), &pending));
     }
-    GS_TRY(mat_from_device_csr(e, A->n_rows, A->n_cols, nnz, d_ptr, d_col, d_val, prec,
-                               triangle_of(A), layout, sigma, 1, NULL, out));
-    if ((*out)->row_ptr == d_ptr) {
-        d_ptr = NULL, d_col = NULL, d_val = NULL; /* the matrix's own now */
-    } else if (keep && prec == GS_FP64) {
-        setup_csr_free(e);
-        c->setup_of = *out;
-        c->setup_rp = d_ptr, c->setup_col = d_col, c->setup_val = d_val;
-        d_ptr = NULL, d_col = NULL, d_val = NULL;
-    }
+    GS_TRY(mat_from_device_csr(e, A->n_rows, A->n_cols, nnz, d_ptr, d_col, d_val, prec, tri,
+                               layout, sigma, 1, NULL, stepped ? vm : NULL,
+                               system && automatic, out));
+    if ((*out)->row_ptr == d_ptr) d_ptr = NULL, d_col = NULL, d_val = NULL; /* the matrix's own now */
 cleanup: /* stream-ordered frees: after the kernels that read them */
     status = gs_cuda_upload_finish(e, pending, status);
     if (status != GS_OK && *out) { /* the upload's wait failed: no matrix after all */
         gs_cuda_mat_destroy(e, *out);
         *out = NULL;
+    }
+    if (stepped) { /* taken over, consumed, or freed here */
+        gs_cuda_vmm_free(e, &vm[0]);
+        gs_cuda_vmm_free(e, &vm[1]);
+        d_col = NULL, d_val = NULL;
     }
     gs_cuda_free(e, d_val, nnz * sizeof(double));
     gs_cuda_free(e, d_col, nnz * sizeof(int32_t));
@@ -947,15 +1061,44 @@ int gs_cuda_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out)
     return mat_create_impl(e, A, GS_FP64, GS_CUDA_LAYOUT_AUTO, 0, 1, out);
 }
 
-void gs_cuda_setup_done(gs_engine *e, gs_mat *A)
+/* A deferred matrix's layout, by the rule, from its own CSR: taken over
+ * again where the rule picks CSR, else consumed (in steps where it lies in
+ * chunk-mapped memory) and freed. */
+int gs_cuda_setup_done(gs_engine *e, gs_mat *A, int *laid_out)
 {
-    if (A && gs_cuda_of(e)->setup_of == A) setup_csr_free(e);
+    *laid_out = 0;
+    if (!A || !A->deferred) return GS_OK;
+    const int64_t n = A->n_rows, nnz = A->nnz;
+    int64_t *rp = A->row_ptr;
+    int32_t *col = A->csr_col;
+    double *val = (double *)A->csr_val;
+    gs_cuda_vmm src[2] = {A->csr_vm[0], A->csr_vm[1]};
+    const int mapped = src[0].base != NULL;
+    A->row_ptr = NULL, A->csr_col = NULL, A->csr_val = NULL;
+    A->csr_vm[0] = gs_cuda_vmm{}, A->csr_vm[1] = gs_cuda_vmm{};
+    A->bytes -= (n + 1) * sizeof(int64_t) + nnz * (sizeof(int32_t) + sizeof(double));
+    A->deferred = 0;
+    memset(A->max_blocks, 0, sizeof A->max_blocks); /* the caps of the layout's own kernels */
+    int status = build_layout(e, A, rp, col, val, GS_CUDA_LAYOUT_AUTO, 0, 1, NULL,
+                              mapped ? src : NULL, 0);
+    name_layout(A);
+    if (status == GS_OK) status = spmv_prepare(e, A);
+    *laid_out = 1;
+    if (A->row_ptr != rp) { /* not taken over again: consumed, or copied */
+        gs_cuda_vmm_free(e, &src[0]);
+        gs_cuda_vmm_free(e, &src[1]);
+        if (!mapped) {
+            gs_cuda_free(e, val, nnz * sizeof(double));
+            gs_cuda_free(e, col, nnz * sizeof(int32_t));
+        }
+        gs_cuda_free(e, rp, (n + 1) * sizeof(int64_t));
+    }
+    return status;
 }
 
 void gs_cuda_mat_destroy(gs_engine *e, gs_mat *m)
 {
     if (!m) return;
-    gs_cuda_setup_done(e, m);
     const int64_t n = m->n_rows, nnz = m->nnz;
     const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
     for (int u = 0; u < 2; u++) {
@@ -964,12 +1107,22 @@ void gs_cuda_mat_destroy(gs_engine *e, gs_mat *m)
         gs_cuda_free(e, m->spsv_buffer[u], m->spsv_bytes[u]);
     }
     gs_cuda_free(e, m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t));
-    gs_cuda_free(e, m->sell_col, m->padded * sizeof(int32_t));
-    gs_cuda_free(e, m->sell_val, m->padded * vsize);
+    if (m->sell_vm[0].base || m->sell_vm[1].base) {
+        gs_cuda_vmm_free(e, &m->sell_vm[0]);
+        gs_cuda_vmm_free(e, &m->sell_vm[1]);
+    } else {
+        gs_cuda_free(e, m->sell_col, m->padded * sizeof(int32_t));
+        gs_cuda_free(e, m->sell_val, m->padded * vsize);
+    }
     gs_cuda_free(e, m->perm, n * sizeof(int32_t));
     gs_cuda_free(e, m->row_ptr, (n + 1) * sizeof(int64_t));
-    gs_cuda_free(e, m->csr_col, nnz * sizeof(int32_t));
-    gs_cuda_free(e, m->csr_val, nnz * vsize);
+    if (m->csr_vm[0].base || m->csr_vm[1].base) {
+        gs_cuda_vmm_free(e, &m->csr_vm[0]);
+        gs_cuda_vmm_free(e, &m->csr_vm[1]);
+    } else {
+        gs_cuda_free(e, m->csr_col, nnz * sizeof(int32_t));
+        gs_cuda_free(e, m->csr_val, nnz * vsize);
+    }
     gs_cuda_free(e, m->tri_row_ptr, (n + 1) * sizeof(int32_t));
     gs_cuda_free(e, m->tri_col, nnz * sizeof(int32_t));
     gs_cuda_free(e, m->tri_val, nnz * sizeof(double));
@@ -1087,14 +1240,6 @@ int gs_cuda_mat_device_csr(gs_engine *e, const gs_mat *A, gs_cuda_csr_view *out)
         out->row_ptr = A->row_ptr;
         out->col = A->csr_col;
         out->val = (const double *)A->csr_val;
-        return GS_OK;
-    }
-    if (c->setup_of == A) { /* mat_create_system's upload: handed over */
-        out->row_ptr = c->setup_rp;
-        out->col = c->setup_col;
-        out->val = c->setup_val;
-        out->owned = 1;
-        setup_csr_forget(c);
         return GS_OK;
     }
     GS_TRY(gs_cuda_alloc(e, &rp, ((size_t)n + 1) * sizeof(int64_t), "CSR of A: row pointers"));

@@ -154,11 +154,14 @@ typedef struct gs_engine_ops {
     int (*host_pin)(gs_engine *e, void *p, size_t bytes);
     void (*host_unpin)(gs_engine *e, void *p);
     /* mat_create in fp64 of the system matrix, whose preconditioner is set
-     * up next: the engine may keep what the setups read (the CUDA engine:
-     * the CSR it uploaded, which FSAI's setup reads by rows) until
-     * setup_done(e, A), which the caller issues once the setup is over. */
+     * up next: the engine may keep A in the form the setups read (the CUDA
+     * engine: as the CSR it uploaded, which FSAI's setup reads by rows)
+     * until setup_done(e, A), which the caller issues once the setup is
+     * over and which gives A the layout its products want. *laid_out is 1
+     * when setup_done did that work (time it as a stage of the setup), 0
+     * when there was none; a failure leaves A unusable (destroy it). */
     int (*mat_create_system)(gs_engine *e, const gs_csr *A, gs_mat **out);
-    void (*setup_done)(gs_engine *e, gs_mat *A);
+    int (*setup_done)(gs_engine *e, gs_mat *A, int *laid_out);
 } gs_engine_ops;
 
 struct gs_engine {

@@ -193,9 +193,17 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     GS_TRY(e->ops->sync(e));
     gs_stages_add(&t->stages, "transfer A", gs_now() - t0);
     GS_TRY(gs_pc_create(type, e, &cli->params, &p->A, A, &pc, err));
-    if (e->ops->setup_done) e->ops->setup_done(e, A); /* stream-ordered frees */
     for (int i = 0; i < pc->stages.count; i++)
         gs_stages_add(&t->stages, pc->stages.stage[i].name, pc->stages.stage[i].seconds);
+    if (e->ops->setup_done) {
+        const double t1 = gs_now();
+        int laid_out = 0;
+        GS_TRY(e->ops->setup_done(e, A, &laid_out));
+        if (laid_out) {
+            GS_TRY(e->ops->sync(e));
+            gs_stages_add(&t->stages, "layout of A", gs_now() - t1);
+        }
+    }
     t->tp = gs_now() - t0;
     double ts0 = gs_now();
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &b));

@@ -1094,18 +1094,42 @@ END_TEST
 
 /* --------------------------------------------------------------- errors */
 
+/* No entry above the diagonal, or none below (the engine's test). */
+static int is_triangular(const gs_csr *A)
+{
+    int lower = 1, upper = 1;
+    for (int32_t i = 0; i < A->n_rows; i++)
+        for (int64_t k = A->row_ptr[i]; k < A->row_ptr[i + 1]; k++) {
+            lower &= A->col[k] <= i;
+            upper &= A->col[k] >= i;
+        }
+    return A->n_rows == A->n_cols && (lower || upper);
+}
+
+/* y = A x on the GPU for the matrix ga, downloaded (x of A's n_cols). */
+static double *gpu_product(gs_mat *ga, const double *x, int64_t m, int64_t n)
+{
+    gs_vec *gx = vec_from(gpu, x, n), *gy = vec_nan(gpu, m);
+    ck_assert_int_eq(gpu->ops->spmv_dot(gpu, ga, gx, gy, NULL, GS_SLOT_NONE), GS_OK);
+    double *y = vec_get(gpu, gy, m);
+    gpu->ops->vec_destroy(gpu, gx), gpu->ops->vec_destroy(gpu, gy);
+    return y;
+}
+
 /* mat_create_system from page-locked host arrays (host_pin): the upload is
  * over when it returns (the host arrays, poisoned right after, do not reach
- * the device); the sliced ELL layout keeps the CSR upload for the setup,
- * handed over once by the setups' view (owned, bitwise A, and the engine's
- * bytes drop by exactly its size when the view is freed), the sliced ELL
- * turned back after that; setup_done frees an upload not handed over, and
- * the CSR layout keeps no second copy. Every array is freed in the end. */
-static void check_system_matrix(const gs_csr *A0, const char *what)
+ * the device). Until setup_done the matrix is CSR, the upload itself: the
+ * setups' view lends its arrays (not owned, bitwise A) and the engine holds
+ * exactly A's CSR. setup_done (*laid_out = 1 where the device-fill rule had
+ * not settled the layout at creation) gives it the layout and the bytes
+ * that mat_create gives A, and the same product bit for bit; a second
+ * setup_done has nothing to do. Destroyed before setup_done or after, every
+ * array is freed. */
+static void check_system_matrix(const gs_csr *A0, const char *what, tu_rng *r)
 {
     gs_csr A = {0}, B = {0};
     gs_error err = {0};
-    gs_mat *ga = NULL;
+    gs_mat *ga = NULL, *plain = NULL;
     int owned = -2;
     ck_assert_int_eq(gs_csr_copy(A0, &A, &err), GS_OK);
     ck_assert_int_eq(gs_csr_alloc(A.n_rows, A.n_cols, A.nnz, 1, &B, &err), GS_OK);
@@ -1125,7 +1149,18 @@ static void check_system_matrix(const gs_csr *A0, const char *what)
         ck_assert_msg(gpu->ops->host_pin(gpu, q, len) == 1, "%s: array %d not page-locked", what, k);
     }
     A.row_ptr = arrays[0], A.col = arrays[1], A.val = arrays[2];
-    const size_t base = gpu->device_bytes_now;
+    /* what mat_create makes of A */
+    size_t base = gpu->device_bytes_now;
+    ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP64, &plain), GS_OK);
+    const size_t plain_bytes = gpu->device_bytes_now - base;
+    char want[24];
+    snprintf(want, sizeof want, "%s", gs_cuda_mat_layout(plain));
+    /* settled at creation: by the device-fill rule, or triangular (kept
+     * as it is made, for the triangular solves) */
+    const int want_csr = strcmp(want, "CSR") == 0,
+              settled = device_fill_layout(&A) != NULL || is_triangular(&A);
+    double *x = randoms(r, A.n_cols), *y_plain = gpu_product(plain, x, A.n_rows, A.n_cols);
+    base = gpu->device_bytes_now;
     for (int round = 0; round < 2; round++) {
         ck_assert_msg(gpu->ops->mat_create_system(gpu, &A, &ga) == GS_OK, "%s: %s", what,
                       gpu->err.msg);
@@ -1133,27 +1168,32 @@ static void check_system_matrix(const gs_csr *A0, const char *what)
         ck_assert_int_eq(gs_csr_copy(&A, &keep, &err), GS_OK);
         memset(A.col, 0xff, (size_t)A.nnz * sizeof(int32_t)); /* after the return: too late */
         memset(A.val, 0xff, (size_t)A.nnz * sizeof(double));
-        const int is_csr = strcmp(gs_cuda_mat_layout(ga), "CSR") == 0;
-        const size_t made = gpu->device_bytes_now;
-        if (round == 0) {
-            /* handed over: owned, bitwise A, freed with the view */
+        ck_assert_msg(strcmp(gs_cuda_mat_layout(ga), "CSR") == 0, "%s: %s before setup_done",
+                      what, gs_cuda_mat_layout(ga));
+        ck_assert_uint_eq(gpu->device_bytes_now - base, csr_bytes);
+        if (round == 0) { /* lent, not copied */
             ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
-            ck_assert_msg(owned == !is_csr, "%s (%s): owned %d", what, gs_cuda_mat_layout(ga), owned);
+            ck_assert_int_eq(owned, 0);
             tu_assert_same_csr(&keep, &B, what);
-            ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
-            /* then the sliced ELL is turned back, as for any matrix */
-            memset(B.val, 0, (size_t)A.nnz * sizeof(double));
-            ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
-            ck_assert_int_eq(owned, !is_csr);
-            tu_assert_same_csr(&keep, &B, what);
-            gpu->ops->setup_done(gpu, ga); /* nothing left to free */
-            ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
-        } else {
-            gpu->ops->setup_done(gpu, ga);
-            ck_assert_uint_eq(gpu->device_bytes_now, made - (is_csr ? 0 : csr_bytes));
-            ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
-            tu_assert_same_csr(&keep, &B, what);
+            ck_assert_uint_eq(gpu->device_bytes_now - base, csr_bytes);
         }
+        int laid = -1;
+        ck_assert_msg(gpu->ops->setup_done(gpu, ga, &laid) == GS_OK, "%s: %s", what, gpu->err.msg);
+        ck_assert_msg(laid == !settled, "%s: laid out %d, device-fill rule settled %d", what, laid,
+                      settled);
+        ck_assert_msg(strcmp(gs_cuda_mat_layout(ga), want) == 0, "%s: %s after setup_done, want %s",
+                      what, gs_cuda_mat_layout(ga), want);
+        ck_assert_uint_eq(gpu->device_bytes_now - base, plain_bytes);
+        double *y = gpu_product(ga, x, A.n_rows, A.n_cols);
+        ck_assert_msg(memcmp(y, y_plain, (size_t)A.n_rows * sizeof(double)) == 0,
+                      "%s: product after setup_done differs from mat_create's", what);
+        free(y);
+        memset(B.val, 0, (size_t)A.nnz * sizeof(double));
+        ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
+        ck_assert_int_eq(owned, !want_csr);
+        tu_assert_same_csr(&keep, &B, what);
+        ck_assert_int_eq(gpu->ops->setup_done(gpu, ga, &laid), GS_OK); /* nothing left to do */
+        ck_assert_int_eq(laid, 0);
         no_error(gpu);
         gpu->ops->mat_destroy(gpu, ga);
         ck_assert_uint_eq(gpu->device_bytes_now, base);
@@ -1161,10 +1201,12 @@ static void check_system_matrix(const gs_csr *A0, const char *what)
         memcpy(A.val, keep.val, (size_t)A.nnz * sizeof(double));
         gs_csr_free(&keep);
     }
-    /* destroyed with its upload still kept: freed too */
+    /* destroyed before setup_done: freed too */
     ck_assert_int_eq(gpu->ops->mat_create_system(gpu, &A, &ga), GS_OK);
     gpu->ops->mat_destroy(gpu, ga);
     ck_assert_uint_eq(gpu->device_bytes_now, base);
+    gpu->ops->mat_destroy(gpu, plain);
+    free(x), free(y_plain);
     /* the CSR layout takes the upload over with no kernel and no read back
      * of its own: only the upload's own wait keeps the poison out */
     {
@@ -1205,11 +1247,119 @@ START_TEST(test_system_matrix)
             ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP64, &ga), GS_OK);
             layouts[strcmp(gs_cuda_mat_layout(ga), "CSR") == 0] = 1;
             gpu->ops->mat_destroy(gpu, ga);
-            check_system_matrix(&A, what);
+            check_system_matrix(&A, what, &r);
             gs_csr_free(&A);
         }
     ck_assert_msg(layouts[0] && layouts[1], "layouts covered: SELL %d, CSR %d", layouts[0],
                   layouts[1]);
+    engines_down();
+}
+END_TEST
+
+/* A chunk of gs_cuda_vmm_reserve for an array of bytes (granule g): an
+ * eighth, in whole granules. */
+static size_t chunk_of(size_t bytes, size_t g)
+{
+    const size_t c = (bytes / 8 + g - 1) / g * g;
+    return c < g ? g : c;
+}
+
+#define STEPS 8
+
+/* The stepped layout (cuda/spmv.cu), set here to take every matrix, in
+ * STEPS steps: the layout, the product and the device CSR of each matrix are
+ * those of the plain build, bit for bit, through mat_create and through
+ * mat_create_system and setup_done; and where the layout is sliced ELL the
+ * build's peak stays within the larger layout plus two steps of the sliced
+ * ELL, a chunk of each of the four arrays and the plan's arrays, below the
+ * plain build's peak (both layouts whole); for the 7-point stencil (fill 1)
+ * that bound itself is below it. */
+START_TEST(test_stepped_layout)
+{
+    engines_up();
+    const size_t g = (size_t)gs_cuda_set_stepped_layout(gpu, 0, STEPS);
+    ck_assert_msg(g > 0, "the driver offers no virtual memory management");
+    tu_rng r = tu_rng_seed(31);
+    gs_csr As[4] = {tu_generated("poisson3d:100"), {0}, {0}, {0}};
+    random_matrix(&r, 300007, 300007, 3, &As[1]); /* rows of 4..12: sliced ELL */
+    random_matrix(&r, 200003, 200003, 2, &As[2]); /* one row of n/2: CSR by the padding rule */
+    random_matrix(&r, 4000, 4000, ROWS_OF(200), &As[3]); /* CSR by the device-fill rule */
+    int sell_seen = 0;
+    for (int t = 0; t < 4; t++) {
+        const gs_csr *A = &As[t];
+        const int64_t n = A->n_rows, ns = (n + 31) / 32;
+        const size_t csr_bytes = ((size_t)n + 1) * sizeof(int64_t) +
+                                 (size_t)A->nnz * (sizeof(int32_t) + sizeof(double));
+        char what[64];
+        snprintf(what, sizeof what, "case %d (n=%lld)", t, (long long)n);
+        double *x = randoms(&r, A->n_cols);
+        gs_mat *plain = NULL, *ga = NULL;
+        gs_cuda_set_stepped_layout(gpu, SIZE_MAX, 0);
+        size_t base = gpu->device_bytes_now;
+        gpu->device_bytes_peak = base;
+        ck_assert_int_eq(gpu->ops->mat_create(gpu, A, GS_FP64, &plain), GS_OK);
+        const size_t plain_bytes = gpu->device_bytes_now - base;
+        const size_t plain_peak = gpu->device_bytes_peak - base;
+        double *y_plain = gpu_product(plain, x, n, A->n_cols);
+        const int is_sell = strcmp(gs_cuda_mat_layout(plain), "CSR") != 0;
+        sell_seen |= is_sell;
+        gs_cuda_set_stepped_layout(gpu, 0, STEPS);
+        for (int system = 0; system < 2; system++) {
+            base = gpu->device_bytes_now;
+            gpu->device_bytes_peak = base;
+            if (system) {
+                ck_assert_int_eq(gpu->ops->mat_create_system(gpu, A, &ga), GS_OK);
+                int laid = -1;
+                ck_assert_msg(gpu->ops->setup_done(gpu, ga, &laid) == GS_OK, "%s: %s", what,
+                              gpu->err.msg);
+                ck_assert_int_eq(laid, device_fill_layout(A) == NULL);
+            } else {
+                ck_assert_msg(gpu->ops->mat_create(gpu, A, GS_FP64, &ga) == GS_OK, "%s: %s", what,
+                              gpu->err.msg);
+            }
+            ck_assert_msg(strcmp(gs_cuda_mat_layout(ga), gs_cuda_mat_layout(plain)) == 0,
+                          "%s: layout %s, plain %s", what, gs_cuda_mat_layout(ga),
+                          gs_cuda_mat_layout(plain));
+            /* chunk-mapped arrays hold whole chunks: at most one more an array */
+            const size_t held = gpu->device_bytes_now - base;
+            const size_t cc = chunk_of((size_t)A->nnz * 4, g), cv = chunk_of((size_t)A->nnz * 8, g);
+            const size_t sc = chunk_of(plain_bytes / 3, g), sv = chunk_of(plain_bytes * 2 / 3, g);
+            ck_assert_msg(held >= plain_bytes && held <= plain_bytes + 2 * (cc > sc ? cc : sc) +
+                                                            2 * (cv > sv ? cv : sv),
+                          "%s: holds %zu bytes, the plain build %zu", what, held, plain_bytes);
+            if (is_sell) { /* the build's peak (the checks below allocate) */
+                /* step j holds the CSR not yet read and the sliced ELL up
+                 * to its end: at most the larger layout (row pointers
+                 * kept), two steps and a chunk an array */
+                const size_t peak = gpu->device_bytes_peak - base, rp = ((size_t)n + 1) * 8;
+                const size_t larger = csr_bytes > plain_bytes + rp ? csr_bytes : plain_bytes + rp;
+                const size_t bound = larger + 2 * plain_bytes / STEPS + (cc + cv + sc + sv) +
+                                     (size_t)n * 4 + 2 * ((size_t)ns + 1) * 8 + ((size_t)1 << 20);
+                ck_assert_msg(peak <= bound && peak < plain_peak && (t > 0 || bound < plain_peak),
+                              "%s (system %d): peak %zu, bound %zu, plain build's peak %zu", what,
+                              system, peak, bound, plain_peak);
+            }
+            double *y = gpu_product(ga, x, n, A->n_cols);
+            ck_assert_msg(memcmp(y, y_plain, (size_t)n * sizeof(double)) == 0,
+                          "%s (system %d): product differs from the plain build's", what, system);
+            free(y);
+            gs_csr B = {0};
+            gs_error err = {0};
+            int owned = -2;
+            ck_assert_int_eq(gs_csr_alloc(A->n_rows, A->n_cols, A->nnz, 1, &B, &err), GS_OK);
+            ck_assert_int_eq(gs_cuda_mat_device_csr_download(gpu, ga, &B, &owned), GS_OK);
+            tu_assert_same_csr(A, &B, what);
+            gs_csr_free(&B);
+            no_error(gpu);
+            gpu->ops->mat_destroy(gpu, ga);
+            ck_assert_uint_eq(gpu->device_bytes_now, base);
+        }
+        gpu->ops->mat_destroy(gpu, plain);
+        free(x), free(y_plain);
+        gs_csr_free(&As[t]);
+    }
+    ck_assert(sell_seen);
+    gs_cuda_set_stepped_layout(gpu, (size_t)64 << 20, 0);
     engines_down();
 }
 END_TEST
@@ -1274,6 +1424,7 @@ static Suite *cuda_engine_suite(int have_gpu)
 #if GS_HAVE_CUDA
         tcase_add_test(tc, test_device_csr);
         tcase_add_test(tc, test_system_matrix);
+        tcase_add_test(tc, test_stepped_layout);
 #endif
         tcase_add_test(tc, test_errors_and_accounting);
     }

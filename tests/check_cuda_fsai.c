@@ -45,8 +45,8 @@
 static gs_engine *gpu;
 /* Where the setup finds A: 0 pc->A from mat_create (its sliced ELL turned
  * back into CSR, or its CSR arrays); 1 no pc->A: the setup uploads A; 2
- * pc->A from mat_create_system, whose CSR upload the engine keeps for the
- * setup (setup_done after it, as run.c does). */
+ * pc->A from mat_create_system, which the engine keeps as the CSR it
+ * uploaded until setup_done (after the setup, as run.c does). */
 static int a_mode;
 static double worst64, worst32; /* largest max |g_gpu - g_cpu| / ||g|| seen, per precision */
 static const char *gather_mode; /* the setups' --gather (NULL: the default, fused) */
@@ -103,7 +103,10 @@ static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
     else
         ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
     o.status = gs_pc_create(gs_pc_find("fsai"), e, p, A, a_mode == 1 ? NULL : Ae, &pc, &o.err);
-    if (a_mode == 2 && e->ops->setup_done) e->ops->setup_done(e, Ae);
+    if (a_mode == 2 && e->ops->setup_done) {
+        int laid = -1;
+        ck_assert_msg(e->ops->setup_done(e, Ae, &laid) == GS_OK, "%s", e->err.msg);
+    }
     if (o.status == GS_OK) {
         tu_pc_saved_matrix(pc, "G", &o.G);
         ck_assert_int_eq(o.G.nnz, pc->nnz);
@@ -645,9 +648,9 @@ START_TEST(test_real_spd)
 END_TEST
 
 /* A's CSR taken from the engine's copy (pc->A: its sliced ELL turned back
- * into CSR, or its own CSR arrays), from the upload that mat_create_system
- * kept, or uploaded from the host (no pc->A): the same A, so the same G, bit
- * for bit, in both layouts of A. */
+ * into CSR, or its own CSR arrays), from mat_create_system's matrix (kept as
+ * CSR until setup_done), or uploaded from the host (no pc->A): the same A,
+ * so the same G, bit for bit, in both layouts of A. */
 START_TEST(test_engine_copy_of_A)
 {
     tu_rng r = tu_rng_seed(7);

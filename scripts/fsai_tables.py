@@ -99,7 +99,7 @@ def main():
     # Per-stage split, floor, memory (GPU, generated problems)
     md.append("\n### GPU setup: per-stage split of Tp (seconds), the iteration against its floor, peak memory\n")
     stages = ["transfer A", "transfer", "csr of A", "prefilter", "pattern", "gather",
-              "factorisation", "postfilter", "transpose", "layout"]
+              "factorisation", "postfilter", "transpose", "layout", "layout of A"]
     md.append("| matrix | Tp | " + " | ".join(stages) + " |")
     md.append("| --- | ---: | " + " | ".join(["---:"] * len(stages)) + " |")
     for k in names:

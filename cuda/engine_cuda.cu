@@ -66,18 +66,17 @@ struct gs_cuda_vmm_api {
     CUresult (*unmap)(CUdeviceptr, size_t);
     CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
     CUresult (*error_string)(CUresult, const char **);
+    CUresult (*attribute)(int *, CUdevice_attribute, CUdevice);
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
     size_t granule;
 };
 
-static gs_cuda_vmm_api vmm_api_storage;
-
-/* The entry points and the granularity for device dev; NULL (the plain
- * builds) if any is missing or refused. */
-static const gs_cuda_vmm_api *vmm_api_load(int dev)
+/* The entry points and the granularity for device dev, in a (the engine's
+ * own, freed with it); NULL (the plain builds) if any is missing or
+ * refused, or the device does not support virtual memory management. */
+static const gs_cuda_vmm_api *vmm_api_load(int dev, gs_cuda_vmm_api *a)
 {
-    gs_cuda_vmm_api *a = &vmm_api_storage;
     struct {
         const char *name;
         void **fn;
@@ -91,6 +90,7 @@ static const gs_cuda_vmm_api *vmm_api_load(int dev)
         {"cuMemUnmap", (void **)&a->unmap},
         {"cuMemSetAccess", (void **)&a->set_access},
         {"cuGetErrorString", (void **)&a->error_string},
+        {"cuDeviceGetAttribute", (void **)&a->attribute},
     };
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
         cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
@@ -102,6 +102,11 @@ static const gs_cuda_vmm_api *vmm_api_load(int dev)
             return NULL;
         }
     }
+    int supported = 0;
+    if (a->attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) !=
+            CUDA_SUCCESS ||
+        !supported)
+        return NULL;
     memset(&a->prop, 0, sizeof a->prop);
     a->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     a->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -109,9 +114,8 @@ static const gs_cuda_vmm_api *vmm_api_load(int dev)
     memset(&a->access, 0, sizeof a->access);
     a->access.location = a->prop.location;
     a->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    /* the minimum granule (2 MiB on an H200), not the recommended one,
-     * which is coarse enough (H200) that whole arrays of 100 MB went into a
-     * few chunks and the steps released almost nothing early */
+    /* the minimum granule (2 MiB on an H200, as is the recommended one):
+     * chunks are an eighth of an array in whole granules anyway */
     if (a->granularity(&a->granule, &a->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
         a->granule == 0)
         return NULL;
@@ -140,7 +144,8 @@ int gs_cuda_vmm_reserve(gs_engine *e, gs_cuda_vmm *v, size_t bytes, const char *
                             "%s: the driver offers no virtual memory management", what);
     if (bytes == 0) bytes = 1;
     const size_t g = a->granule;
-    size_t chunk = (bytes / GS_CUDA_VMM_STEPS + g - 1) / g * g;
+    const size_t steps = (size_t)gs_cuda_of(e)->vmm_steps;
+    size_t chunk = (bytes / steps + g - 1) / g * g;
     if (chunk < g) chunk = g;
     v->chunk = chunk;
     v->n_chunks = (int64_t)((bytes + chunk - 1) / chunk);
@@ -200,9 +205,11 @@ void gs_cuda_vmm_unmap_below(gs_engine *e, gs_cuda_vmm *v, size_t end)
     if (!v->base) return;
     for (int64_t k = 0; k < v->n_chunks && (size_t)(k + 1) * v->chunk <= end; k++) {
         if (!v->handle[k]) continue;
-        /* failures here leave the chunk mapped until the range is freed;
-         * the driver reports nothing that the caller could act on */
-        (void)a->unmap((CUdeviceptr)(v->base + (size_t)k * v->chunk), v->chunk);
+        /* a chunk the driver will not unmap stays mapped (and counted);
+         * gs_cuda_vmm_free tries again, and leaves the range reserved if
+         * that fails too: nothing the caller could act on */
+        if (a->unmap((CUdeviceptr)(v->base + (size_t)k * v->chunk), v->chunk) != CUDA_SUCCESS)
+            continue;
         (void)a->release((CUmemGenericAllocationHandle)v->handle[k]);
         v->handle[k] = 0;
         e->device_bytes_now -= v->chunk <= e->device_bytes_now ? v->chunk : e->device_bytes_now;
@@ -216,7 +223,11 @@ void gs_cuda_vmm_free(gs_engine *e, gs_cuda_vmm *v)
      * was queued on the range must be over first */
     (void)cudaStreamSynchronize(gs_cuda_of(e)->stream);
     gs_cuda_vmm_unmap_below(e, v, (size_t)v->n_chunks * v->chunk);
-    (void)gs_cuda_of(e)->vmm->address_free((CUdeviceptr)v->base, (size_t)v->n_chunks * v->chunk);
+    int mapped = 0;
+    for (int64_t k = 0; k < v->n_chunks; k++) mapped |= v->handle[k] != 0;
+    if (!mapped)
+        (void)gs_cuda_of(e)->vmm->address_free((CUdeviceptr)v->base,
+                                               (size_t)v->n_chunks * v->chunk);
     free(v->handle);
     *v = gs_cuda_vmm{};
 }
@@ -980,6 +991,7 @@ static void cuda_destroy(gs_engine *e)
             if (c->stage_free[b]) cudaEventDestroy(c->stage_free[b]);
         }
         if (c->sparse) cusparseDestroy(c->sparse);
+        free(c->vmm_api);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -1074,7 +1086,10 @@ static int cuda_engine_init(gs_engine *e)
     if (status != GS_OK) return status;
     c->device = 0;
     c->sm_count = prop.multiProcessorCount;
-    c->vmm = vmm_api_load(0);
+    c->vmm_api = (gs_cuda_vmm_api *)gs_calloc(1, sizeof *c->vmm_api, "driver entry points",
+                                              &e->err);
+    if (!c->vmm_api) return GS_ERR_NOMEM;
+    c->vmm = vmm_api_load(0, c->vmm_api);
     c->vmm_min_bytes = GS_CUDA_VMM_MIN_BYTES;
     {
         /* GS_CUDA_STEPPED_MIN_BYTES: the threshold moved (the sanitizer

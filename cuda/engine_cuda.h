@@ -22,7 +22,8 @@ extern "C" {
 #define GS_CUDA_MDOT_CHUNK 16 /* vectors per pass of mdot / maxpy */
 #define GS_CUDA_STAGE_BYTES ((size_t)8 << 20) /* pinned upload staging, two of them */
 /* Matrices whose CSR entries (fp64, automatic layout) take at least this
- * many bytes are uploaded into chunk-mapped memory and laid out in this
+ * many bytes are uploaded into chunk-mapped memory and, where building
+ * their sliced ELL whole would raise the engine's peak, laid out in this
  * many steps, each step's CSR released once its sliced ELL is written
  * (spmv.cu, "Stepped layout"). */
 #define GS_CUDA_VMM_MIN_BYTES ((size_t)64 << 20)
@@ -119,7 +120,8 @@ typedef struct gs_cuda_impl {
      * not offer it: every matrix is then built the plain way); matrices
      * whose CSR entries take at least vmm_min_bytes are uploaded into
      * chunk-mapped memory and laid out in vmm_steps steps (gs_cuda_vmm). */
-    const struct gs_cuda_vmm_api *vmm;
+    const struct gs_cuda_vmm_api *vmm; /* vmm_api once loaded, or NULL */
+    struct gs_cuda_vmm_api *vmm_api;
     size_t vmm_min_bytes;
     int vmm_steps;
 } gs_cuda_impl;

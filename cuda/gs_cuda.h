@@ -41,9 +41,10 @@ int gs_jacobi_setup_cuda(struct gs_pc *pc, const gs_csr *A, gs_error *err);
  * whether the engine built it (SELL) or lent its own arrays (CSR). */
 int gs_cuda_mat_device_csr_download(gs_engine *e, const gs_mat *A, gs_csr *out, int *owned);
 
-/* Test hook: matrices of at least min_bytes of CSR entries take the
- * stepped layout (chunk-mapped memory, laid out in steps steps; 0 for the
- * default count); the default is 64 MiB. Returns the mapping granule in
+/* Test hook: matrices of at least min_bytes of CSR entries are uploaded
+ * into chunk-mapped memory, and laid out in steps steps (0 for the default
+ * count) where building their sliced ELL whole would raise the engine's
+ * peak; the default is 64 MiB. Returns the mapping granule in
  * bytes, 0 where the driver offers no virtual memory management (no matrix
  * takes that path then). */
 size_t gs_cuda_set_stepped_layout(gs_engine *e, size_t min_bytes, int steps);

@@ -645,10 +645,11 @@ static int fill_sell(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int3
 
 /* Large matrices (CSR entries of at least vmm_min_bytes, fp64, rows in
  * their own order) are uploaded into chunk-mapped memory (gs_cuda_vmm),
- * and their sliced ELL is written in vmm_steps steps of about equal slice
+ * and, where building their sliced ELL whole would raise the engine's peak
+ * (build_layout), it is written in vmm_steps steps of about equal slice
  * counts: each step maps the chunks its part of the sliced ELL needs, fills
  * them, waits, and releases the CSR chunks that every later step lies
- * past. The device never holds both layouts whole: the build's peak is
+ * past. The device then never holds both layouts whole: the build's peak is
  * the matrix plus about a step and a chunk of each array (an eighth each),
  * where building from a whole CSR into a whole sliced ELL held both (the
  * 27-point stencil on 2M rows: 686 MB of CSR and 669 MB of SELL-32 at
@@ -809,8 +810,9 @@ cleanup:
  * this matrix with its words read): its slice pointers are taken over
  * (plan->slice_ptr then NULL) instead of built. src (NULL, or with adopt
  * and fp64: the chunk-mapped ranges of col and val): the CSR layout takes
- * them over, the sliced ELL is built from them in steps and consumes them
- * (fill_sell_stepped); either way they are zeroed. defer (with adopt, for
+ * them over, the sliced ELL is built from them (in steps where that lowers
+ * the peak) and frees them; once that point is reached they are zeroed,
+ * and on a failure before it they stay the caller's. defer (with adopt, for
  * mat_create_system): where the device-fill rule does not settle it, the
  * matrix stays CSR for the setup (taking the arrays over) and setup_done
  * builds its layout. */
@@ -1063,11 +1065,13 @@ int gs_cuda_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out)
 
 /* A deferred matrix's layout, by the rule, from its own CSR: taken over
  * again where the rule picks CSR, else consumed (in steps where it lies in
- * chunk-mapped memory) and freed. */
+ * chunk-mapped memory and building whole would raise the peak) and freed. */
 int gs_cuda_setup_done(gs_engine *e, gs_mat *A, int *laid_out)
 {
     *laid_out = 0;
     if (!A || !A->deferred) return GS_OK;
+    if (gs_cuda_of(e)->capturing) /* it synchronises */
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda setup_done while capturing");
     const int64_t n = A->n_rows, nnz = A->nnz;
     int64_t *rp = A->row_ptr;
     int32_t *col = A->csr_col;

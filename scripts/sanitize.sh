@@ -50,8 +50,9 @@ check synccheck --generate poisson3d:12 -m cg -p jacobi
 # paths (27-point, tau 0, k = 4: m up to 365), fp32, the diagonal direct path
 # (default tau on the 27-point stencil), the transpose
 check memcheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 4
-# the stepped layout (chunk-mapped memory) on small problems: every matrix
-# takes it from 0 bytes; jacobi's A at once, fsai's after its setup
+# chunk-mapped uploads on small problems (every matrix from 0 bytes):
+# jacobi's A is laid out in steps at once; fsai's after its setup, whole
+# from the chunk-mapped CSR (the setup's peak is higher)
 GS_CUDA_STEPPED_MIN_BYTES=0 check memcheck --generate poisson3d:12 -m cg -p jacobi
 GS_CUDA_STEPPED_MIN_BYTES=0 check memcheck --generate poisson3d:12 -m cg -p fsai
 GS_CUDA_STEPPED_MIN_BYTES=0 check initcheck --generate poisson3d:12 -m cg -p fsai

@@ -1090,9 +1090,6 @@ START_TEST(test_device_csr)
     engines_down();
 }
 END_TEST
-#endif
-
-/* --------------------------------------------------------------- errors */
 
 /* No entry above the diagonal, or none below (the engine's test). */
 static int is_triangular(const gs_csr *A)
@@ -1371,6 +1368,10 @@ START_TEST(test_stepped_layout)
     engines_down();
 }
 END_TEST
+
+#endif
+
+/* --------------------------------------------------------------- errors */
 
 START_TEST(test_errors_and_accounting)
 {

@@ -703,6 +703,7 @@ END_TEST
  * fp32 values are checked through the apply only. */
 static void check_device_transpose(const gs_pc *pc, const gs_csr *GT, const char *label)
 {
+#if GS_HAVE_CUDA /* a CPU-only build has no device (the GPU tests do not run) */
     const gs_fsai_data *d = (const gs_fsai_data *)pc->data;
     gs_csr B = {0};
     gs_error err = {0};
@@ -723,6 +724,9 @@ static void check_device_transpose(const gs_pc *pc, const gs_csr *GT, const char
                       "%s: G^T entry %lld: (%d, %.17g), want (%d, %.17g)", label, (long long)k,
                       (int)B.col[k], B.val[k], (int)GT->col[k], GT->val[k]);
     gs_csr_free(&B);
+#else
+    (void)pc, (void)GT, (void)label;
+#endif
 }
 
 /* z = G^T G r and r.z on the GPU (G^T transposed on the device) against

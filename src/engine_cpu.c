@@ -361,8 +361,9 @@ int gs_engine_cpu_create(gs_engine **out, gs_error *err)
         return GS_ERR_NOMEM;
     }
     e->ops = &cpu_ops;
-    snprintf(e->device_name, sizeof e->device_name, "CPU, %d OpenMP threads",
-             omp_get_max_threads());
+    const char *wait = getenv("OMP_WAIT_POLICY"); /* main sets passive unless chosen */
+    snprintf(e->device_name, sizeof e->device_name, "CPU, %d OpenMP threads, %s waiting",
+             omp_get_max_threads(), wait && *wait ? wait : "default");
     *out = e;
     return GS_OK;
 }

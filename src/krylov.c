@@ -37,6 +37,8 @@ const char *gs_reason_name(gs_reason r)
     case GS_REASON_MAXIT: return "iteration limit reached";
     case GS_REASON_BREAKDOWN: return "breakdown";
     case GS_REASON_NAN: return "residual became NaN or Inf";
+    case GS_REASON_TIME_LIMIT: return "time limit";
+    case GS_REASON_RESIDUAL_GAP: return "residual gap";
     }
     return "unknown";
 }

@@ -12,7 +12,9 @@ typedef enum gs_reason {
     GS_REASON_CONVERGED = 0,
     GS_REASON_MAXIT,     /* iteration cap reached */
     GS_REASON_BREAKDOWN, /* see breakdown text */
-    GS_REASON_NAN        /* the residual became NaN or Inf */
+    GS_REASON_NAN,       /* the residual became NaN or Inf */
+    GS_REASON_TIME_LIMIT,
+    GS_REASON_RESIDUAL_GAP
 } gs_reason;
 
 typedef struct gs_krylov_opts {
@@ -24,6 +26,7 @@ typedef struct gs_krylov_opts {
                       * 0: adaptive (cg and bicgstab; the others check every step) */
     int record_history; /* keep ||r_k|| / ||b|| per checked iteration */
     int use_capture;    /* replay captured iteration blocks where the engine can */
+    double deadline;
 } gs_krylov_opts;
 
 typedef struct gs_krylov_result {
@@ -35,6 +38,7 @@ typedef struct gs_krylov_result {
     double *history;      /* malloc'ed when record_history (free with the result) */
     long history_len;
     long spmv_count, pc_apply_count;
+    int idr_s;
 } gs_krylov_result;
 
 typedef int (*gs_krylov_fn)(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,

@@ -26,6 +26,7 @@ typedef struct gs_cli {
     const char *format_name;
     gs_format format;
     long repeat;
+    double time_limit;
     int verbose, quiet, no_graph, help, version;
     const char *generate;     /* built-in problem spec, or NULL */
     const char *write_matrix; /* write the (read or generated) matrix here */

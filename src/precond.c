@@ -13,20 +13,20 @@
 
 /* Parameters are named as in the papers; each type lists only its own. */
 static const gs_pc_type registry[] = {
-    {"none", "no preconditioner (M = I)", NULL, {gs_none_setup, gs_none_setup}, 0},
+    {"none", "no preconditioner (M = I)", NULL, {gs_none_setup, gs_none_setup}, 0, NULL},
     {"jacobi", "M = diag(A)^-1 (all papers' baseline)", NULL,
-     {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup_cuda)}, 0},
+     {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup_cuda)}, 0, NULL},
     {"fsai", "factored sparse approximate inverse M = G^T G of an SPD matrix (Bernaschi et al. 2016)",
-     gs_fsai_params, {gs_fsai_setup_cpu, CUDA_SETUP(gs_fsai_setup_cuda)}, 1},
+     gs_fsai_params, {gs_fsai_setup_cpu, CUDA_SETUP(gs_fsai_setup_cuda)}, 1, NULL},
     {"spai", "SPAI-ME: min ||AM - I||_F by columns, pattern from thresholded entries of A "
              "(Mehri Dehnavi et al.)",
-     gs_spai_params, {gs_spai_setup_cpu, NULL}, 0},
+     gs_spai_params, {gs_spai_setup_cpu, NULL}, 0, "bicgstab"},
     {"gspai-opt", "static SPAI with pattern (E+|A|)^k, S1/S2 strategy per matrix (Chu et al. 2023)",
-     gs_gspai_params, {gs_gspai_setup_cpu, NULL}, 0},
+     gs_gspai_params, {gs_gspai_setup_cpu, NULL}, 0, "bicgstab"},
     {"isai", "ILU(0) with incomplete sparse approximate inverses of L and U (Anzt et al. 2016)",
-     gs_isai_params, {gs_isai_setup_cpu, NULL}, 0},
+     gs_isai_params, {gs_isai_setup_cpu, NULL}, 0, "idr"},
     {"mic", "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",
-     gs_mic_params, {gs_mic_setup_cpu, NULL}, 0},
+     gs_mic_params, {gs_mic_setup_cpu, NULL}, 0, NULL},
     /* registry end: add new types above this line */
 };
 

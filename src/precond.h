@@ -33,6 +33,7 @@ typedef struct gs_pc_type {
      * the CSR it uploads (mat_create_system) until the setup is done; the
      * others leave the device to A's own layout */
     int reads_csr_of_A;
+    const char *paper_method;
 } gs_pc_type;
 
 struct gs_pc {

@@ -40,9 +40,15 @@ static void report_table(FILE *out, const gs_run *r)
     fprintf(out, "precond    %s: %s  nnz(M) = %lld  mu = %.3f\n", r->precond, r->precond_desc,
             r->precond_nnz, r->mu);
     print_extra_table(out, &r->extra);
-    fprintf(out, "method     %s  tol = %.3g  maxit = %ld", r->method, r->opts.tol, r->opts.maxit);
+    fprintf(out, "method     %s", r->method);
+    if (r->method_why[0]) fprintf(out, " (auto: %s)", r->method_why);
+    fprintf(out, "  tol = %.3g  maxit = %ld", r->opts.tol, r->opts.maxit);
     if (strcmp(r->method, "gmres") == 0) fprintf(out, "  restart = %d", r->opts.restart);
-    if (strcmp(r->method, "idr") == 0) fprintf(out, "  s = %d", r->opts.idr_s);
+    if (r->idr_s_used && r->idr_s_used != r->opts.idr_s)
+        fprintf(out, "  s = %d (asked %d; s < n = %d)", r->idr_s_used, r->opts.idr_s,
+                (int)p->A.n_rows);
+    else if (strcmp(r->method, "idr") == 0)
+        fprintf(out, "  s = %d", r->opts.idr_s);
     fputc('\n', out);
     fputc('\n', out);
     if (r->repeat > 1) fprintf(out, "  %-28s %14s %14s   (%d runs)\n", "", "min", "median", r->repeat);
@@ -63,6 +69,7 @@ static void report_table(FILE *out, const gs_run *r)
             r->true_residual);
     if (r->reason == GS_REASON_BREAKDOWN)
         fprintf(out, "breakdown  at iteration %ld: %s\n", r->breakdown_iteration, r->breakdown);
+    if (r->verdict_note[0]) fprintf(out, "verdict    %s\n", r->verdict_note);
     if (r->iterations > 0) {
         fprintf(out, "iteration  %.2f us, %.2f MB moved", r->seconds_per_iteration * 1e6,
                 r->bytes_per_iteration * 1e-6);
@@ -105,14 +112,15 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     D("read_s", p->read_seconds); S("engine", r->engine); S("device", r->device);
     D("bandwidth_Bps", r->bandwidth); S("precond", r->precond); S("precond_params", r->precond_desc);
     I("nnz_M", r->precond_nnz); D("mu", r->mu); S("precond_extra", extra);
-    S("method", r->method); D("tol", r->opts.tol); I("maxit", r->opts.maxit);
-    I("restart", r->opts.restart); I("idr_s", r->opts.idr_s); I("repeat", r->repeat);
+    S("method", r->method); S("method_auto", r->method_why); D("tol", r->opts.tol);
+    I("maxit", r->opts.maxit); I("restart", r->opts.restart);
+    I("idr_s", r->idr_s_used ? r->idr_s_used : r->opts.idr_s); I("repeat", r->repeat);
     D("tp_min_s", r->tp[0]); D("tp_median_s", r->tp[1]); S("tp_stages", stages);
     D("ts_min_s", r->ts[0]); D("ts_median_s", r->ts[1]);
     D("tt_min_s", r->tt[0]); D("tt_median_s", r->tt[1]);
     I("iterations", r->iterations); S("converged", yes_no(r->reason == GS_REASON_CONVERGED));
     S("reason", gs_reason_name(r->reason)); I("breakdown_iteration", r->breakdown_iteration);
-    S("breakdown", r->breakdown); D("rel_residual", r->rel_residual);
+    S("breakdown", r->breakdown); S("verdict", r->verdict_note); D("rel_residual", r->rel_residual);
     D("true_rel_residual", r->true_residual); D("s_per_iteration", r->seconds_per_iteration);
     D("bytes_per_iteration", r->bytes_per_iteration); D("floor_ratio", r->floor_ratio);
     I("host_peak_bytes", r->host_peak_bytes); I("device_peak_bytes", r->device_peak_bytes);
@@ -122,7 +130,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     return n;
 }
 
-#define MAX_FIELDS 48
+#define MAX_FIELDS 56
 
 static void csv_string(FILE *out, const char *s)
 {
@@ -185,6 +193,42 @@ void gs_report_history(FILE *out, const gs_run *r)
                 i * step, r->history[i]);
 }
 
+/* A stage's seconds in st, or -1 where it has no stage of that name. */
+static double stage_seconds(const gs_stages *st, const char *name)
+{
+    for (int i = 0; i < st->count; i++)
+        if (strcmp(st->stage[i].name, name) == 0) return st->stage[i].seconds;
+    return -1.0;
+}
+
+static void print_stage_cell(FILE *out, double v)
+{
+    if (v < 0) fprintf(out, " %12s", "-");
+    else fprintf(out, " %12.6f", v);
+}
+
+/* Tp by stage on both engines (the FSAI paper's Figure 5 split): the CPU's
+ * stages in order, then those only the GPU has; "-" where an engine has no
+ * stage of that name. */
+static void report_compare_stages(FILE *out, const gs_run *cpu, const gs_run *gpu)
+{
+    const gs_stages *c = &cpu->stages, *g = &gpu->stages;
+    fprintf(out, "\n  %-22s %12s %12s %8s\n", "Tp by stage", "CPU (s)", "GPU (s)", "speedup");
+    for (int pass = 0; pass < 2; pass++) {
+        const gs_stages *st = pass ? g : c;
+        for (int i = 0; i < st->count; i++) {
+            const char *name = st->stage[i].name;
+            if (pass && stage_seconds(c, name) >= 0) continue; /* printed in the first pass */
+            const double tc = stage_seconds(c, name), tg = stage_seconds(g, name);
+            fprintf(out, "  %-22s", name);
+            print_stage_cell(out, tc);
+            print_stage_cell(out, tg);
+            if (tc > 0 && tg > 0) fprintf(out, " %7.1fx", tc / tg);
+            fputc('\n', out);
+        }
+    }
+}
+
 void gs_report_compare(FILE *out, const gs_run *cpu, const gs_run *gpu)
 {
     fprintf(out, "\nGPU versus CPU (%s, %s + %s)\n", cpu->problem->name, gpu->precond, gpu->method);
@@ -195,4 +239,5 @@ void gs_report_compare(FILE *out, const gs_run *cpu, const gs_run *gpu)
             gpu->iterations);
     fprintf(out, "  %-8s %11.1fx %11.1fx %11.1fx\n", "speedup", cpu->tp[0] / gpu->tp[0],
             cpu->ts[0] / gpu->ts[0], cpu->tt[0] / gpu->tt[0]);
+    report_compare_stages(out, cpu, gpu);
 }

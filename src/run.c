@@ -136,9 +136,19 @@ void gs_problem_free(gs_problem *p)
     memset(p, 0, sizeof *p);
 }
 
-const char *gs_problem_default_method(const gs_problem *p)
+const char *gs_run_auto_method(const gs_problem *p, const gs_pc *pc, char *why, size_t len)
 {
-    return p->symmetric ? "cg" : "bicgstab";
+    if (p->symmetric && pc->symmetric) {
+        snprintf(why, len, "A and M symmetric");
+        return "cg";
+    }
+    const char *what = !p->symmetric ? "A nonsymmetric" : "M nonsymmetric";
+    if (pc->type->paper_method) {
+        snprintf(why, len, "%s; %s's paper method", what, pc->type->name);
+        return pc->type->paper_method;
+    }
+    snprintf(why, len, "%s", what);
+    return "bicgstab";
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -154,19 +164,29 @@ static void min_median(double *v, int n, double out[2])
     out[1] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* ||b - A x|| / ||b|| on the host, from the original matrix. */
-static double true_residual(const gs_csr *A, const double *b, const double *x)
+/* ||v||_2 without overflow or underflow: scaled by the largest |v_i|. */
+static double scaled_norm(const double *v, int32_t n)
 {
-    double *r = malloc((size_t)A->n_rows * sizeof(double));
-    if (!r) return NAN;
+    double big = 0.0, ss = 0.0;
+    for (int32_t i = 0; i < n; i++) big = fmax(big, fabs(v[i]));
+    if (!(big > 0.0) || !isfinite(big)) return big;
+    for (int32_t i = 0; i < n; i++) ss += (v[i] / big) * (v[i] / big);
+    return big * sqrt(ss);
+}
+
+/* *out = ||b - A x|| / ||b|| (||b - A x|| when b = 0) on the host, from the
+ * original matrix. */
+static int true_residual(const gs_csr *A, const double *b, const double *x, double *out,
+                         gs_error *err)
+{
+    double *r = gs_malloc((size_t)A->n_rows * sizeof(double), "true residual", err);
+    if (!r) return GS_ERR_NOMEM;
     gs_csr_spmv(A, x, r);
-    double rr = 0, bb = 0;
-    for (int32_t i = 0; i < A->n_rows; i++) {
-        rr += (b[i] - r[i]) * (b[i] - r[i]);
-        bb += b[i] * b[i];
-    }
+    for (int32_t i = 0; i < A->n_rows; i++) r[i] = b[i] - r[i];
+    const double rn = scaled_norm(r, A->n_rows), bn = scaled_norm(b, A->n_rows);
     free(r);
-    return bb > 0 ? sqrt(rr / bb) : sqrt(rr);
+    *out = bn > 0 ? rn / bn : rn;
+    return GS_OK;
 }
 
 typedef struct one_run {
@@ -174,10 +194,23 @@ typedef struct one_run {
     gs_stages stages;
 } one_run;
 
-/* Tp: A to the engine and the preconditioner's setup; Ts: the solve. */
+/* The method of this run: the one asked for, or -m auto's choice now that
+ * M is known (run->method_why says why). */
+static const gs_method_type *run_method(const gs_cli *cli, const gs_problem *p, const gs_pc *pc,
+                                        gs_run *run)
+{
+    const char *name = cli->method;
+    run->method_why[0] = '\0';
+    if (strcmp(name, "auto") == 0)
+        name = gs_run_auto_method(p, pc, run->method_why, sizeof run->method_why);
+    snprintf(run->method, sizeof run->method, "%s", name);
+    return gs_method_find(name);
+}
+
+/* Tp: A to the engine and the preconditioner's setup; Ts: the solve. A run
+ * whose setup outlasts --time-limit ends there, reason "time limit". */
 static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
-                    const gs_method_type *method, double *x_host, one_run *t,
-                    gs_krylov_result *res, gs_error *err)
+                    double *x_host, one_run *t, gs_krylov_result *res, gs_error *err)
 {
     gs_mat *A = NULL;
     gs_pc *pc = NULL;
@@ -185,6 +218,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     int status = GS_OK;
     memset(t, 0, sizeof *t);
     double t0 = gs_now();
+    run->opts.deadline = cli->time_limit > 0 ? t0 + cli->time_limit : 0.0;
     const gs_pc_type *type = gs_pc_find(cli->precond);
     if (type && type->reads_csr_of_A && e->ops->mat_create_system)
         GS_TRY(e->ops->mat_create_system(e, &p->A, &A));
@@ -205,6 +239,18 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         }
     }
     t->tp = gs_now() - t0;
+    const gs_method_type *method = run_method(cli, p, pc, run);
+    snprintf(run->precond_desc, sizeof run->precond_desc, "%s", pc->description);
+    run->precond_nnz = pc->nnz;
+    run->extra = pc->extra;
+    run->bytes_per_iteration = method->spmv_per_iteration *
+                                   (gs_csr_stream_bytes(&p->A, GS_FP64) + pc->apply_bytes) +
+                               method->vector_accesses(&run->opts) * 8.0 * p->A.n_rows;
+    if (run->opts.deadline > 0 && gs_now() > run->opts.deadline) {
+        res->reason = GS_REASON_TIME_LIMIT; /* x stays x0: nothing solved */
+        memcpy(x_host, p->x0, (size_t)p->A.n_rows * sizeof(double));
+        goto cleanup;
+    }
     double ts0 = gs_now();
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &b));
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &x));
@@ -214,12 +260,6 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     GS_TRY(e->ops->sync(e));
     t->ts = gs_now() - ts0;
     GS_TRY(e->ops->vec_download(e, x, x_host));
-    snprintf(run->precond_desc, sizeof run->precond_desc, "%s", pc->description);
-    run->precond_nnz = pc->nnz;
-    run->extra = pc->extra;
-    run->bytes_per_iteration = method->spmv_per_iteration *
-                                   (gs_csr_stream_bytes(&p->A, GS_FP64) + pc->apply_bytes) +
-                               method->vector_accesses(&run->opts) * 8.0 * p->A.n_rows;
     if (cli->save_precond) {
         if (!pc->save)
             status = gs_error_set(err, GS_ERR_UNSUPPORTED, "--save-precond: '%s' has nothing to save",
@@ -236,8 +276,7 @@ cleanup:
     return status;
 }
 
-static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
-                       const char *method)
+static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run)
 {
     memset(run, 0, sizeof *run);
     run->problem = p;
@@ -245,7 +284,7 @@ static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_
     snprintf(run->device, sizeof run->device, "%s", e->device_name);
     run->bandwidth = e->copy_bandwidth;
     snprintf(run->precond, sizeof run->precond, "%s", cli->precond);
-    snprintf(run->method, sizeof run->method, "%s", method);
+    snprintf(run->method, sizeof run->method, "%s", cli->method);
     run->opts.tol = cli->tol;
     run->opts.maxit = cli->maxit;
     run->opts.restart = (int)cli->restart;
@@ -256,12 +295,46 @@ static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_
     run->repeat = (int)cli->repeat;
 }
 
+/* The verdict rests on the true residual (docs/verdicts.md): a method that
+ * says converged keeps that word only when x is finite and
+ * ||b - A x|| / ||b|| <= GS_TRUE_RESIDUAL_FACTOR tol. */
+static void run_verdict(gs_run *run, const double *x, int32_t n)
+{
+    int finite = 1;
+    for (int32_t i = 0; i < n && finite; i++) finite = isfinite(x[i]);
+    if (!finite || !isfinite(run->true_residual)) {
+        if (run->reason == GS_REASON_CONVERGED || run->reason == GS_REASON_RESIDUAL_GAP ||
+            run->reason == GS_REASON_MAXIT)
+            run->reason = GS_REASON_NAN;
+        snprintf(run->verdict_note, sizeof run->verdict_note, "%s",
+                 finite ? "the true residual is not finite" : "x holds NaN or Inf");
+        return;
+    }
+    if (run->reason == GS_REASON_CONVERGED &&
+        !(run->true_residual <= GS_TRUE_RESIDUAL_FACTOR * run->opts.tol)) {
+        run->reason = GS_REASON_RESIDUAL_GAP;
+        snprintf(run->verdict_note, sizeof run->verdict_note,
+                 "residual gap: method %.3e, true %.3e (above %g x tol)", run->rel_residual,
+                 run->true_residual, GS_TRUE_RESIDUAL_FACTOR);
+    }
+}
+
+static void run_record(gs_run *run, const gs_krylov_result *res)
+{
+    run->iterations = res->iterations;
+    run->reason = res->reason;
+    run->breakdown_iteration = res->breakdown_iteration;
+    snprintf(run->breakdown, sizeof run->breakdown, "%s", res->breakdown);
+    run->rel_residual = res->rel_residual;
+    run->idr_s_used = res->idr_s;
+    free(run->history);
+    run->history = res->history, run->history_len = res->history_len;
+}
+
 int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
                  double *x_out, gs_error *err)
 {
-    const char *mname = strcmp(cli->method, "auto") ? cli->method : gs_problem_default_method(p);
-    const gs_method_type *method = gs_method_find(mname);
-    run_header(cli, p, e, run, mname);
+    run_header(cli, p, e, run);
     const int nrep = run->repeat;
     double *tp = calloc((size_t)nrep, sizeof(double)), *ts = calloc((size_t)nrep, sizeof(double));
     double *tt = calloc((size_t)nrep, sizeof(double));
@@ -276,25 +349,20 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
         one_run t;
         gs_krylov_result res;
         memset(&res, 0, sizeof res);
-        status = run_once(cli, p, e, run, method, x, &t, &res, err);
+        status = run_once(cli, p, e, run, x, &t, &res, err);
         if (status != GS_OK) {
             gs_krylov_result_free(&res);
             goto cleanup;
         }
         tp[i] = t.tp, ts[i] = t.ts, tt[i] = t.tp + t.ts;
         if (tt[i] < best) best = tt[i], run->stages = t.stages;
-        run->iterations = res.iterations;
-        run->reason = res.reason;
-        run->breakdown_iteration = res.breakdown_iteration;
-        snprintf(run->breakdown, sizeof run->breakdown, "%s", res.breakdown);
-        run->rel_residual = res.rel_residual;
-        free(run->history);
-        run->history = res.history, run->history_len = res.history_len;
+        run_record(run, &res);
     }
     min_median(tp, nrep, run->tp);
     min_median(ts, nrep, run->ts);
     min_median(tt, nrep, run->tt);
-    run->true_residual = true_residual(&p->A, p->b, x);
+    GS_TRY(true_residual(&p->A, p->b, x, &run->true_residual, err));
+    run_verdict(run, x, p->A.n_rows);
     run->mu = p->A.nnz ? (double)run->precond_nnz / (double)p->A.nnz : 0;
     if (run->iterations > 0) run->seconds_per_iteration = run->ts[0] / (double)run->iterations;
     if (run->bandwidth > 0 && run->iterations > 0)

@@ -12,6 +12,7 @@
 #include "krylov.h"
 #include "kvlist.h"
 #include "options.h"
+#include "precond.h"
 #include "timer.h"
 
 typedef struct gs_problem {
@@ -37,7 +38,9 @@ typedef struct gs_run {
     double mu; /* nnz(M) / nnz(A) */
     gs_kvlist extra;
     char method[16];
+    char method_why[96]; /* -m auto: why this method ("A and M symmetric") */
     gs_krylov_opts opts;
+    int idr_s_used;      /* idr: the s it ran with (min(s, n - 1)), else 0 */
     int repeat;
     double tp[2], ts[2], tt[2]; /* min and median over the repeats */
     gs_stages stages;           /* Tp's stages of the fastest run */
@@ -46,6 +49,7 @@ typedef struct gs_run {
     long breakdown_iteration;
     char breakdown[160];
     double rel_residual, true_residual;
+    char verdict_note[160]; /* why a method's "converged" was not kept */
     double *history;
     long history_len;
     double bytes_per_iteration; /* what one iteration must move */
@@ -62,8 +66,14 @@ void gs_problem_free(gs_problem *p); /* unpins first */
  * with the reading, outside Tt. For one engine; gs_problem_free undoes it. */
 void gs_problem_pin(gs_problem *p, gs_engine *e);
 
-/* The method --method auto picks for p. */
-const char *gs_problem_default_method(const gs_problem *p);
+/* "converged" needs ||b - A x|| / ||b|| <= GS_TRUE_RESIDUAL_FACTOR * tol,
+ * recomputed on the host from the original matrix (docs/verdicts.md). */
+#define GS_TRUE_RESIDUAL_FACTOR 10.0
+
+/* The method -m auto picks once the preconditioner is set up: cg when A and
+ * M are both symmetric, else the preconditioner's paper method, else
+ * bicgstab; why (len bytes) says which rule chose. */
+const char *gs_run_auto_method(const gs_problem *p, const gs_pc *pc, char *why, size_t len);
 
 /* Set up and solve cli->repeat times on e; fills run (the last run's
  * solution is written to x_out, length n, when x_out != NULL). */

@@ -277,8 +277,9 @@ void gs_cli_print_help(FILE *out)
     fprintf(out, "\npreconditioners (-p) and their parameters:\n");
     for (int i = 0; i < gs_pc_type_count(); i++) {
         const gs_pc_type *t = gs_pc_type_at(i);
+        const int host_setup = GS_HAVE_CUDA && !t->setup[GS_ENGINE_CUDA];
         fprintf(out, "  %-12s %s%s\n", t->name, t->summary,
-                t->setup[GS_ENGINE_CUDA] ? "" : " [cuda engine: set up on the host]");
+                host_setup ? " [cuda engine: set up on the host]" : "");
         for (const gs_param_decl *d = t->params; d && d->name; d++) {
             char head[96], range[160];
             const int choice = d->type == GS_PARAM_CHOICE;

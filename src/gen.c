@@ -188,6 +188,14 @@ cleanup:
     return status;
 }
 
+int gs_generate_check(const char *spec, gs_error *err)
+{
+    const gen_stencil *stencil = NULL;
+    int64_t dims[3];
+    if (!spec) return gs_error_set(err, GS_ERR_USAGE, "--generate: no problem given");
+    return parse_spec(spec, &stencil, dims, err);
+}
+
 int gs_generate(const char *spec, gs_csr *A, char *name, size_t name_len, gs_error *err)
 {
     const gen_stencil *stencil = NULL;

@@ -15,6 +15,10 @@
  * GS_ERR_USAGE naming the spec for anything malformed or too large. */
 int gs_generate(const char *spec, gs_csr *A, char *name, size_t name_len, gs_error *err);
 
+/* The checks of gs_generate without generating: the command line calls it
+ * so that a bad spec fails before any work. */
+int gs_generate_check(const char *spec, gs_error *err);
+
 /* One line per kind for --help. */
 const char *gs_generate_help(void);
 

@@ -128,6 +128,11 @@ int main(int argc, char **argv)
         gs_cli_free(&cli);
         return EXIT_OK;
     }
+    if (cli.list) {
+        gs_cli_print_list(stdout, cli.format);
+        gs_cli_free(&cli);
+        return EXIT_OK;
+    }
     if (cli.output && cli.n_inputs > 1) {
         fprintf(stderr, "gpusolve: --output needs a single matrix (%d given)\n", cli.n_inputs);
         gs_cli_free(&cli);

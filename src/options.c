@@ -11,80 +11,89 @@
 #include "krylov.h"
 #include "precond.h"
 
-typedef enum opt_kind { OPT_FLAG, OPT_LONG, OPT_DOUBLE, OPT_STRING } opt_kind;
+typedef gs_option opt_decl;
 
-typedef struct opt_decl {
-    const char *name;
-    char short_name;
-    const char *arg;           /* argument's name in --help, NULL for flags */
-    const char *default_value; /* parsed into the field before argv is read */
-    const char *help;
-    opt_kind kind;
-    size_t offset;             /* of the field in gs_cli */
-    double lo, hi;             /* range of a number */
-} opt_decl;
-
-#define F(field) offsetof(gs_cli, field)
+#define F(field) .offset = offsetof(gs_cli, field)
 static const opt_decl options[] = {
-    {"precond", 'p', "NAME", "jacobi", "preconditioner (list below)", OPT_STRING, F(precond), 0, 0},
+    {"precond", 'p', "NAME", "jacobi", "preconditioner (list below; gpusolve --list for details)",
+     GS_OPT_STRING, F(precond)},
     {"method", 'm', "NAME", "auto",
-     "cg|bicgstab|gmres|idr; auto: cg for symmetric input, else bicgstab", OPT_STRING,
-     F(method), 0, 0},
+     "cg|bicgstab|gmres|idr; auto: cg when A and M are both symmetric, else the "
+     "preconditioner's paper method (spai, gspai-opt: bicgstab; isai: idr), else bicgstab",
+     GS_OPT_STRING, F(method)},
     {"engine", 'e', "NAME", "auto",
-     "cpu|cuda|both; auto: cuda if a GPU is present, else cpu (with a notice)", OPT_STRING,
-     F(engine), 0, 0},
-    {"tol", 0, "X", "1e-8", "stop when ||r||_2 <= X ||b||_2", OPT_DOUBLE, F(tol), 0, 1},
-    {"maxit", 0, "N", "10000", "iteration limit", OPT_LONG, F(maxit), 1, 1e12},
-    {"restart", 0, "M", "30", "gmres restart length", OPT_LONG, F(restart), 1, 500},
-    {"idr-s", 0, "S", "4", "idr shadow space dimension", OPT_LONG, F(idr_s), 1, 64},
+     "cpu|cuda|both; auto: cuda if a GPU is present, else cpu (with a notice)", GS_OPT_STRING,
+     F(engine)},
+    {"tol", 0, "X", "1e-8", "stop when ||r||_2 <= X ||b||_2", GS_OPT_DOUBLE, F(tol), .lo = 0,
+     .hi = 1, .open = 1, .read_by = "*"},
+    {"maxit", 0, "N", "10000", "iteration limit", GS_OPT_LONG, F(maxit), .lo = 1, .hi = 1e12,
+     .read_by = "*"},
+    {"restart", 0, "M", "30", "gmres restart length", GS_OPT_LONG, F(restart), .lo = 1,
+     .hi = 500, .read_by = "gmres"},
+    {"idr-s", 0, "S", "4", "idr shadow space dimension", GS_OPT_LONG, F(idr_s), .lo = 1,
+     .hi = 64, .read_by = "idr"},
     {"check-every", 0, "N", "0",
      "read the residual back every N iterations; 0: adaptively, after about half the "
-     "iterations the convergence rate predicts are left (at most 16)", OPT_LONG,
-     F(check_every), 0, 1000},
+     "iterations the convergence rate predicts are left (at most 16)",
+     GS_OPT_LONG, F(check_every), .lo = 0, .hi = 1000, .read_by = "*"},
+    {"time-limit", 0, "S", "0",
+     "stop a run (setup + solve) at its next check after S seconds; reason 'time limit', "
+     "exit 2; 0: no limit",
+     GS_OPT_DOUBLE, F(time_limit), .lo = 0, .hi = 1e9},
     {"rhs", 0, "ones|ax1|FILE", "ones", "right-hand side: all ones, A*1, or a vector file",
-     OPT_STRING, F(rhs), 0, 0},
-    {"x0", 0, "zero|FILE", "zero", "initial guess", OPT_STRING, F(x0), 0, 0},
-    {"output", 'o', "FILE", NULL, "write the solution x (Matrix Market array)", OPT_STRING,
-     F(output), 0, 0},
-    {"format", 0, "NAME", "table", "report format: table|csv|json", OPT_STRING, F(format_name),
-     0, 0},
-    {"repeat", 0, "N", "1", "run N times; report the min and median of Tp, Ts, Tt", OPT_LONG,
-     F(repeat), 1, 10000},
+     GS_OPT_STRING, F(rhs)},
+    {"x0", 0, "zero|FILE", "zero", "initial guess", GS_OPT_STRING, F(x0)},
+    {"output", 'o', "FILE", NULL, "write the solution x (Matrix Market array)", GS_OPT_STRING,
+     F(output)},
+    {"format", 0, "NAME", "table", "report format: table|csv|json", GS_OPT_STRING,
+     F(format_name)},
+    {"repeat", 0, "N", "1", "run N times; report the min and median of Tp, Ts, Tt", GS_OPT_LONG,
+     F(repeat), .lo = 1, .hi = 10000},
     {"generate", 'g', "SPEC", NULL, "solve a built-in problem instead of a file (below)",
-     OPT_STRING, F(generate), 0, 0},
+     GS_OPT_STRING, F(generate)},
     {"write-matrix", 0, "FILE", NULL, "write the input matrix (e.g. a generated one) and go on",
-     OPT_STRING, F(write_matrix), 0, 0},
+     GS_OPT_STRING, F(write_matrix)},
     {"save-precond", 0, "PREFIX", NULL, "write the preconditioner's matrices as PREFIX_*.mtx",
-     OPT_STRING, F(save_precond), 0, 0},
-    {"no-graph", 0, NULL, NULL, "do not replay captured iterations (CUDA graphs)", OPT_FLAG,
-     F(no_graph), 0, 0},
-    {"verbose", 'v', NULL, NULL, "print the relative residual at every check", OPT_FLAG,
-     F(verbose), 0, 0},
-    {"quiet", 'q', NULL, NULL, "print nothing but errors (exit status only)", OPT_FLAG,
-     F(quiet), 0, 0},
-    {"version", 0, NULL, NULL, "print the version and exit", OPT_FLAG, F(version), 0, 0},
-    {"help", 'h', NULL, NULL, "print this help and exit", OPT_FLAG, F(help), 0, 0},
+     GS_OPT_STRING, F(save_precond)},
+    {"no-graph", 0, NULL, NULL, "do not replay captured iterations (CUDA graphs)", GS_OPT_FLAG,
+     F(no_graph)},
+    {"verbose", 'v', NULL, NULL, "print the relative residual at every check", GS_OPT_FLAG,
+     F(verbose)},
+    {"quiet", 'q', NULL, NULL, "print nothing but errors (exit status only)", GS_OPT_FLAG,
+     F(quiet)},
+    {"list", 0, NULL, NULL,
+     "print the preconditioners (parameters, types, ranges, defaults, engines) and the methods "
+     "(options), then exit; --format csv|json for scripts",
+     GS_OPT_FLAG, F(list)},
+    {"version", 0, NULL, NULL, "print the version and exit", GS_OPT_FLAG, F(version)},
+    {"help", 'h', NULL, NULL, "print this help and exit", GS_OPT_FLAG, F(help)},
 };
 #undef F
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
+int gs_cli_option_count(void) { return (int)N_OPTIONS; }
+
+const gs_option *gs_cli_option_at(int i) { return &options[i]; }
+
 static int opt_store(const opt_decl *o, const char *text, gs_cli *cli, gs_error *err)
 {
     void *field = (char *)cli + o->offset;
+    const char open = o->open ? '(' : '[', close = o->open ? ')' : ']';
     char *end;
     errno = 0;
     switch (o->kind) {
-    case OPT_FLAG: *(int *)field = 1; return GS_OK;
-    case OPT_STRING: *(const char **)field = text; return GS_OK;
-    case OPT_DOUBLE: {
+    case GS_OPT_FLAG: *(int *)field = 1; return GS_OK;
+    case GS_OPT_STRING: *(const char **)field = text; return GS_OK;
+    case GS_OPT_DOUBLE: {
         double v = strtod(text, &end);
-        if (end == text || *end || errno == ERANGE || !isfinite(v) || v <= o->lo || v >= o->hi)
-            return gs_error_set(err, GS_ERR_USAGE, "--%s: '%s' must be a number in (%g, %g)",
-                                o->name, text, o->lo, o->hi);
+        const int outside = o->open ? v <= o->lo || v >= o->hi : v < o->lo || v > o->hi;
+        if (end == text || *end || errno == ERANGE || !isfinite(v) || outside)
+            return gs_error_set(err, GS_ERR_USAGE, "--%s: '%s' must be a number in %c%g, %g%c",
+                                o->name, text, open, o->lo, o->hi, close);
         *(double *)field = v;
         return GS_OK;
     }
-    case OPT_LONG: {
+    case GS_OPT_LONG: {
         long v = strtol(text, &end, 10);
         if (end == text || *end || errno == ERANGE || v < o->lo || v > o->hi)
             return gs_error_set(err, GS_ERR_USAGE, "--%s: '%s' must be an integer in [%.0f, %.0f]",
@@ -116,32 +125,65 @@ static int cli_defaults(gs_cli *cli, gs_error *err)
     return GS_OK;
 }
 
-/* Values that need more than a range check. */
-static int cli_validate(gs_cli *cli, gs_error *err)
+/* --format's name into cli->format. */
+static int cli_format(gs_cli *cli, gs_error *err)
 {
     static const char *formats[] = {"table", "csv", "json"};
-    int ok = 0;
     for (int i = 0; i < 3; i++)
-        if (strcmp(cli->format_name, formats[i]) == 0) cli->format = (gs_format)i, ok = 1;
-    if (!ok)
-        return gs_error_set(err, GS_ERR_USAGE, "--format: '%s' is not one of table|csv|json",
-                            cli->format_name);
-    if (!gs_pc_find(cli->precond))
-        return gs_error_set(err, GS_ERR_USAGE, "--precond: unknown preconditioner '%s'",
-                            cli->precond);
-    if (strcmp(cli->method, "auto") != 0 && !gs_method_find(cli->method))
-        return gs_error_set(err, GS_ERR_USAGE, "--method: unknown method '%s'", cli->method);
-    if (strcmp(cli->engine, "auto") && strcmp(cli->engine, "cpu") &&
-        strcmp(cli->engine, "cuda") && strcmp(cli->engine, "both"))
+        if (strcmp(cli->format_name, formats[i]) == 0) {
+            cli->format = (gs_format)i;
+            return GS_OK;
+        }
+    return gs_error_set(err, GS_ERR_USAGE, "--format: '%s' is not one of table|csv|json",
+                        cli->format_name);
+}
+
+/* --engine: a known name, and one this build has. */
+static int cli_engine(const gs_cli *cli, gs_error *err)
+{
+    const char *e = cli->engine;
+    if (strcmp(e, "auto") && strcmp(e, "cpu") && strcmp(e, "cuda") && strcmp(e, "both"))
         return gs_error_set(err, GS_ERR_USAGE, "--engine: '%s' is not one of cpu|cuda|both|auto",
-                            cli->engine);
-    if (!cli->help && !cli->version && !cli->generate && cli->n_inputs == 0)
+                            e);
+    if (!GS_HAVE_CUDA && (strcmp(e, "cuda") == 0 || strcmp(e, "both") == 0))
+        return gs_error_set(err, GS_ERR_USAGE,
+                            "--engine %s: this build has no CUDA engine (built with make "
+                            "CUDA=0); use --engine cpu, or rebuild with the CUDA toolkit", e);
+    return GS_OK;
+}
+
+/* Where the matrices come from: files or --generate (a spec that parses). */
+static int cli_inputs(const gs_cli *cli, gs_error *err)
+{
+    const int needs_input = !cli->help && !cli->version && !cli->list;
+    if (needs_input && !cli->generate && cli->n_inputs == 0)
         return gs_error_set(err, GS_ERR_USAGE,
                             "no matrix given: name a .mtx file or use --generate SPEC "
                             "(gpusolve --help)");
     if (cli->generate && cli->n_inputs > 0)
         return gs_error_set(err, GS_ERR_USAGE, "give either --generate or matrix files, not both");
-    return gs_pc_check_params(gs_pc_find(cli->precond), &cli->params, err);
+    if (cli->output && cli->n_inputs > 1)
+        return gs_error_set(err, GS_ERR_USAGE, "--output needs a single matrix (%d given)",
+                            cli->n_inputs);
+    return cli->generate ? gs_generate_check(cli->generate, err) : GS_OK;
+}
+
+/* Everything a range check per option cannot see, so that every usage
+ * error is found before a matrix is read or generated. */
+static int cli_validate(gs_cli *cli, gs_error *err)
+{
+    int status = cli_format(cli, err);
+    if (status != GS_OK) return status;
+    const gs_pc_type *type = gs_pc_find(cli->precond);
+    if (!type)
+        return gs_error_set(err, GS_ERR_USAGE, "--precond: unknown preconditioner '%s'",
+                            cli->precond);
+    if (strcmp(cli->method, "auto") != 0 && !gs_method_find(cli->method))
+        return gs_error_set(err, GS_ERR_USAGE, "--method: unknown method '%s'", cli->method);
+    status = cli_engine(cli, err);
+    if (status == GS_OK) status = cli_inputs(cli, err);
+    if (status == GS_OK) status = gs_pc_check_params(type, &cli->params, err);
+    return status;
 }
 
 /* One argv entry at *i (an option and maybe its value). */
@@ -164,7 +206,7 @@ static int cli_parse_one(int argc, char **argv, int *i, gs_cli *cli, gs_error *e
     }
     const int is_param = !o && a[1] == '-' && gs_pc_is_param(name);
     if (!o && !is_param) return gs_error_set(err, GS_ERR_USAGE, "unknown option '%s'", a);
-    if (o && o->kind == OPT_FLAG) {
+    if (o && o->kind == GS_OPT_FLAG) {
         if (value) return gs_error_set(err, GS_ERR_USAGE, "--%s takes no value", o->name);
         return opt_store(o, NULL, cli, err);
     }
@@ -235,12 +277,17 @@ void gs_cli_print_help(FILE *out)
     fprintf(out, "\npreconditioners (-p) and their parameters:\n");
     for (int i = 0; i < gs_pc_type_count(); i++) {
         const gs_pc_type *t = gs_pc_type_at(i);
+        const int host_setup = GS_HAVE_CUDA && !t->setup[GS_ENGINE_CUDA];
         fprintf(out, "  %-12s %s%s\n", t->name, t->summary,
-                t->setup[GS_ENGINE_CUDA] ? "" : " [cuda engine: set up on the host]");
+                host_setup ? " [cuda engine: set up on the host]" : "");
         for (const gs_param_decl *d = t->params; d && d->name; d++) {
-            char head[64];
-            snprintf(head, sizeof head, "--%s X", d->name);
-            fprintf(out, "      %-26s %s [default: %s]\n", head, d->help, d->default_value);
+            char head[96], range[160];
+            const int choice = d->type == GS_PARAM_CHOICE;
+            snprintf(head, sizeof head, "--%s %s", d->name,
+                     choice ? d->choices : d->type == GS_PARAM_INT ? "N" : "X");
+            gs_param_describe(d, range, sizeof range);
+            fprintf(out, "      %-26s %s [%s%sdefault: %s]\n", head, d->help, choice ? "" : range,
+                    choice ? "" : ", ", d->default_value);
         }
     }
     fprintf(out, "\nmethods (-m):\n");

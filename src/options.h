@@ -1,9 +1,10 @@
-/* options.h - the command line: one table of {name, default, help} that both
- * the parser and --help read (STYLE.md rule 9), plus the preconditioner
+/* options.h - the command line: one table of {name, default, help} that the
+ * parser, --help and --list read (STYLE.md rule 9), plus the preconditioner
  * parameters declared in the registry. */
 #ifndef GS_OPTIONS_H
 #define GS_OPTIONS_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "error.h"
@@ -26,8 +27,9 @@ typedef struct gs_cli {
     const char *format_name;
     gs_format format;
     long repeat;
-    double time_limit;
+    double time_limit;      /* seconds per run (setup + solve); 0: no limit */
     int verbose, quiet, no_graph, help, version;
+    int list;               /* --list: print the registries and exit */
     const char *generate;     /* built-in problem spec, or NULL */
     const char *write_matrix; /* write the (read or generated) matrix here */
     const char *save_precond; /* prefix, or NULL */
@@ -36,10 +38,40 @@ typedef struct gs_cli {
     char **inputs;            /* matrix files (argv entries) */
 } gs_cli;
 
+typedef enum gs_opt_kind { GS_OPT_FLAG, GS_OPT_LONG, GS_OPT_DOUBLE, GS_OPT_STRING } gs_opt_kind;
+
+/* One row of the option table. */
+typedef struct gs_option {
+    const char *name;
+    char short_name;
+    const char *arg;           /* argument's name in --help, NULL for flags */
+    const char *default_value; /* parsed into the field before argv is read */
+    const char *help;
+    gs_opt_kind kind;
+    size_t offset;             /* of the field in gs_cli */
+    double lo, hi;             /* range of a number: [lo, hi], or (lo, hi) when open */
+    int open;
+    /* the Krylov methods that read it, for --list: "*" every method, else
+     * one registered method name; NULL: not a method's option */
+    const char *read_by;
+} gs_option;
+
+int gs_cli_option_count(void);
+const gs_option *gs_cli_option_at(int i);
+
 /* Parse argv. GS_ERR_USAGE with a message naming the option for anything
- * wrong (unknown option, missing or bad value, no input). */
+ * wrong (unknown option, missing or bad value, no input, a preconditioner
+ * parameter outside its declaration, a malformed --generate spec, an engine
+ * this build lacks), all found before any matrix is read or generated. */
 int gs_cli_parse(int argc, char **argv, gs_cli *cli, gs_error *err);
 void gs_cli_free(gs_cli *cli);
 void gs_cli_print_help(FILE *out);
+
+/* --list (src/list.c): every registered preconditioner with its parameters
+ * (type, range or choices, default) and the engines its setup runs on, and
+ * every method with the options it reads; as a table, or one CSV row / one
+ * JSON object per parameter or option. Read from the registries and the
+ * option table, so it cannot drift from them. */
+void gs_cli_print_list(FILE *out, gs_format format);
 
 #endif

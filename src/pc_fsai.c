@@ -36,24 +36,25 @@
  * and setups 30-1000x slower for no reliable gain in iterations, while k = 3
  * gives factor densities in Table 5's range (mu(G^) 0.4-3.6). */
 const gs_param_decl gs_fsai_params[] = {
-    {"tau", "0.05",
-     "FSAI prefilter (3.8): the pattern uses a_ij only if |a_ij| > tau sqrt(a_ii a_jj); "
-     "0 <= tau <= 1"},
-    {"k", "3",
-     "FSAI pattern steps (3.9): S = L_k, L_1 = Low(A~), L_p+1 = Low(L_p A~) with A~ the "
-     "prefiltered A; 1 <= k <= 30"},
-    {"delta", "0.0035",
-     "FSAI postfilter (3.11): drop g_ij (j < i) with |g_ij| <= delta ||g_i||_2 and rescale "
-     "the row; 0 <= delta <= 1, 0 keeps every entry"},
-    {"precond-precision", "double",
-     "FSAI: values of G and G^T as stored for the apply, double|single (the Krylov method "
-     "stays in double)"},
-    {"gather", "fused",
-     "FSAI, CUDA setup: fused: the factorisation kernels gather every local system that fits "
-     "shared memory themselves (up to 225 rows in fp64 on an H100/H200; no dense buffer for "
-     "them, their gather time shows under factorisation); separate: a gather kernel for every "
-     "system, one thread an element (the paper's Fig. 1); fused|separate"},
-    {NULL, NULL, NULL},
+    GS_PARAM_DOUBLE_DECL("tau", 0, 1, "0.05",
+                         "FSAI prefilter (3.8): the pattern uses a_ij only if |a_ij| > tau "
+                         "sqrt(a_ii a_jj)"),
+    GS_PARAM_INT_DECL("k", 1, 30, "3",
+                      "FSAI pattern steps (3.9): S = L_k, L_1 = Low(A~), L_p+1 = Low(L_p A~) "
+                      "with A~ the prefiltered A"),
+    GS_PARAM_DOUBLE_DECL("delta", 0, 1, "0.0035",
+                         "FSAI postfilter (3.11): drop g_ij (j < i) with |g_ij| <= delta "
+                         "||g_i||_2 and rescale the row; 0 keeps every entry"),
+    GS_PARAM_CHOICE_DECL("precond-precision", "double|single", "double",
+                         "FSAI: values of G and G^T as stored for the apply (the Krylov "
+                         "method stays in double)"),
+    GS_PARAM_CHOICE_DECL("gather", "fused|separate", "fused",
+                         "FSAI, CUDA setup: fused: the factorisation kernels gather every local "
+                         "system that fits shared memory themselves (up to 225 rows in fp64 on "
+                         "an H100/H200; no dense buffer for them, their gather time shows under "
+                         "factorisation); separate: a gather kernel for every system, one "
+                         "thread an element (the paper's Fig. 1)"),
+    GS_PARAM_DECL_END,
 };
 
 typedef gs_fsai_data fsai_data;       /* src/fsai.h */
@@ -107,20 +108,15 @@ static int32_t fsai_failed_row(const fsai_failure *f)
 
 int gs_fsai_read_options(const gs_pc *pc, fsai_options *o, gs_error *err)
 {
-    const char *precision;
-    int status = gs_params_double(pc->params, gs_fsai_params, "tau", 0.0, 1.0, &o->tau, err);
+    const gs_params *p = pc->params;
+    const char *precision = NULL, *gather = NULL;
+    int status = gs_params_double(p, gs_fsai_params, "tau", &o->tau, err);
+    if (status == GS_OK) status = gs_params_int(p, gs_fsai_params, "k", &o->k, err);
+    if (status == GS_OK) status = gs_params_double(p, gs_fsai_params, "delta", &o->delta, err);
     if (status == GS_OK)
-        status = gs_params_int(pc->params, gs_fsai_params, "k", 1, 30, &o->k, err);
-    if (status == GS_OK)
-        status = gs_params_double(pc->params, gs_fsai_params, "delta", 0.0, 1.0, &o->delta, err);
-    if (status == GS_OK)
-        status = gs_params_choice(pc->params, gs_fsai_params, "precond-precision",
-                                  "double|single", &precision, err);
+        status = gs_params_choice(p, gs_fsai_params, "precond-precision", &precision, err);
     if (status == GS_OK) o->prec = strcmp(precision, "single") == 0 ? GS_FP32 : GS_FP64;
-    const char *gather = NULL;
-    if (status == GS_OK)
-        status = gs_params_choice(pc->params, gs_fsai_params, "gather", "fused|separate", &gather,
-                                  err);
+    if (status == GS_OK) status = gs_params_choice(p, gs_fsai_params, "gather", &gather, err);
     if (status == GS_OK) o->fused_gather = strcmp(gather, "fused") == 0;
     return status;
 }

@@ -18,11 +18,14 @@
 #include "spai_common.h"
 
 const gs_param_decl gs_gspai_params[] = {
-    {"pattern-power", "1", "k in the pattern (E + |A|)^k of M: 1 or 2 (the paper's two patterns)"},
-    {"strategy", "auto",
-     "auto|s1|s2: thread-group strategy; auto chooses from alpha, beta (paper Fig. 2), s1/s2 "
-     "force SPAI-Adaptive's constant or GSPAI-Adaptive's sorted per-column groups"},
-    {NULL, NULL, NULL}};
+    GS_PARAM_INT_DECL("pattern-power", 1, 2, "1",
+                      "k in the pattern (E + |A|)^k of M (the paper's two patterns)"),
+    GS_PARAM_CHOICE_DECL("strategy", "auto|s1|s2", "auto",
+                         "thread-group strategy; auto chooses from alpha, beta (paper Fig. 2), "
+                         "s1/s2 force SPAI-Adaptive's constant or GSPAI-Adaptive's sorted "
+                         "per-column groups"),
+    GS_PARAM_DECL_END,
+};
 
 /* Smallest integer a with x <= 2^a (x >= 1): 2^(a-1) < x <= 2^a. */
 static int ceil_log2(double x)
@@ -78,9 +81,8 @@ int gs_gspai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     const char *strategy;
     int chosen = 0;
     int status = GS_OK;
-    GS_TRY(gs_params_int(pc->params, gs_gspai_params, "pattern-power", 1, 2, &k, err));
-    GS_TRY(gs_params_choice(pc->params, gs_gspai_params, "strategy", "auto|s1|s2", &strategy,
-                            err));
+    GS_TRY(gs_params_int(pc->params, gs_gspai_params, "pattern-power", &k, err));
+    GS_TRY(gs_params_choice(pc->params, gs_gspai_params, "strategy", &strategy, err));
     if (A->n_rows != A->n_cols) {
         status = gs_error_set(err, GS_ERR_INPUT, "gspai-opt: A is %d x %d, not square",
                               (int)A->n_rows, (int)A->n_cols);

@@ -21,15 +21,17 @@
 #include "precond.h"
 
 const gs_param_decl gs_isai_params[] = {
-    {"isai-power", "1", "k of ISAI(k): M_L, M_U on the patterns of |L|^k, |U|^k (1..8)"},
-    {"isai-sweeps", "0",
-     "fixed-point sweeps per factor after x = M b: x <- x + M (b - T x) (0..100)"},
-    {"trisolve", "isai",
-     "isai|exact: apply L, U by the ISAI products, or by exact triangular solves (trisol)"},
-    {"scale", "yes",
-     "yes|no: factorise S A S with S = diag(|a_ii|)^-1/2 (unit diagonal), then map the "
-     "factors back so M acts on A"},
-    {NULL, NULL, NULL},
+    GS_PARAM_INT_DECL("isai-power", 1, 8, "1",
+                      "k of ISAI(k): M_L, M_U on the patterns of |L|^k, |U|^k"),
+    GS_PARAM_INT_DECL("isai-sweeps", 0, 100, "0",
+                      "fixed-point sweeps per factor after x = M b: x <- x + M (b - T x)"),
+    GS_PARAM_CHOICE_DECL("trisolve", "isai|exact", "isai",
+                         "apply L, U by the ISAI products, or by exact triangular solves "
+                         "(trisol)"),
+    GS_PARAM_CHOICE_DECL("scale", "yes|no", "yes",
+                         "factorise S A S with S = diag(|a_ii|)^-1/2 (unit diagonal), then map "
+                         "the factors back so M acts on A"),
+    GS_PARAM_DECL_END,
 };
 
 typedef struct isai_data {
@@ -245,17 +247,26 @@ static int isai_read_options(const gs_params *p, isai_options *o, gs_error *err)
 {
     const char *trisolve, *scale;
     int status = GS_OK;
-    GS_TRY(gs_params_int(p, gs_isai_params, "isai-power", 1, 8, &o->power, err));
-    GS_TRY(gs_params_int(p, gs_isai_params, "isai-sweeps", 0, 100, &o->sweeps, err));
-    GS_TRY(gs_params_choice(p, gs_isai_params, "trisolve", "isai|exact", &trisolve, err));
-    GS_TRY(gs_params_choice(p, gs_isai_params, "scale", "yes|no", &scale, err));
+    GS_TRY(gs_params_int(p, gs_isai_params, "isai-power", &o->power, err));
+    GS_TRY(gs_params_int(p, gs_isai_params, "isai-sweeps", &o->sweeps, err));
+    GS_TRY(gs_params_choice(p, gs_isai_params, "trisolve", &trisolve, err));
+    GS_TRY(gs_params_choice(p, gs_isai_params, "scale", &scale, err));
     o->exact = strcmp(trisolve, "exact") == 0;
     o->scale = strcmp(scale, "yes") == 0;
-    if (o->exact && (o->sweeps > 0 || o->power != 1)) /* exact solves build no ISAI */
-        status = gs_error_set(err, GS_ERR_USAGE, "--%s %ld has no effect with --trisolve exact",
-                              o->sweeps > 0 ? "isai-sweeps" : "isai-power",
-                              o->sweeps > 0 ? o->sweeps : o->power);
 cleanup:
+    return status;
+}
+
+/* The registry's check_params (precond.h): exact solves build no ISAI, so
+ * its options would be ignored. */
+int gs_isai_check_params(const gs_params *params, gs_error *err)
+{
+    isai_options o;
+    int status = isai_read_options(params, &o, err);
+    if (status == GS_OK && o.exact && (o.sweeps > 0 || o.power != 1))
+        status = gs_error_set(err, GS_ERR_USAGE, "--%s %ld has no effect with --trisolve exact",
+                              o.sweeps > 0 ? "isai-sweeps" : "isai-power",
+                              o.sweeps > 0 ? o.sweeps : o.power);
     return status;
 }
 

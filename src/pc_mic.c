@@ -20,10 +20,11 @@
 #include "precond.h"
 
 const gs_param_decl gs_mic_params[] = {
-    {"omega", "1", "share of the dropped fill added to the diagonal: 1 = MIC, 0 = IC(0)"},
-    {"mic-shift", "0",
-     "factorise A + X diag(A) instead of A (X >= 0; a cure for non-positive pivots)"},
-    {NULL, NULL, NULL},
+    GS_PARAM_DOUBLE_DECL("omega", 0, 1, "1",
+                         "share of the dropped fill added to the diagonal: 1 = MIC, 0 = IC(0)"),
+    GS_PARAM_DOUBLE_DECL("mic-shift", 0, 1e6, "0",
+                         "factorise A + X diag(A) instead of A (a cure for non-positive pivots)"),
+    GS_PARAM_DECL_END,
 };
 
 typedef struct mic_data {
@@ -196,8 +197,8 @@ int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     mic_data *m = NULL;
     double omega, shift, t0;
     int status = GS_OK;
-    GS_TRY(gs_params_double(pc->params, gs_mic_params, "omega", 0, 1, &omega, err));
-    GS_TRY(gs_params_double(pc->params, gs_mic_params, "mic-shift", 0, 1e6, &shift, err));
+    GS_TRY(gs_params_double(pc->params, gs_mic_params, "omega", &omega, err));
+    GS_TRY(gs_params_double(pc->params, gs_mic_params, "mic-shift", &shift, err));
     if (A->n_rows != A->n_cols)
         GS_TRY(gs_error_set(err, GS_ERR_INPUT, "the matrix is %d x %d, not square",
                             (int)A->n_rows, (int)A->n_cols));

@@ -16,12 +16,13 @@
 #include "spai_common.h"
 
 const gs_param_decl gs_spai_params[] = {
-    {"tau", "0.9",
-     "SPAI-ME threshold in [0, 1]: column i of M keeps rows j with |a_ji| > (1-tau) max_j |a_ji| "
-     "(and i); the paper's iteration counts (Table II) use 0.9"},
-    {"precond-precision", "double",
-     "double|single: store M in fp64 or fp32 (the paper builds M in single precision)"},
-    {NULL, NULL, NULL}};
+    GS_PARAM_DOUBLE_DECL("tau", 0, 1, "0.9",
+                         "SPAI-ME threshold: column i of M keeps rows j with |a_ji| > (1-tau) "
+                         "max_j |a_ji| (and i); the paper's iteration counts (Table II) use 0.9"),
+    GS_PARAM_CHOICE_DECL("precond-precision", "double|single", "double",
+                         "store M in fp64 or fp32 (the paper builds M in single precision)"),
+    GS_PARAM_DECL_END,
+};
 
 /* J for column i of A (row i of AT), sorted; out == NULL only counts. */
 static int32_t column_pattern(const gs_csr *AT, int32_t i, double tau, int32_t *out)
@@ -78,9 +79,8 @@ int gs_spai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     double tau;
     const char *precision;
     int status = GS_OK;
-    GS_TRY(gs_params_double(pc->params, gs_spai_params, "tau", 0.0, 1.0, &tau, err));
-    GS_TRY(gs_params_choice(pc->params, gs_spai_params, "precond-precision", "double|single",
-                            &precision, err));
+    GS_TRY(gs_params_double(pc->params, gs_spai_params, "tau", &tau, err));
+    GS_TRY(gs_params_choice(pc->params, gs_spai_params, "precond-precision", &precision, err));
     if (A->n_rows != A->n_cols) {
         status = gs_error_set(err, GS_ERR_INPUT, "spai: A is %d x %d, not square",
                               (int)A->n_rows, (int)A->n_cols);

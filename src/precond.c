@@ -13,20 +13,29 @@
 
 /* Parameters are named as in the papers; each type lists only its own. */
 static const gs_pc_type registry[] = {
-    {"none", "no preconditioner (M = I)", NULL, {gs_none_setup, gs_none_setup}, 0, NULL},
-    {"jacobi", "M = diag(A)^-1 (all papers' baseline)", NULL,
-     {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup_cuda)}, 0, NULL},
-    {"fsai", "factored sparse approximate inverse M = G^T G of an SPD matrix (Bernaschi et al. 2016)",
-     gs_fsai_params, {gs_fsai_setup_cpu, CUDA_SETUP(gs_fsai_setup_cuda)}, 1, NULL},
-    {"spai", "SPAI-ME: min ||AM - I||_F by columns, pattern from thresholded entries of A "
-             "(Mehri Dehnavi et al.)",
-     gs_spai_params, {gs_spai_setup_cpu, NULL}, 0, "bicgstab"},
-    {"gspai-opt", "static SPAI with pattern (E+|A|)^k, S1/S2 strategy per matrix (Chu et al. 2023)",
-     gs_gspai_params, {gs_gspai_setup_cpu, NULL}, 0, "bicgstab"},
-    {"isai", "ILU(0) with incomplete sparse approximate inverses of L and U (Anzt et al. 2016)",
-     gs_isai_params, {gs_isai_setup_cpu, NULL}, 0, "idr"},
-    {"mic", "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",
-     gs_mic_params, {gs_mic_setup_cpu, NULL}, 0, NULL},
+    {.name = "none", .summary = "no preconditioner (M = I)",
+     .setup = {gs_none_setup, gs_none_setup}},
+    {.name = "jacobi", .summary = "M = diag(A)^-1 (all papers' baseline)",
+     .setup = {gs_jacobi_setup, CUDA_SETUP(gs_jacobi_setup_cuda)}},
+    {.name = "fsai",
+     .summary = "factored sparse approximate inverse M = G^T G of an SPD matrix "
+                "(Bernaschi et al. 2016)",
+     .params = gs_fsai_params, .setup = {gs_fsai_setup_cpu, CUDA_SETUP(gs_fsai_setup_cuda)},
+     .reads_csr_of_A = 1},
+    {.name = "spai",
+     .summary = "SPAI-ME: min ||AM - I||_F by columns, pattern from thresholded entries of A "
+                "(Mehri Dehnavi et al.)",
+     .params = gs_spai_params, .setup = {gs_spai_setup_cpu, NULL}, .paper_method = "bicgstab"},
+    {.name = "gspai-opt",
+     .summary = "static SPAI with pattern (E+|A|)^k, S1/S2 strategy per matrix (Chu et al. 2023)",
+     .params = gs_gspai_params, .setup = {gs_gspai_setup_cpu, NULL}, .paper_method = "bicgstab"},
+    {.name = "isai",
+     .summary = "ILU(0) with incomplete sparse approximate inverses of L and U (Anzt et al. 2016)",
+     .params = gs_isai_params, .check_params = gs_isai_check_params,
+     .setup = {gs_isai_setup_cpu, NULL}, .paper_method = "idr"},
+    {.name = "mic",
+     .summary = "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",
+     .params = gs_mic_params, .setup = {gs_mic_setup_cpu, NULL}},
     /* registry end: add new types above this line */
 };
 
@@ -41,29 +50,18 @@ int gs_pc_type_count(void) { return (int)(sizeof registry / sizeof registry[0]);
 
 const gs_pc_type *gs_pc_type_at(int i) { return &registry[i]; }
 
-static int type_has_param(const gs_pc_type *t, const char *name)
-{
-    for (const gs_param_decl *d = t->params; d && d->name; d++)
-        if (strcmp(d->name, name) == 0) return 1;
-    return 0;
-}
-
 int gs_pc_is_param(const char *name)
 {
     for (int i = 0; i < gs_pc_type_count(); i++)
-        if (type_has_param(&registry[i], name)) return 1;
+        if (gs_param_find(registry[i].params, name)) return 1;
     return 0;
 }
 
 int gs_pc_check_params(const gs_pc_type *type, const gs_params *params, gs_error *err)
 {
-    for (int i = 0; params && i < params->count; i++)
-        if (!type_has_param(type, params->name[i]))
-            return gs_error_set(err, GS_ERR_USAGE,
-                                "--%s is not a parameter of preconditioner '%s' "
-                                "(see gpusolve --help)",
-                                params->name[i], type->name);
-    return GS_OK;
+    int status = gs_params_check(params, type->params, type->name, err);
+    if (status == GS_OK && type->check_params) status = type->check_params(params, err);
+    return status;
 }
 
 int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params,

@@ -24,16 +24,27 @@ typedef struct gs_pc gs_pc;
  * setup times its stages with gs_pc_stage_begin/end. */
 typedef int (*gs_pc_setup_fn)(gs_pc *pc, const gs_csr *A, gs_error *err);
 
+/* Rules between a type's parameters that no single declaration can say
+ * (isai: --trisolve exact builds no ISAI, so --isai-power 2 would be
+ * ignored). Runs after every value passed its declaration; GS_ERR_USAGE
+ * naming the options. */
+typedef int (*gs_pc_check_fn)(const gs_params *params, gs_error *err);
+
 typedef struct gs_pc_type {
     const char *name;            /* command-line name */
     const char *summary;         /* one line for --help */
     const gs_param_decl *params; /* NULL-terminated, may be NULL */
+    gs_pc_check_fn check_params; /* NULL: no rules beyond the declarations */
     gs_pc_setup_fn setup[GS_ENGINE_KINDS]; /* per engine; NULL: not available there */
+    /* The Krylov method the type's paper pairs it with, which -m auto takes
+     * for a nonsymmetric A or M ("bicgstab" for spai and gspai-opt, "idr"
+     * for isai). NULL: no paper method, -m auto's default rule (cg when A
+     * and M are both symmetric, else bicgstab). */
+    const char *paper_method;
     /* 1: a device setup reads A by rows, so the run asks the engine to keep
      * the CSR it uploads (mat_create_system) until the setup is done; the
      * others leave the device to A's own layout */
     int reads_csr_of_A;
-    const char *paper_method;
 } gs_pc_type;
 
 struct gs_pc {
@@ -67,7 +78,10 @@ int gs_pc_type_count(void);
 const gs_pc_type *gs_pc_type_at(int i);
 /* 1 if name is a parameter of any registered preconditioner. */
 int gs_pc_is_param(const char *name);
-/* GS_ERR_USAGE if params name a parameter that type does not have. */
+/* GS_ERR_USAGE naming the option if params name a parameter that type does
+ * not declare, a value outside its declaration, or break the type's
+ * check_params rules. The command line calls it before any matrix is read;
+ * gs_pc_create calls it again for callers that skip the parser (tests). */
 int gs_pc_check_params(const gs_pc_type *type, const gs_params *params, gs_error *err);
 
 /* Create and set up a preconditioner of the given type on eng for A; the
@@ -104,6 +118,7 @@ extern const gs_param_decl gs_spai_params[];
 extern const gs_param_decl gs_gspai_params[];
 extern const gs_param_decl gs_isai_params[];
 extern const gs_param_decl gs_mic_params[];
+int gs_isai_check_params(const gs_params *params, gs_error *err);
 int gs_fsai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_spai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_gspai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);

@@ -4,7 +4,11 @@
 #include <ctype.h>
 #include <sys/wait.h>
 
+#include "gen.h"
+#include "krylov.h"
 #include "mmio.h"
+#include "options.h"
+#include "precond.h"
 #include "testutil.h"
 
 static const char *binary(void)
@@ -366,11 +370,405 @@ END_TEST
 
 START_TEST(cuda_engine_without_a_device_is_a_runtime_failure)
 {
+    if (!GS_HAVE_CUDA) return; /* a CPU-only build refuses at parse time (next test) */
     if (getenv("GS_HAVE_GPU")) return; /* on a GPU machine this path is the normal one */
     cmd_out o = run("-e cuda data/poisson3d_8.mtx");
     ck_assert_msg(o.code == 3 || o.code == 1, "exit %d:\n%s", o.code, o.text);
     ck_assert(strlen(o.text) > 0);
     free(o.text);
+}
+END_TEST
+
+/* A CPU-only build has no CUDA engine: asking for one is bad usage (exit 1),
+ * said before any matrix is read, not a runtime failure (exit 3). */
+START_TEST(cuda_engine_on_a_cpu_only_build_is_a_usage_error)
+{
+    if (GS_HAVE_CUDA) return;
+    const char *engines[] = {"cuda", "both"};
+    for (int i = 0; i < 2; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "-e %s data/poisson3d_8.mtx", engines[i]);
+        cmd_out o = run(args);
+        assert_exit(o, 1);
+        ASSERT_HAS(o, "this build has no CUDA engine");
+        ASSERT_HAS(o, "--engine");
+        ck_assert_msg(!strstr(o.text, "matrix "), "a matrix was read:\n%s", o.text);
+        free(o.text);
+    }
+}
+END_TEST
+
+/* ---- the parser in-process: argv from a space-separated line ---- */
+
+typedef struct parsed {
+    char buf[1024];
+    char *argv[64];
+    gs_cli cli;
+    gs_error err;
+    int status;
+} parsed;
+
+static parsed *parse_line(const char *line)
+{
+    parsed *p = calloc(1, sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    snprintf(p->buf, sizeof p->buf, "gpusolve %s", line);
+    int argc = 0;
+    for (char *t = strtok(p->buf, " "); t && argc < 63; t = strtok(NULL, " ")) p->argv[argc++] = t;
+    p->status = gs_cli_parse(argc, p->argv, &p->cli, &p->err);
+    return p;
+}
+
+static void parsed_free(parsed *p)
+{
+    gs_cli_free(&p->cli);
+    free(p);
+}
+
+/* line must be refused as bad usage with a message holding fragment. */
+static void expect_parse_error(const char *line, const char *fragment)
+{
+    parsed *p = parse_line(line);
+    ck_assert_msg(p->status == GS_ERR_USAGE, "'%s': status %d (%s)", line, p->status, p->err.msg);
+    ck_assert_msg(strstr(p->err.msg, fragment), "'%s': '%s' lacks '%s'", line, p->err.msg,
+                  fragment);
+    parsed_free(p);
+}
+
+static void expect_parse_ok(const char *line)
+{
+    parsed *p = parse_line(line);
+    ck_assert_msg(p->status == GS_OK, "'%s' refused: %s", line, p->err.msg);
+    parsed_free(p);
+}
+
+/* A bad parameter value is refused by the parser, so a problem that would
+ * take minutes and gigabytes to generate (poisson3d:400: 64M rows) is never
+ * built: the program prints the parser's one line and nothing else (the
+ * run path would name the problem, "poisson3d:400x400x400: fsai: ..."). */
+START_TEST(bad_parameter_fails_before_generating)
+{
+    const char *args = "-e cpu -p fsai --tau 2 --generate poisson3d:400";
+    expect_parse_error(args, "--tau");
+    cmd_out o = run(args);
+    assert_exit(o, 1);
+    ASSERT_HAS(o, "gpusolve: --tau");
+    ck_assert_msg(strchr(o.text, '\n') == o.text + strlen(o.text) - 1, "more than one line:\n%s",
+                  o.text);
+    ck_assert_msg(!strstr(o.text, "poisson3d:400x"), "the problem was built:\n%s", o.text);
+    free(o.text);
+}
+END_TEST
+
+START_TEST(bad_parameter_with_two_files_is_reported_once)
+{
+    cmd_out o = run("-e cpu -p fsai --k 0 data/poisson3d_8.mtx data/poisson3d27_6.mtx.gz");
+    assert_exit(o, 1);
+    int count = 0;
+    for (const char *p = o.text; (p = strstr(p, "--k")); p++) count++;
+    ck_assert_msg(count == 1, "--k named %d times:\n%s", count, o.text);
+    ck_assert_msg(!strstr(o.text, "data/poisson3d"), "a file was read:\n%s", o.text);
+    free(o.text);
+}
+END_TEST
+
+/* Text of a value just outside d's range on the high (side 1) or low side. */
+static void value_outside(const gs_param_decl *d, int side, char *buf, size_t len)
+{
+    const double v = side ? d->hi : d->lo;
+    const double step = d->type == GS_PARAM_INT ? 1 : fmax(1, fabs(v));
+    snprintf(buf, len, "%.17g", side ? v + step : v - step);
+}
+
+/* Every declared parameter of every registered type: values outside the
+ * range or not of the type are refused at parse time naming the option;
+ * the range's ends and every choice are accepted. */
+START_TEST(every_parameter_is_checked_against_its_declaration)
+{
+    int checked = 0;
+    for (int i = 0; i < gs_pc_type_count(); i++) {
+        const gs_pc_type *t = gs_pc_type_at(i);
+        for (const gs_param_decl *d = t->params; d && d->name; d++, checked++) {
+            char line[512], option[80], bad[64];
+            snprintf(option, sizeof option, "--%s", d->name);
+            if (d->type == GS_PARAM_CHOICE) {
+                snprintf(line, sizeof line, "-p %s --%s nosuch a.mtx", t->name, d->name);
+                expect_parse_error(line, option);
+                char choices[256];
+                snprintf(choices, sizeof choices, "%s", d->choices);
+                for (char *c = strtok(choices, "|"); c; c = strtok(NULL, "|")) {
+                    snprintf(line, sizeof line, "-p %s --%s %s a.mtx", t->name, d->name, c);
+                    expect_parse_ok(line);
+                }
+                continue;
+            }
+            for (int side = 0; side < 2; side++) {
+                value_outside(d, side, bad, sizeof bad);
+                snprintf(line, sizeof line, "-p %s --%s %s a.mtx", t->name, d->name, bad);
+                expect_parse_error(line, option);
+                snprintf(line, sizeof line, "-p %s --%s %.17g a.mtx", t->name, d->name,
+                         side ? d->hi : d->lo);
+                expect_parse_ok(line);
+            }
+            snprintf(line, sizeof line, "-p %s --%s abc a.mtx", t->name, d->name);
+            expect_parse_error(line, option);
+            if (d->type == GS_PARAM_INT) {
+                snprintf(line, sizeof line, "-p %s --%s %g.5 a.mtx", t->name, d->name, d->lo);
+                expect_parse_error(line, option);
+            }
+        }
+    }
+    ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
+/* The program end to end, one parameter of each type: exit 1 naming it. */
+START_TEST(out_of_range_parameter_of_each_type_exits_1)
+{
+    static const struct {
+        const char *args, *fragment;
+    } cases[] = {
+        {"-p fsai --delta 1.5", "--delta"},                 /* double */
+        {"-p isai --isai-power 9", "--isai-power"},         /* integer */
+        {"-p spai --precond-precision half", "--precond-precision"}, /* choice */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "-e cpu %s data/poisson3d_8.mtx", cases[i].args);
+        cmd_out o = run(args);
+        assert_exit(o, 1);
+        ASSERT_HAS(o, cases[i].fragment);
+        ck_assert_msg(!strstr(o.text, "data/poisson3d_8.mtx"), "the file was read:\n%s", o.text);
+        free(o.text);
+    }
+}
+END_TEST
+
+/* Each declared default passes its own declaration; each paper method and
+ * each method named by an option is registered. */
+START_TEST(declarations_are_consistent)
+{
+    for (int i = 0; i < gs_pc_type_count(); i++) {
+        const gs_pc_type *t = gs_pc_type_at(i);
+        for (const gs_param_decl *d = t->params; d && d->name; d++) {
+            gs_param_value v;
+            gs_error err = {0};
+            ck_assert_msg(gs_param_parse(d, d->default_value, &v, &err) == GS_OK,
+                          "%s --%s default: %s", t->name, d->name, err.msg);
+            ck_assert_msg(d->type == GS_PARAM_CHOICE || d->lo <= d->hi, "%s --%s", t->name,
+                          d->name);
+        }
+        if (t->paper_method)
+            ck_assert_msg(gs_method_find(t->paper_method), "%s: paper method '%s'", t->name,
+                          t->paper_method);
+        ck_assert_int_eq(gs_pc_check_params(t, NULL, NULL), GS_OK);
+    }
+    for (int k = 0; k < gs_cli_option_count(); k++) {
+        const gs_option *o = gs_cli_option_at(k);
+        if (o->read_by && strcmp(o->read_by, "*") != 0)
+            ck_assert_msg(gs_method_find(o->read_by), "--%s read by '%s'", o->name, o->read_by);
+    }
+}
+END_TEST
+
+/* Rules between options, and the --generate spec, at parse time. */
+START_TEST(cross_option_rules_and_generate_spec_at_parse_time)
+{
+    expect_parse_error("-p isai --trisolve exact --isai-sweeps 2 a.mtx",
+                       "--isai-sweeps 2 has no effect with --trisolve exact");
+    expect_parse_error("-p isai --trisolve exact --isai-power 3 a.mtx", "--isai-power 3");
+    expect_parse_ok("-p isai --trisolve exact a.mtx");
+    expect_parse_error("-p fsai --omega 0.5 a.mtx", "--omega is not a parameter of");
+    expect_parse_error("--output x.mtx a.mtx b.mtx", "--output needs a single matrix");
+    static const char *bad_specs[] = {"nosuch:4", "poisson3d:0", "poisson3d:4x4", "poisson3d",
+                                      "poisson3d:2000x2000x1000", "aniso3d:-3"};
+    for (size_t i = 0; i < sizeof bad_specs / sizeof bad_specs[0]; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "--generate %s", bad_specs[i]);
+        expect_parse_error(line, "--generate");
+        gs_error err = {0};
+        ck_assert_int_eq(gs_generate_check(bad_specs[i], &err), GS_ERR_USAGE);
+    }
+    gs_error err = {0};
+    ck_assert_int_eq(gs_generate_check("convdiff3d:3x4x5", &err), GS_OK);
+    expect_parse_ok("--generate poisson3d27:400");
+}
+END_TEST
+
+START_TEST(time_limit_option)
+{
+    parsed *p = parse_line("a.mtx");
+    ck_assert_int_eq(p->status, GS_OK);
+    ck_assert_double_eq(p->cli.time_limit, 0.0);
+    parsed_free(p);
+    p = parse_line("--time-limit 2.5 a.mtx");
+    ck_assert_int_eq(p->status, GS_OK);
+    ck_assert_double_eq(p->cli.time_limit, 2.5);
+    parsed_free(p);
+    expect_parse_ok("--time-limit 0 a.mtx");
+    expect_parse_ok("--time-limit 1e9 a.mtx");
+    expect_parse_error("--time-limit -1 a.mtx", "--time-limit");
+    expect_parse_error("--time-limit 2e9 a.mtx", "--time-limit");
+    expect_parse_error("--time-limit soon a.mtx", "--time-limit");
+}
+END_TEST
+
+/* The --help lines of the parameters carry their types and ranges. */
+START_TEST(help_prints_parameter_types_and_ranges)
+{
+    cmd_out o = run("--help");
+    assert_exit(o, 0);
+    ASSERT_HAS(o, "--time-limit S");
+    ASSERT_HAS(o, "--list");
+    ASSERT_HAS(o, "isai: idr");
+    for (int i = 0; i < gs_pc_type_count(); i++)
+        for (const gs_param_decl *d = gs_pc_type_at(i)->params; d && d->name; d++) {
+            char range[160], line[256];
+            gs_param_describe(d, range, sizeof range);
+            snprintf(line, sizeof line, "--%s %s", d->name,
+                     d->type == GS_PARAM_CHOICE ? d->choices : d->type == GS_PARAM_INT ? "N" : "X");
+            ASSERT_HAS(o, line);
+            snprintf(line, sizeof line, "%s%sdefault: %s]", d->type == GS_PARAM_CHOICE ? "" : range,
+                     d->type == GS_PARAM_CHOICE ? "" : ", ", d->default_value);
+            ASSERT_HAS(o, line);
+        }
+    free(o.text);
+}
+END_TEST
+
+/* gs_cli_print_list into a string. */
+static char *list_text(gs_format f)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(out);
+    gs_cli_print_list(out, f);
+    fclose(out);
+    return text;
+}
+
+START_TEST(list_needs_no_matrix)
+{
+    parsed *p = parse_line("--list --format json");
+    ck_assert_msg(p->status == GS_OK, "%s", p->err.msg);
+    ck_assert_int_eq(p->cli.list, 1);
+    ck_assert_int_eq(p->cli.format, GS_FORMAT_JSON);
+    parsed_free(p);
+}
+END_TEST
+
+/* Index of field name in the CSV header, or fail. */
+static int csv_column(char **head, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(head[i], name) == 0) return i;
+    ck_abort_msg("no column '%s' in --list's CSV", name);
+    return -1;
+}
+
+/* The CSV row for (kind, name, option), or NULL. */
+static char **csv_find(char *rows[][16], int nrows, const int col[3], const char *kind,
+                       const char *name, const char *option)
+{
+    for (int r = 0; r < nrows; r++)
+        if (!strcmp(rows[r][col[0]], kind) && !strcmp(rows[r][col[1]], name) &&
+            !strcmp(rows[r][col[2]], option))
+            return rows[r];
+    return NULL;
+}
+
+/* --list --format csv: a row for every parameter of every registered type,
+ * with its declared type, range and default, and the engines from the
+ * registry's setups; a row for every option every method reads. */
+START_TEST(list_csv_covers_every_registry_entry)
+{
+    char *text = list_text(GS_FORMAT_CSV);
+    static char *rows[256][16];
+    char *head[16];
+    char *line = strtok(text, "\n");
+    ck_assert_ptr_nonnull(line);
+    const int nh = csv_split(line, head, 16);
+    int nrows = 0;
+    while ((line = strtok(NULL, "\n")) && nrows < 256) {
+        ck_assert_int_eq(csv_split(line, rows[nrows], 16), nh);
+        nrows++;
+    }
+    const int col[3] = {csv_column(head, nh, "kind"), csv_column(head, nh, "name"),
+                        csv_column(head, nh, "option")};
+    const int c_type = csv_column(head, nh, "type"), c_def = csv_column(head, nh, "default");
+    const int c_lo = csv_column(head, nh, "lo"), c_hi = csv_column(head, nh, "hi");
+    const int c_eng = csv_column(head, nh, "engines"), c_ch = csv_column(head, nh, "choices");
+    for (int i = 0; i < gs_pc_type_count(); i++) {
+        const gs_pc_type *t = gs_pc_type_at(i);
+        char **r = NULL;
+        for (const gs_param_decl *d = t->params; d && d->name; d++) {
+            char option[80];
+            snprintf(option, sizeof option, "--%s", d->name);
+            r = csv_find(rows, nrows, col, "precond", t->name, option);
+            ck_assert_msg(r, "--list lacks %s %s", t->name, option);
+            ck_assert_str_eq(r[c_def], d->default_value);
+            static const char *types[] = {"double", "integer", "choice"};
+            ck_assert_str_eq(r[c_type], types[d->type]);
+            if (d->type == GS_PARAM_CHOICE) {
+                ck_assert_str_eq(r[c_ch], d->choices);
+            } else {
+                ck_assert_double_eq(strtod(r[c_lo], NULL), d->lo);
+                ck_assert_double_eq(strtod(r[c_hi], NULL), d->hi);
+            }
+        }
+        if (!t->params || !t->params->name)
+            r = csv_find(rows, nrows, col, "precond", t->name, "");
+        ck_assert_msg(r, "--list lacks %s", t->name);
+        const char *want = !GS_HAVE_CUDA                ? "cpu"
+                           : t->setup[GS_ENGINE_CUDA] ? "cpu, cuda"
+                                                       : "cpu, cuda via host setup";
+        ck_assert_str_eq(r[c_eng], want);
+    }
+    for (int i = 0; i < gs_method_type_count(); i++) {
+        const gs_method_type *m = gs_method_type_at(i);
+        ck_assert_msg(csv_find(rows, nrows, col, "method", m->name, "--tol"), "%s --tol", m->name);
+        ck_assert_msg(csv_find(rows, nrows, col, "method", m->name, "--maxit"), "%s", m->name);
+        const int is_gmres = strcmp(m->name, "gmres") == 0;
+        ck_assert_int_eq(csv_find(rows, nrows, col, "method", m->name, "--restart") != NULL,
+                         is_gmres);
+    }
+    free(text);
+}
+END_TEST
+
+/* --format json: one flat object per line, with the CSV's fields; the table
+ * names every type and every parameter. */
+START_TEST(list_json_and_table_forms)
+{
+    char *csv = list_text(GS_FORMAT_CSV), *json = list_text(GS_FORMAT_JSON);
+    int csv_lines = 0, json_lines = 0, nh = 0;
+    for (const char *p = csv; *p; p++) csv_lines += *p == '\n';
+    char *hline = strtok(csv, "\n"), *head[16];
+    nh = csv_split(hline, head, 16);
+    static char keys[64][64], vals[64][1100];
+    for (char *line = strtok(json, "\n"); line; line = strtok(NULL, "\n"), json_lines++) {
+        const int n = json_parse(line, keys, vals, 64);
+        ck_assert_msg(n == nh, "%d fields in: %s", n, line);
+        for (int i = 0; i < n; i++) ck_assert_str_eq(keys[i], head[i]);
+    }
+    ck_assert_int_eq(json_lines, csv_lines - 1);
+    free(csv);
+    free(json);
+
+    char *table = list_text(GS_FORMAT_TABLE);
+    for (int i = 0; i < gs_pc_type_count(); i++) {
+        const gs_pc_type *t = gs_pc_type_at(i);
+        ck_assert_msg(strstr(table, t->name), "table lacks %s", t->name);
+        for (const gs_param_decl *d = t->params; d && d->name; d++) {
+            char option[80];
+            snprintf(option, sizeof option, "--%s ", d->name);
+            ck_assert_msg(strstr(table, option), "table lacks %s", option);
+        }
+    }
+    for (int i = 0; i < gs_method_type_count(); i++)
+        ck_assert_msg(strstr(table, gs_method_type_at(i)->name), "table lacks a method");
+    free(table);
 }
 END_TEST
 
@@ -393,6 +791,18 @@ Suite *cli_suite(void)
     tcase_add_loop_test(tc, bad_input_files, 0, sizeof bad_files / sizeof bad_files[0]);
     tcase_add_test(tc, one_bad_file_does_not_stop_the_batch);
     tcase_add_test(tc, cuda_engine_without_a_device_is_a_runtime_failure);
+    tcase_add_test(tc, cuda_engine_on_a_cpu_only_build_is_a_usage_error);
+    tcase_add_test(tc, bad_parameter_fails_before_generating);
+    tcase_add_test(tc, bad_parameter_with_two_files_is_reported_once);
+    tcase_add_test(tc, every_parameter_is_checked_against_its_declaration);
+    tcase_add_test(tc, out_of_range_parameter_of_each_type_exits_1);
+    tcase_add_test(tc, declarations_are_consistent);
+    tcase_add_test(tc, cross_option_rules_and_generate_spec_at_parse_time);
+    tcase_add_test(tc, time_limit_option);
+    tcase_add_test(tc, help_prints_parameter_types_and_ranges);
+    tcase_add_test(tc, list_needs_no_matrix);
+    tcase_add_test(tc, list_csv_covers_every_registry_entry);
+    tcase_add_test(tc, list_json_and_table_forms);
     suite_add_tcase(s, tc);
     return s;
 }

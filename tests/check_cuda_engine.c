@@ -927,8 +927,10 @@ END_TEST
 static void check_jacobi(const gs_csr *A, const char *what)
 {
 #if GS_HAVE_CUDA
-    static const gs_pc_type device_type = {"jacobi", "test", NULL, {NULL, gs_jacobi_setup_cuda}, 0};
-    static const gs_pc_type host_type = {"jacobi", "test", NULL, {NULL, gs_jacobi_setup}, 0};
+    static const gs_pc_type device_type = {.name = "jacobi", .summary = "test",
+                                           .setup = {NULL, gs_jacobi_setup_cuda}};
+    static const gs_pc_type host_type = {.name = "jacobi", .summary = "test",
+                                         .setup = {NULL, gs_jacobi_setup}};
     gs_error e1 = {0}, e2 = {0};
     gs_params params = {0};
     gs_mat *ga = NULL;

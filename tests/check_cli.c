@@ -9,93 +9,32 @@
 #include "mmio.h"
 #include "options.h"
 #include "precond.h"
+#include "cliutil.h"
 #include "testutil.h"
-
-static const char *binary(void)
-{
-    const char *b = getenv("GPUSOLVE");
-    return b && *b ? b : "build/gpusolve";
-}
-
-typedef struct cmd_out {
-    int code;
-    char *text; /* stdout and stderr */
-} cmd_out;
-
-/* Run gpusolve with args (CPU engine unless args name one). */
-static cmd_out run(const char *args)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s 2>&1", binary(), args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    cmd_out o = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf};
-    return o;
-}
-
-#define ASSERT_HAS(out, frag)                                                                     \
-    ck_assert_msg(strstr((out).text, frag) != NULL, "expected '%s' in:\n%s", frag, (out).text)
-
-static void assert_exit(cmd_out o, int code) { ck_assert_msg(o.code == code, "exit %d (want %d):\n%s", o.code, code, o.text); }
 
 START_TEST(generated_problem_solves_and_reports)
 {
-    cmd_out o = run("-e cpu --generate poisson3d:6 -p jacobi -m cg");
-    assert_exit(o, 0);
-    ASSERT_HAS(o, "Tp  setup");
-    ASSERT_HAS(o, "Ts  solve (");
-    ASSERT_HAS(o, "Tt  total");
-    ASSERT_HAS(o, "converged  yes");
-    ASSERT_HAS(o, "transfer A");
-    ASSERT_HAS(o, "n = 216");
+    tu_cmd_out o = tu_run("-e cpu --generate poisson3d:6 -p jacobi -m cg");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "Tp  setup");
+    TU_ASSERT_HAS(o, "Ts  solve (");
+    TU_ASSERT_HAS(o, "Tt  total");
+    TU_ASSERT_HAS(o, "converged  yes");
+    TU_ASSERT_HAS(o, "transfer A");
+    TU_ASSERT_HAS(o, "n = 216");
     free(o.text);
 }
 END_TEST
 
 START_TEST(not_converged_exits_2)
 {
-    cmd_out o = run("-e cpu --generate poisson3d:10 --maxit 2");
-    assert_exit(o, 2);
-    ASSERT_HAS(o, "iteration limit");
+    tu_cmd_out o = tu_run("-e cpu --generate poisson3d:10 --maxit 2");
+    tu_assert_exit(o, 2);
+    TU_ASSERT_HAS(o, "iteration limit");
     free(o.text);
 }
 END_TEST
 
-/* Split one CSV line into fields (quotes honoured); returns the count. */
-static int csv_split(char *line, char **f, int max)
-{
-    int n = 0;
-    char *w = line, *r = line;
-    while (n < max) {
-        f[n++] = w;
-        if (*r == '"') {
-            r++;
-            while (*r && !(*r == '"' && r[1] != '"')) {
-                if (*r == '"') r++;
-                *w++ = *r++;
-            }
-            if (*r == '"') r++;
-        } else {
-            while (*r && *r != ',' && *r != '\n') *w++ = *r++;
-        }
-        if (*r != ',') {
-            *w = '\0';
-            break;
-        }
-        *w++ = '\0';
-        r++;
-    }
-    return n;
-}
 
 /* A flat JSON object of strings, numbers and null: keys and raw values. */
 static int json_parse(const char *s, char keys[][64], char vals[][1100], int max)
@@ -157,20 +96,20 @@ START_TEST(csv_and_json_parse_and_match_the_table)
 {
     const char *args = "-e cpu data/convdiff3d_8.mtx -p jacobi -m bicgstab";
     char buf[512];
-    cmd_out t = run(args);
-    assert_exit(t, 0);
+    tu_cmd_out t = tu_run(args);
+    tu_assert_exit(t, 0);
     snprintf(buf, sizeof buf, "%s --format csv", args);
-    cmd_out c = run(buf);
-    assert_exit(c, 0);
+    tu_cmd_out c = tu_run(buf);
+    tu_assert_exit(c, 0);
     snprintf(buf, sizeof buf, "%s --format json", args);
-    cmd_out j = run(buf);
-    assert_exit(j, 0);
+    tu_cmd_out j = tu_run(buf);
+    tu_assert_exit(j, 0);
 
     char *nl = strchr(c.text, '\n');
     ck_assert_ptr_nonnull(nl);
     *nl = '\0';
     char *hf[64], *rf[64];
-    int nh = csv_split(c.text, hf, 64), nr = csv_split(nl + 1, rf, 64);
+    int nh = tu_csv_split(c.text, hf, 64), nr = tu_csv_split(nl + 1, rf, 64);
     ck_assert_int_eq(nh, nr);
     static char keys[64][64], vals[64][1100];
     int nj = json_parse(j.text, keys, vals, 64);
@@ -199,13 +138,13 @@ END_TEST
 
 START_TEST(several_files_one_row_each)
 {
-    cmd_out o = run("-e cpu --format csv data/poisson3d_8.mtx data/convdiff3d_8.mtx "
+    tu_cmd_out o = tu_run("-e cpu --format csv data/poisson3d_8.mtx data/convdiff3d_8.mtx "
                     "data/poisson3d27_6.mtx.gz");
-    assert_exit(o, 0);
+    tu_assert_exit(o, 0);
     int lines = 0;
     for (const char *p = o.text; *p; p++) lines += *p == '\n';
     ck_assert_int_eq(lines, 4); /* header + 3 rows */
-    ASSERT_HAS(o, "\"data/poisson3d27_6.mtx.gz\",216");
+    TU_ASSERT_HAS(o, "\"data/poisson3d27_6.mtx.gz\",216");
     free(o.text);
 }
 END_TEST
@@ -215,8 +154,8 @@ START_TEST(output_writes_the_solution)
     char out[256], args[512];
     tu_tmpname(out, sizeof out, ".mtx");
     snprintf(args, sizeof args, "-e cpu data/poisson3d_8.mtx --rhs ax1 --tol 1e-10 --output %s", out);
-    cmd_out o = run(args);
-    assert_exit(o, 0);
+    tu_cmd_out o = tu_run(args);
+    tu_assert_exit(o, 0);
     double *x = NULL;
     int64_t n = 0;
     gs_error err = {0};
@@ -239,13 +178,13 @@ START_TEST(rhs_and_x0_from_files)
     gs_error err = {0};
     ck_assert_int_eq(gs_mm_write_vector(xf, ones, 512, NULL, &err), GS_OK);
     snprintf(args, sizeof args, "-e cpu data/poisson3d_8.mtx --rhs ax1 --x0 %s", xf);
-    cmd_out o = run(args);
-    assert_exit(o, 0);
+    tu_cmd_out o = tu_run(args);
+    tu_assert_exit(o, 0);
     ck_assert_int_eq(table_iterations(o.text), 0);
     free(o.text);
     snprintf(args, sizeof args, "-e cpu data/convdiff3d_8.mtx --rhs %s", xf);
-    o = run(args);
-    assert_exit(o, 0);
+    o = tu_run(args);
+    tu_assert_exit(o, 0);
     free(o.text);
     remove(xf);
 }
@@ -253,35 +192,35 @@ END_TEST
 
 START_TEST(repeat_reports_min_and_median)
 {
-    cmd_out o = run("-e cpu --generate poisson3d:5 --repeat 3");
-    assert_exit(o, 0);
-    ASSERT_HAS(o, "median");
-    ASSERT_HAS(o, "(3 runs)");
+    tu_cmd_out o = tu_run("-e cpu --generate poisson3d:5 --repeat 3");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "median");
+    TU_ASSERT_HAS(o, "(3 runs)");
     free(o.text);
 }
 END_TEST
 
 START_TEST(help_lists_every_option_with_default)
 {
-    cmd_out o = run("--help");
-    assert_exit(o, 0);
+    tu_cmd_out o = tu_run("--help");
+    tu_assert_exit(o, 0);
     const char *opts[] = {"--precond", "--method", "--engine", "--tol", "--maxit", "--restart",
                           "--idr-s", "--rhs", "--x0", "--output", "--format", "--repeat",
                           "--generate", "--verbose", "--quiet", "[default: 1e-8]",
                           "poisson3d", "convdiff3d", "jacobi", "bicgstab", "idr", "gmres"};
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) ASSERT_HAS(o, opts[i]);
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) TU_ASSERT_HAS(o, opts[i]);
     free(o.text);
 }
 END_TEST
 
 START_TEST(verbose_prints_residual_history_and_quiet_prints_nothing)
 {
-    cmd_out v = run("-e cpu --generate poisson3d:5 --verbose");
-    assert_exit(v, 0);
-    ASSERT_HAS(v, "iteration      1  relative residual");
+    tu_cmd_out v = tu_run("-e cpu --generate poisson3d:5 --verbose");
+    tu_assert_exit(v, 0);
+    TU_ASSERT_HAS(v, "iteration      1  relative residual");
     free(v.text);
-    cmd_out q = run("-e cpu --generate poisson3d:5 --quiet");
-    assert_exit(q, 0);
+    tu_cmd_out q = tu_run("-e cpu --generate poisson3d:5 --quiet");
+    tu_assert_exit(q, 0);
     ck_assert_str_eq(q.text, "");
     free(q.text);
 }
@@ -315,9 +254,9 @@ START_TEST(bad_usage_exits_1_with_a_message)
     const bad_case *c = &usage_cases[_i];
     char args[512];
     snprintf(args, sizeof args, "-e cpu %s", c->args);
-    cmd_out o = run(args);
-    assert_exit(o, c->code);
-    ASSERT_HAS(o, c->fragment);
+    tu_cmd_out o = tu_run(args);
+    tu_assert_exit(o, c->code);
+    TU_ASSERT_HAS(o, c->fragment);
     free(o.text);
 }
 END_TEST
@@ -349,10 +288,10 @@ START_TEST(bad_input_files)
     tu_tmpname(path, sizeof path, ".mtx");
     tu_write_text(path, bad_files[_i].text);
     snprintf(args, sizeof args, "-e cpu -p jacobi -m cg %s", path);
-    cmd_out o = run(args);
-    assert_exit(o, bad_files[_i].code);
-    ASSERT_HAS(o, bad_files[_i].fragment);
-    if (bad_files[_i].code == 1) ASSERT_HAS(o, path);
+    tu_cmd_out o = tu_run(args);
+    tu_assert_exit(o, bad_files[_i].code);
+    TU_ASSERT_HAS(o, bad_files[_i].fragment);
+    if (bad_files[_i].code == 1) TU_ASSERT_HAS(o, path);
     free(o.text);
     remove(path);
 }
@@ -360,10 +299,10 @@ END_TEST
 
 START_TEST(one_bad_file_does_not_stop_the_batch)
 {
-    cmd_out o = run("-e cpu --format csv /nonexistent/a.mtx data/poisson3d_8.mtx");
-    assert_exit(o, 1);
-    ASSERT_HAS(o, "/nonexistent/a.mtx");
-    ASSERT_HAS(o, "\"data/poisson3d_8.mtx\",512");
+    tu_cmd_out o = tu_run("-e cpu --format csv /nonexistent/a.mtx data/poisson3d_8.mtx");
+    tu_assert_exit(o, 1);
+    TU_ASSERT_HAS(o, "/nonexistent/a.mtx");
+    TU_ASSERT_HAS(o, "\"data/poisson3d_8.mtx\",512");
     free(o.text);
 }
 END_TEST
@@ -372,9 +311,28 @@ START_TEST(cuda_engine_without_a_device_is_a_runtime_failure)
 {
     if (!GS_HAVE_CUDA) return; /* a CPU-only build refuses at parse time (next test) */
     if (getenv("GS_HAVE_GPU")) return; /* on a GPU machine this path is the normal one */
-    cmd_out o = run("-e cuda data/poisson3d_8.mtx");
+    tu_cmd_out o = tu_run("-e cuda data/poisson3d_8.mtx");
     ck_assert_msg(o.code == 3 || o.code == 1, "exit %d:\n%s", o.code, o.text);
     ck_assert(strlen(o.text) > 0);
+    free(o.text);
+}
+END_TEST
+
+/* --engine both prints Tp by stage for both engines under the speedup table:
+ * every stage of either engine has its row (FSAI's postfilter runs on both). */
+START_TEST(engine_both_prints_tp_by_stage)
+{
+    if (!getenv("GS_HAVE_GPU")) return; /* needs a GPU */
+    tu_cmd_out o = tu_run("-e both -p fsai data/poisson3d_8.mtx");
+    tu_assert_exit(o, 0);
+    const char *table = strstr(o.text, "Tp by stage");
+    ck_assert_msg(table != NULL, "%s", o.text);
+    double cpu, gpu;
+    const char *row = strstr(table, "  transfer A ");
+    ck_assert_msg(row && sscanf(row, " transfer A %lf %lf", &cpu, &gpu) == 2, "%s", table);
+    row = strstr(table, "  postfilter ");
+    ck_assert_msg(row && sscanf(row, " postfilter %lf %lf", &cpu, &gpu) == 2, "%s", table);
+    ck_assert(cpu >= 0 && gpu >= 0);
     free(o.text);
 }
 END_TEST
@@ -388,10 +346,10 @@ START_TEST(cuda_engine_on_a_cpu_only_build_is_a_usage_error)
     for (int i = 0; i < 2; i++) {
         char args[256];
         snprintf(args, sizeof args, "-e %s data/poisson3d_8.mtx", engines[i]);
-        cmd_out o = run(args);
-        assert_exit(o, 1);
-        ASSERT_HAS(o, "this build has no CUDA engine");
-        ASSERT_HAS(o, "--engine");
+        tu_cmd_out o = tu_run(args);
+        tu_assert_exit(o, 1);
+        TU_ASSERT_HAS(o, "this build has no CUDA engine");
+        TU_ASSERT_HAS(o, "--engine");
         ck_assert_msg(!strstr(o.text, "matrix "), "a matrix was read:\n%s", o.text);
         free(o.text);
     }
@@ -450,9 +408,9 @@ START_TEST(bad_parameter_fails_before_generating)
 {
     const char *args = "-e cpu -p fsai --tau 2 --generate poisson3d:400";
     expect_parse_error(args, "--tau");
-    cmd_out o = run(args);
-    assert_exit(o, 1);
-    ASSERT_HAS(o, "gpusolve: --tau");
+    tu_cmd_out o = tu_run(args);
+    tu_assert_exit(o, 1);
+    TU_ASSERT_HAS(o, "gpusolve: --tau");
     ck_assert_msg(strchr(o.text, '\n') == o.text + strlen(o.text) - 1, "more than one line:\n%s",
                   o.text);
     ck_assert_msg(!strstr(o.text, "poisson3d:400x"), "the problem was built:\n%s", o.text);
@@ -462,8 +420,8 @@ END_TEST
 
 START_TEST(bad_parameter_with_two_files_is_reported_once)
 {
-    cmd_out o = run("-e cpu -p fsai --k 0 data/poisson3d_8.mtx data/poisson3d27_6.mtx.gz");
-    assert_exit(o, 1);
+    tu_cmd_out o = tu_run("-e cpu -p fsai --k 0 data/poisson3d_8.mtx data/poisson3d27_6.mtx.gz");
+    tu_assert_exit(o, 1);
     int count = 0;
     for (const char *p = o.text; (p = strstr(p, "--k")); p++) count++;
     ck_assert_msg(count == 1, "--k named %d times:\n%s", count, o.text);
@@ -535,9 +493,9 @@ START_TEST(out_of_range_parameter_of_each_type_exits_1)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[256];
         snprintf(args, sizeof args, "-e cpu %s data/poisson3d_8.mtx", cases[i].args);
-        cmd_out o = run(args);
-        assert_exit(o, 1);
-        ASSERT_HAS(o, cases[i].fragment);
+        tu_cmd_out o = tu_run(args);
+        tu_assert_exit(o, 1);
+        TU_ASSERT_HAS(o, cases[i].fragment);
         ck_assert_msg(!strstr(o.text, "data/poisson3d_8.mtx"), "the file was read:\n%s", o.text);
         free(o.text);
     }
@@ -616,21 +574,21 @@ END_TEST
 /* The --help lines of the parameters carry their types and ranges. */
 START_TEST(help_prints_parameter_types_and_ranges)
 {
-    cmd_out o = run("--help");
-    assert_exit(o, 0);
-    ASSERT_HAS(o, "--time-limit S");
-    ASSERT_HAS(o, "--list");
-    ASSERT_HAS(o, "isai: idr");
+    tu_cmd_out o = tu_run("--help");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "--time-limit S");
+    TU_ASSERT_HAS(o, "--list");
+    TU_ASSERT_HAS(o, "isai: idr");
     for (int i = 0; i < gs_pc_type_count(); i++)
         for (const gs_param_decl *d = gs_pc_type_at(i)->params; d && d->name; d++) {
             char range[160], line[256];
             gs_param_describe(d, range, sizeof range);
             snprintf(line, sizeof line, "--%s %s", d->name,
                      d->type == GS_PARAM_CHOICE ? d->choices : d->type == GS_PARAM_INT ? "N" : "X");
-            ASSERT_HAS(o, line);
+            TU_ASSERT_HAS(o, line);
             snprintf(line, sizeof line, "%s%sdefault: %s]", d->type == GS_PARAM_CHOICE ? "" : range,
                      d->type == GS_PARAM_CHOICE ? "" : ", ", d->default_value);
-            ASSERT_HAS(o, line);
+            TU_ASSERT_HAS(o, line);
         }
     free(o.text);
 }
@@ -688,10 +646,10 @@ START_TEST(list_csv_covers_every_registry_entry)
     char *head[16];
     char *line = strtok(text, "\n");
     ck_assert_ptr_nonnull(line);
-    const int nh = csv_split(line, head, 16);
+    const int nh = tu_csv_split(line, head, 16);
     int nrows = 0;
     while ((line = strtok(NULL, "\n")) && nrows < 256) {
-        ck_assert_int_eq(csv_split(line, rows[nrows], 16), nh);
+        ck_assert_int_eq(tu_csv_split(line, rows[nrows], 16), nh);
         nrows++;
     }
     const int col[3] = {csv_column(head, nh, "kind"), csv_column(head, nh, "name"),
@@ -745,7 +703,7 @@ START_TEST(list_json_and_table_forms)
     int csv_lines = 0, json_lines = 0, nh = 0;
     for (const char *p = csv; *p; p++) csv_lines += *p == '\n';
     char *hline = strtok(csv, "\n"), *head[16];
-    nh = csv_split(hline, head, 16);
+    nh = tu_csv_split(hline, head, 16);
     static char keys[64][64], vals[64][1100];
     for (char *line = strtok(json, "\n"); line; line = strtok(NULL, "\n"), json_lines++) {
         const int n = json_parse(line, keys, vals, 64);
@@ -792,6 +750,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, one_bad_file_does_not_stop_the_batch);
     tcase_add_test(tc, cuda_engine_without_a_device_is_a_runtime_failure);
     tcase_add_test(tc, cuda_engine_on_a_cpu_only_build_is_a_usage_error);
+    tcase_add_test(tc, engine_both_prints_tp_by_stage);
     tcase_add_test(tc, bad_parameter_fails_before_generating);
     tcase_add_test(tc, bad_parameter_with_two_files_is_reported_once);
     tcase_add_test(tc, every_parameter_is_checked_against_its_declaration);

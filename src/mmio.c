@@ -1101,6 +1101,12 @@ cleanup:
 
 int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err)
 {
+    return gs_mm_read_vector_of_length(path, -1, x, n, err);
+}
+
+int gs_mm_read_vector_of_length(const char *path, int64_t length, double **x, int64_t *n,
+                                gs_error *err)
+{
     int status = GS_OK;
     mm_text text = {NULL, 0};
     mm_header h;
@@ -1109,8 +1115,11 @@ int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err)
     *n = 0;
     GS_TRY(mm_load(path, &text, err));
     GS_TRY(mm_parse_header(path, &text, MM_FOR_VECTOR, &h, err));
-    GS_TRY(mm_read_entries(path, &text, &h, &e, err));
     int64_t len = h.info.rows * h.info.cols;
+    if (length >= 0 && len != length) /* before a coordinate vector's len doubles exist */
+        GS_TRY(mm_fail(err, GS_ERR_INPUT, path, h.body_line - 1,
+                       "a vector of %" PRId64 " entries, expected %" PRId64, len, length));
+    GS_TRY(mm_read_entries(path, &text, &h, &e, err));
     if (h.info.is_array) { /* column-major: the values are the vector */
         *x = e.val;
         e.val = NULL;

@@ -57,6 +57,12 @@ int gs_mm_read_csr(const char *path, gs_csr *A, gs_mm_info *info, gs_error *err)
  * absent entries are 0: its n doubles are allocated (calloc) once its
  * entries are read and valid. */
 int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err);
+/* The same for a vector that must have `length` entries (the matrix's rows):
+ * any other length is refused at the size line (GS_ERR_INPUT, FILE:LINE),
+ * before anything is allocated for it, so a lying size line costs nothing.
+ * length < 0 accepts any length, as gs_mm_read_vector. */
+int gs_mm_read_vector_of_length(const char *path, int64_t length, double **x, int64_t *n,
+                                gs_error *err);
 
 /* Write A as `coordinate real general` (or `pattern` when A->val is NULL);
  * symmetric = 1 writes only the lower triangle under a `symmetric` header

@@ -786,6 +786,19 @@ END_TEST
 
 START_TEST(test_vector_errors)
 {
+    char path[256];
+    double *x = NULL;
+    int64_t n = 0;
+    gs_error err = {GS_OK, ""};
+    write_tmp(path, sizeof path, ".mtx", "%%MatrixMarket matrix coordinate real general\n3 1 1\n2 1 5\n");
+    ck_assert_msg(gs_mm_read_vector_of_length(path, 3, &x, &n, &err) == GS_OK, "%s", err.msg);
+    ck_assert(n == 3 && x[0] == 0.0 && x[1] == 5.0 && x[2] == 0.0);
+    free(x);
+    x = NULL;
+    ck_assert_int_eq(gs_mm_read_vector_of_length(path, 4, &x, &n, &err), GS_ERR_INPUT);
+    assert_message(&err, path, 2, "a vector of 3 entries, expected 4");
+    ck_assert_ptr_null(x);
+    remove(path);
     expect_vector_error("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", 2,
                         "not a vector");
     expect_vector_error("%%MatrixMarket matrix coordinate pattern general\n2 1 1\n1 1\n", 1,
@@ -1018,9 +1031,10 @@ typedef struct capped_read {
 
 enum { MEMORY_CAP = 512 << 20 }; /* bytes of address space: far below what a lie asks */
 
-/* Read path (as a vector or a matrix) in a child process whose address space
- * is capped (RLIMIT_AS), so a reader that sized anything by a lying size
- * line fails there with out-of-memory. The child sends status and message. */
+/* Read path (vector: 0 a matrix, 1 a vector, 2 a vector of length 3) in a
+ * child process whose address space is capped (RLIMIT_AS), so a reader that
+ * sized anything by a lying size line fails there with out-of-memory. The
+ * child sends status and message. */
 static capped_read read_capped(const char *path, int vector)
 {
     capped_read out = {-1, ""};
@@ -1036,8 +1050,9 @@ static capped_read read_capped(const char *path, int vector)
             gs_csr A;
             double *x = NULL;
             int64_t n;
-            out.status = vector ? gs_mm_read_vector(path, &x, &n, &err)
-                                : gs_mm_read_csr(path, &A, NULL, &err);
+            out.status = vector == 2  ? gs_mm_read_vector_of_length(path, 3, &x, &n, &err)
+                         : vector == 1 ? gs_mm_read_vector(path, &x, &n, &err)
+                                       : gs_mm_read_csr(path, &A, NULL, &err);
             if (out.status == GS_OK && !vector) gs_csr_free(&A);
             free(x);
             memcpy(out.msg, err.msg, sizeof out.msg);
@@ -1076,9 +1091,16 @@ static const struct header_lie {
     {"%%MatrixMarket matrix array real general\n2000000000 1\n1\n2\n", 1, GS_ERR_INPUT, 4,
      "premature end of file"},
     /* a coordinate vector's absent entries are 0: its length is allocated
-     * once its entries are read; an allocation that fails names the file */
+     * once its entries are read; an allocation that fails names the file.
+     * Given the length it must have (vector 2), the size line is refused */
     {"%%MatrixMarket matrix coordinate real general\n2000000000 1 1\n7 1 2\n", 1, GS_ERR_NOMEM,
      0, "memory"},
+    {"%%MatrixMarket matrix coordinate real general\n2000000000 1 1\n7 1 2\n", 2, GS_ERR_INPUT,
+     2, "a vector of 2000000000 entries, expected 3"},
+    {"%%MatrixMarket matrix array real general\n1 2000000000\n1\n", 2, GS_ERR_INPUT, 2,
+     "expected 3"},
+    {"%%MatrixMarket matrix coordinate real general\n3 1 2\n3 1 2\n2 1 1e-400\n", 2,
+     GS_ERR_INPUT, 4, "underflows"},
 };
 
 static void check_header_lie(const struct header_lie *c, const char *path)

@@ -5,8 +5,12 @@
 #   make test            build and run every Check suite (GPU suites skip without a GPU)
 #   make bench           benchmarks (scripts/bench.sh)
 #   make sanitize        small solves of every method under compute-sanitizer (GPU machine)
+#   make fuzz            fuzz the Matrix Market reader for FUZZ_TIME seconds (clang, libFuzzer)
 #   make install PREFIX=/usr/local
 #   make clean
+# Missing Debian packages (zlib1g-dev; check, pkg-config for tests; clang's
+# libFuzzer for fuzz) are installed through apt-get when make runs as root,
+# else make stops with the command to run; DEPS=skip checks nothing.
 
 PREFIX    ?= /usr/local
 BUILD     ?= build
@@ -48,22 +52,35 @@ STAMP    := $(BUILD)/config.cuda$(CUDA)
 .PHONY: all run test bench sanitize install clean
 all: $(BUILD)/gpusolve
 
+# ---- Debian packages each step needs (scripts/deps.sh: PACKAGE:KIND:WHAT) ----
+# Order-only prerequisites: checked (in well under a second) once per make
+# run before anything is compiled; they never make a file out of date.
+DEPS       ?= auto
+DEPS_BUILD := zlib1g-dev:header:zlib.h
+DEPS_TEST  := pkg-config:command:pkg-config check:header:check.h
+DEPS_FUZZ   = clang:fuzzer:$(FUZZ_CC)
+deps_check  = $(if $(filter skip,$(DEPS)),@:,@CC='$(CC)' scripts/deps.sh $(1))
+.PHONY: deps-build deps-test deps-fuzz
+deps-build: ; $(call deps_check,$(DEPS_BUILD))
+deps-test: deps-build ; $(call deps_check,$(DEPS_TEST))
+deps-fuzz: ; $(call deps_check,$(DEPS_FUZZ))
+
 $(BUILD)/gpusolve: $(BUILD)/src/main.o $(BUILD)/libgpusolve.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libgpusolve.a: $(LIB_OBJ) $(STAMP)
 	rm -f $@ && ar rcs $@ $(LIB_OBJ)
 
-$(STAMP): | $(BUILD)/src
+$(STAMP): | $(BUILD)/src deps-build
 	rm -f $(BUILD)/config.cuda* && touch $@
 
-$(BUILD)/src/%.o: src/%.c $(HEADERS) $(STAMP) | $(BUILD)/src
+$(BUILD)/src/%.o: src/%.c $(HEADERS) $(STAMP) | $(BUILD)/src deps-build
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/cuda/%.o: cuda/%.cu $(HEADERS) $(STAMP) | $(BUILD)/cuda
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libgpusolve.a $(HEADERS) | $(BUILD)/tests
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libgpusolve.a $(HEADERS) | $(BUILD)/tests deps-test
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests -o $@ $< $(BUILD)/libgpusolve.a $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/src $(BUILD)/cuda $(BUILD)/tests:
@@ -80,6 +97,28 @@ bench: $(BUILD)/gpusolve
 
 sanitize: $(BUILD)/gpusolve
 	GPUSOLVE=$(BUILD)/gpusolve scripts/sanitize.sh
+
+# ---- fuzzing: tests/fuzz_mmio.c, the Matrix Market reader under libFuzzer ----
+# The reader and what it calls, built serially (no OpenMP: the fuzzer's
+# inputs are far below the parallel threshold), with ASan and UBSan; new
+# inputs collect in $(BUILD)/fuzz/found, crashes in $(BUILD)/fuzz/crash-*.
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 90
+FUZZ_FLAGS ?= -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_SRC   := tests/fuzz_mmio.c src/mmio.c src/csr.c src/error.c
+.PHONY: fuzz
+$(BUILD)/fuzz/fuzz_mmio: $(FUZZ_SRC) $(HEADERS) | deps-fuzz
+	mkdir -p $(BUILD)/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror \
+	    -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-variable -Isrc \
+	    -o $@ $(FUZZ_SRC) -lz -lm
+
+fuzz: $(BUILD)/fuzz/fuzz_mmio
+	scripts/fuzz_corpus.sh $(BUILD)/fuzz
+	mkdir -p $(BUILD)/fuzz/found
+	$(BUILD)/fuzz/fuzz_mmio -max_total_time=$(FUZZ_TIME) -max_len=4096 \
+	    -dict=$(BUILD)/fuzz/mmio.dict -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
+	    $(BUILD)/fuzz/found $(BUILD)/fuzz/corpus
 
 install: $(BUILD)/gpusolve
 	install -d $(DESTDIR)$(PREFIX)/bin

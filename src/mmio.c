@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -59,12 +60,28 @@ typedef struct mm_text {
     size_t len;
 } mm_text;
 
+/* zlib names a stream opened with gzdopen "<fd:3>" and puts that name in
+ * front of its messages; the user knows the file by its path, so drop it. */
+static const char *mm_gz_message(gzFile gz, int *errnum)
+{
+    const char *msg = gzerror(gz, errnum);
+    if (*errnum == Z_ERRNO) return strerror(errno);
+    if (strncmp(msg, "<fd:", 4) == 0) {
+        const char *rest = strstr(msg, ">: ");
+        if (rest) msg = rest + 3;
+    }
+    return msg;
+}
+
 static int mm_gz_error(gzFile gz, const char *path, const char *verb, gs_error *err)
 {
     int errnum = Z_OK;
-    const char *msg = gzerror(gz, &errnum);
-    if (errnum == Z_ERRNO) msg = strerror(errno);
-    return gs_error_set(err, GS_ERR_IO, "%s: cannot %s: %s", path, verb, msg);
+    const char *msg = mm_gz_message(gz, &errnum);
+    if (errnum == Z_ERRNO) return gs_error_set(err, GS_ERR_IO, "%s: cannot %s: %s", path, verb, msg);
+    if (errnum == Z_MEM_ERROR)
+        return gs_error_set(err, GS_ERR_NOMEM, "%s: out of memory decompressing the file", path);
+    return gs_error_set(err, GS_ERR_IO, "%s: cannot %s: corrupt or truncated gzip data (zlib: %s)",
+                        path, verb, msg);
 }
 
 /* Grow the buffer to hold at least `need` more bytes plus the terminator. */
@@ -453,6 +470,19 @@ static inline const char *mm_fast_index(const char *p, uint64_t *out) /* 1..10 d
     return p;
 }
 
+/* A nonzero decimal whose double is 0 or subnormal: strtod's underflow.
+ * Such a value would silently become 0, or a number with fewer than 53
+ * significant bits that GPU kernels may flush to 0, so the file is refused
+ * instead; every normal magnitude (1e-300 too) is kept exactly. */
+static int mm_underflows(double x, const char *t, const char *te)
+{
+    if (fpclassify(x) == FP_SUBNORMAL) return 1;
+    if (x != 0.0) return 0;
+    for (const char *p = t; p < te && *p != 'e' && *p != 'E'; p++)
+        if (*p >= '1' && *p <= '9') return 1; /* a nonzero significand read as 0 */
+    return 0;
+}
+
 /* The rest of the value grammar, with strtod as the exact converter. Only
  * decimal numbers are accepted: strtod would also take hex floats, and
  * "nan"/"inf", which have no place in a matrix we can solve with. */
@@ -479,6 +509,10 @@ static int mm_slow_value(const char *path, int64_t line, int field, const char *
         return mm_fail(err, GS_ERR_INPUT, path, line,
                        "value '%s' is not a finite number (overflows a double)",
                        mm_show(t, te).s);
+    if (mm_underflows(x, t, te))
+        return mm_fail(err, GS_ERR_INPUT, path, line,
+                       "value '%s' underflows: nonzero but below the smallest normal double "
+                       "(%.17g)", mm_show(t, te).s, DBL_MIN);
     if (field == GS_MM_INTEGER && !integer)
         return mm_fail(err, GS_ERR_INPUT, path, line,
                        "value '%s' is not an integer (the banner says integer)",
@@ -1000,6 +1034,40 @@ static int64_t mm_count_duplicates(const gs_csr *A, const gs_mm_info *in)
 
 /* ---- public readers ---- */
 
+/* Refuse a matrix whose size line announces more rows than its e->count
+ * entries (mirrors included) can reach: some row is empty, so the matrix is
+ * singular, and building its row pointers would cost memory and time in
+ * proportion to a row count only the header claims (a 100-byte file may
+ * announce 10^9 rows). Found with O(count) work: by pigeonhole the first
+ * empty row is among the first count + 1. Matrices with empty rows that pass
+ * this count are read (the run reports them). */
+static int mm_check_rows_reached(const char *path, const mm_header *h, const mm_entries *e,
+                                 gs_error *err)
+{
+    if (h->info.rows <= e->count) return GS_OK;
+    unsigned char *seen = gs_calloc((size_t)e->count + 1, 1, "row marks", err);
+    if (!seen) return GS_ERR_NOMEM;
+    for (int64_t k = 0; k < e->count; k++)
+        if (e->row[k] <= e->count) seen[e->row[k]] = 1;
+    int64_t empty = 0;
+    while (seen[empty]) empty++;
+    free(seen);
+    return mm_fail(err, GS_ERR_INPUT, path, h->body_line - 1,
+                   "row %" PRId64 " has no entries (the size line announces %" PRId64
+                   " rows, the file holds %" PRId64 " entries%s: too few to fill every row; "
+                   "a matrix with an empty row is singular)",
+                   empty + 1, h->info.rows, e->count,
+                   h->info.symmetry == GS_MM_GENERAL ? "" : " with their mirrors");
+}
+
+/* An allocation failure is not about a line, but it still names the file. */
+static int mm_name_file(const char *path, int status, gs_error *err)
+{
+    if (status == GS_ERR_NOMEM && err && strncmp(err->msg, path, strlen(path)) != 0)
+        gs_error_prefix(err, "%s: ", path);
+    return status;
+}
+
 int gs_mm_read_csr(const char *path, gs_csr *A, gs_mm_info *info, gs_error *err)
 {
     int status = GS_OK;
@@ -1012,6 +1080,7 @@ int gs_mm_read_csr(const char *path, gs_csr *A, gs_mm_info *info, gs_error *err)
     GS_TRY(mm_parse_header(path, &text, MM_FOR_MATRIX, &h, err));
     if (info) *info = h.info;
     GS_TRY(mm_read_entries(path, &text, &h, &e, err));
+    GS_TRY(mm_check_rows_reached(path, &h, &e, err));
     free(text.data); /* the text is no longer needed: lower the peak */
     text.data = NULL;
     GS_TRY(gs_csr_from_coo((int32_t)h.info.rows, (int32_t)h.info.cols, e.count, e.row, e.col,
@@ -1027,10 +1096,16 @@ cleanup:
     free(text.data);
     mm_entries_free(&e);
     if (status != GS_OK) gs_csr_free(A);
-    return status;
+    return mm_name_file(path, status, err);
 }
 
 int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err)
+{
+    return gs_mm_read_vector_of_length(path, -1, x, n, err);
+}
+
+int gs_mm_read_vector_of_length(const char *path, int64_t length, double **x, int64_t *n,
+                                gs_error *err)
 {
     int status = GS_OK;
     mm_text text = {NULL, 0};
@@ -1040,8 +1115,11 @@ int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err)
     *n = 0;
     GS_TRY(mm_load(path, &text, err));
     GS_TRY(mm_parse_header(path, &text, MM_FOR_VECTOR, &h, err));
-    GS_TRY(mm_read_entries(path, &text, &h, &e, err));
     int64_t len = h.info.rows * h.info.cols;
+    if (length >= 0 && len != length) /* before a coordinate vector's len doubles exist */
+        GS_TRY(mm_fail(err, GS_ERR_INPUT, path, h.body_line - 1,
+                       "a vector of %" PRId64 " entries, expected %" PRId64, len, length));
+    GS_TRY(mm_read_entries(path, &text, &h, &e, err));
     if (h.info.is_array) { /* column-major: the values are the vector */
         *x = e.val;
         e.val = NULL;
@@ -1054,7 +1132,7 @@ int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err)
 cleanup:
     free(text.data);
     mm_entries_free(&e);
-    return status;
+    return mm_name_file(path, status, err);
 }
 
 /* ---- writing ----

@@ -32,21 +32,37 @@ typedef struct gs_mm_info {
  *
  * Details (mmio.c): content errors are GS_ERR_INPUT with the message
  * "FILE:LINE: what" (a premature end of file names the file's last line);
- * open/read failures are GS_ERR_IO "FILE: cannot ...: strerror". Values are
- * bit for bit what strtod gives; nan, inf, values overflowing a double and
- * hex floats are refused. A skew-symmetric file may store explicit zeros on
+ * open/read failures are GS_ERR_IO "FILE: cannot ...: strerror" (corrupt or
+ * truncated gzip data too); out of memory is GS_ERR_NOMEM "FILE: ...". Values
+ * are bit for bit what strtod gives; nan, inf, values overflowing a double,
+ * nonzero values that underflow (below DBL_MIN: strtod gives 0 or a
+ * subnormal) and hex floats are refused. A skew-symmetric file may store explicit zeros on
  * the diagonal, not other values; pattern + skew-symmetric is refused (as in
  * NIST's mm_is_valid). Entries in the "wrong" triangle of symmetric storage
  * are mirrored like the others. duplicates counts stored entries summed into
  * another (for symmetric storage, a_ij and a_ji stored both count once).
  * Sizes must fit int32; a size line announcing more entries than
  * rows*cols is refused. Pattern duplicates are merged (value 1, not 2).
+ * Memory and time are bounded by the file, not by its size line: entry
+ * arrays hold at most the entries the text can contain (decompressed bytes
+ * for gzip), and a matrix announcing more rows than its entries (mirrors
+ * included) can fill is refused at the size line ("row R has no entries")
+ * before any per-row array is allocated: it has an empty row, so it is
+ * singular. Other matrices with empty rows are read.
  * Parsing runs in parallel (OpenMP) on files of more than 256 KiB. */
 int gs_mm_read_csr(const char *path, gs_csr *A, gs_mm_info *info, gs_error *err);
 
 /* Read a dense vector: `array real general` n x 1 (or 1 x n), or a
- * `coordinate` n x 1 file. *x is malloc'ed, *n set. */
+ * `coordinate` n x 1 file. *x is malloc'ed, *n set. A coordinate vector's
+ * absent entries are 0: its n doubles are allocated (calloc) once its
+ * entries are read and valid. */
 int gs_mm_read_vector(const char *path, double **x, int64_t *n, gs_error *err);
+/* The same for a vector that must have `length` entries (the matrix's rows):
+ * any other length is refused at the size line (GS_ERR_INPUT, FILE:LINE),
+ * before anything is allocated for it, so a lying size line costs nothing.
+ * length < 0 accepts any length, as gs_mm_read_vector. */
+int gs_mm_read_vector_of_length(const char *path, int64_t length, double **x, int64_t *n,
+                                gs_error *err);
 
 /* Write A as `coordinate real general` (or `pattern` when A->val is NULL);
  * symmetric = 1 writes only the lower triangle under a `symmetric` header

@@ -2,6 +2,9 @@
  * Reference: NIST Matrix Market format; values compared bit for bit with strtod. */
 #include <errno.h>
 #include <float.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -133,12 +136,13 @@ static void expect_vector_error(const char *text, long line, const char *phrase)
     remove(path);
 }
 
-/* A random matrix with awkward values: all scales, signs, -0, subnormals,
- * extremes, integers; empty rows on purpose. */
+/* A random matrix with awkward values: all scales, signs, -0, the smallest
+ * normal double, extremes, integers; empty rows on purpose (fewer than the
+ * entries: see test_header_lies). Subnormals are refused on reading. */
 static double random_value(tu_rng *r)
 {
-    static const double special[] = {0.0, -0.0, DBL_MAX, -DBL_MAX, DBL_MIN, 4.9e-324,
-                                     -2.5e-310, 1.0, -1.0, 0.1, 1e22, 1e23, 123456789.0};
+    static const double special[] = {0.0, -0.0, DBL_MAX, -DBL_MAX, DBL_MIN, -DBL_MIN,
+                                     -3 * DBL_MIN, 1.0, -1.0, 0.1, 1e22, 1e23, 123456789.0};
     uint64_t pick = tu_next(r) % 16;
     if (pick < 3) return special[tu_next(r) % (sizeof special / sizeof special[0])];
     if (pick < 5) return (double)((int64_t)(tu_next(r) % 2001) - 1000);
@@ -288,15 +292,17 @@ START_TEST(test_nonsquare_and_empty)
 {
     gs_csr A;
     gs_mm_info info;
-    read_text("%%MatrixMarket matrix coordinate real general\n2 5 1\n2 5 9\n", &A, &info);
+    read_text("%%MatrixMarket matrix coordinate real general\n2 5 2\n2 5 9\n2 1 3\n", &A, &info);
     ck_assert_int_eq(info.rows, 2);
     ck_assert_int_eq(info.cols, 5);
     ck_assert_int_eq(A.n_cols, 5);
     assert_entry(&A, 1, 4, 9.0);
+    ck_assert_int_eq(A.row_ptr[1], 0); /* row 1 empty: read, entries could have filled it */
     gs_csr_free(&A);
-    read_text("%%MatrixMarket matrix coordinate real general\n4 4 0\n", &A, &info);
+    /* rows no more than the entries with their mirrors: read */
+    read_text("%%MatrixMarket matrix coordinate real symmetric\n4 4 2\n2 1 1\n4 3 1\n", &A, &info);
     ck_assert_int_eq(A.n_rows, 4);
-    ck_assert_int_eq(A.nnz, 0);
+    ck_assert_int_eq(A.nnz, 4);
     gs_csr_free(&A);
     read_text("%%MatrixMarket matrix coordinate real general\n0 0 0", &A, &info);
     ck_assert_int_eq(A.n_rows, 0);
@@ -440,7 +446,18 @@ static void assert_strtod_values(const double *x, const char *tokens, size_t wid
     }
 }
 
-static size_t random_decimal(tu_rng *r, char *s)
+/* Whether strtod underflows on the token: a nonzero significand read as 0,
+ * or a subnormal. The reader refuses those (test_underflow). */
+static int underflows(const char *s)
+{
+    double d = strtod(s, NULL);
+    if (fpclassify(d) == FP_SUBNORMAL) return 1;
+    for (; d == 0.0 && *s && *s != 'e' && *s != 'E'; s++)
+        if (*s >= '1' && *s <= '9') return 1;
+    return 0;
+}
+
+static size_t random_decimal_any(tu_rng *r, char *s)
 {
     size_t n = 0;
     uint64_t shape = tu_next(r);
@@ -462,6 +479,13 @@ static size_t random_decimal(tu_rng *r, char *s)
         n += (size_t)sprintf(s + n, shape & 512 ? "%03d" : "%d", e);
     }
     s[n] = '\0';
+    return n;
+}
+
+static size_t random_decimal(tu_rng *r, char *s)
+{
+    size_t n;
+    do n = random_decimal_any(r, s); while (underflows(s));
     return n;
 }
 
@@ -487,7 +511,7 @@ END_TEST
 
 /* Values as printf writes them (%.17g and shorter) and integers halfway
  * between two doubles: the Eisel-Lemire path and its halfway refusals. */
-static void random_printed(tu_rng *r, char *s)
+static void random_printed_any(tu_rng *r, char *s)
 {
     uint64_t kind = tu_next(r) % 4, bits = tu_next(r);
     double d;
@@ -502,6 +526,11 @@ static void random_printed(tu_rng *r, char *s)
         uint64_t v = (1ull << k) + ((tu_next(r) % (1ull << 40)) << (k - 52)) + (1ull << (k - 53));
         sprintf(s, "%llu", (unsigned long long)(v + tu_next(r) % 3 - 1));
     }
+}
+
+static void random_printed(tu_rng *r, char *s)
+{
+    do random_printed_any(r, s); while (underflows(s));
 }
 
 START_TEST(test_values_printed_bit_exact)
@@ -526,10 +555,11 @@ END_TEST
 START_TEST(test_value_forms)
 {
     static const char *forms[] = {"1.",  ".5",    "+3",   "1E5",  "1e+05", "-0",
-                                  "007", "0.000", "1e-310", "4.9e-324", "1.7976931348623157e308",
+                                  "007", "0.000", "1e-300", "0e-400", "1.7976931348623157e308",
                                   "123456789012345678901234567890", "0.1000000000000000055511151231257827",
                                   "9007199254740993", "-9007199254740992", "1e22", "1e23",
-                                  "00000000000000000000000000001.5", "2.2250738585072011e-308"};
+                                  "00000000000000000000000000001.5", "2.2250738585072014e-308",
+                                  "2.22507385850720138e-308", "0.000000000000000000000e-999"};
     enum { N = sizeof forms / sizeof forms[0] };
     char text[2048];
     size_t len = (size_t)sprintf(text, "%%%%MatrixMarket matrix coordinate real general\n%d 1 %d\n",
@@ -571,6 +601,18 @@ START_TEST(test_gz_read)
 }
 END_TEST
 
+/* A gzip error reads "PATH: cannot read: corrupt or truncated gzip data
+ * (zlib: ...)": the path, not the name zlib gives the descriptor. */
+static void assert_gz_message(const gs_error *err, const char *path, const char *zlib_says)
+{
+    ck_assert_msg(strncmp(err->msg, path, strlen(path)) == 0 && err->msg[strlen(path)] == ':',
+                  "'%s' does not start with the path", err->msg);
+    ck_assert_msg(!strstr(err->msg, "<fd:"), "'%s' names zlib's descriptor", err->msg);
+    ck_assert_msg(strstr(err->msg, "gzip data"), "'%s' does not say gzip", err->msg);
+    ck_assert_msg(!zlib_says || strstr(err->msg, zlib_says), "'%s' lacks '%s'", err->msg,
+                  zlib_says);
+}
+
 START_TEST(test_gz_truncated)
 {
     char path[256];
@@ -588,10 +630,36 @@ START_TEST(test_gz_truncated)
     gs_csr A;
     gs_error err = {GS_OK, ""};
     ck_assert_int_eq(gs_mm_read_csr(path, &A, NULL, &err), GS_ERR_IO);
-    ck_assert_msg(strstr(err.msg, path) == err.msg, "%s", err.msg);
+    assert_gz_message(&err, path, "unexpected end of file");
     ck_assert_ptr_null(A.row_ptr);
+    double *x = NULL;
+    int64_t n = 0;
+    gs_error_clear(&err);
+    ck_assert_int_eq(gs_mm_read_vector(path, &x, &n, &err), GS_ERR_IO);
+    assert_gz_message(&err, path, "unexpected end of file");
+    ck_assert_ptr_null(x);
     remove(path);
     free(text);
+}
+END_TEST
+
+/* The gzip magic and a deflate header, then bytes that are no deflate stream. */
+START_TEST(test_gz_corrupt)
+{
+    char path[256];
+    static const unsigned char bytes[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xff,
+                                          0xff, 0xff, 'g', 'a', 'r', 'b', 'a', 'g', 'e'};
+    tu_tmpname(path, sizeof path, ".mtx");
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(bytes, 1, sizeof bytes, f), sizeof bytes);
+    ck_assert_int_eq(fclose(f), 0);
+    gs_csr A;
+    gs_error err = {GS_OK, ""};
+    ck_assert_int_eq(gs_mm_read_csr(path, &A, NULL, &err), GS_ERR_IO);
+    assert_gz_message(&err, path, NULL);
+    ck_assert_ptr_null(A.row_ptr);
+    remove(path);
 }
 END_TEST
 
@@ -718,6 +786,19 @@ END_TEST
 
 START_TEST(test_vector_errors)
 {
+    char path[256];
+    double *x = NULL;
+    int64_t n = 0;
+    gs_error err = {GS_OK, ""};
+    write_tmp(path, sizeof path, ".mtx", "%%MatrixMarket matrix coordinate real general\n3 1 1\n2 1 5\n");
+    ck_assert_msg(gs_mm_read_vector_of_length(path, 3, &x, &n, &err) == GS_OK, "%s", err.msg);
+    ck_assert(n == 3 && x[0] == 0.0 && x[1] == 5.0 && x[2] == 0.0);
+    free(x);
+    x = NULL;
+    ck_assert_int_eq(gs_mm_read_vector_of_length(path, 4, &x, &n, &err), GS_ERR_INPUT);
+    assert_message(&err, path, 2, "a vector of 3 entries, expected 4");
+    ck_assert_ptr_null(x);
+    remove(path);
     expect_vector_error("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", 2,
                         "not a vector");
     expect_vector_error("%%MatrixMarket matrix coordinate pattern general\n2 1 1\n1 1\n", 1,
@@ -810,6 +891,28 @@ static const struct bad_input {
      "nonzero diagonal"},
     {BANNER "\r\n3 3 2\r\n1 1 1\r\n\r\n2 2 x\r\n", 6, "not a number"},
     {BANNER "3 3 2\n1 1 1\n2 2 1\x01\n", 4, "not a number"},
+    /* values that underflow: strtod gives 0 or a subnormal */
+    {BANNER "3 3 3\n1 1 1\n2 2 1e-320\n3 3 1\n", 4, "value '1e-320' underflows"},
+    {BANNER "3 3 3\n1 1 1\n2 2 1e-400\n3 3 1\n", 4, "value '1e-400' underflows"},
+    {BANNER "3 3 3\n1 1 1\n2 2 -4.9e-324\n3 3 1\n", 4, "underflows"},
+    {BANNER "3 3 3\n1 1 1\n2 2 2.2250738585072011e-308\n3 3 1\n", 4, "underflows"},
+    {BANNER "3 3 3\n1 1 1\n2 2 0.0001e-305\n3 3 1\n", 4, "underflows"},
+    {BANNER "3 3 3\n1 1 1\n2 2 7e-99999999\n3 3 1\n", 4, "underflows"},
+    {"%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 1\n2 1 1e-310\n3 3 1\n", 4,
+     "underflows"},
+    /* more rows than the entries can fill: refused, with the first empty row */
+    {BANNER "4 4 0\n", 2, "row 1 has no entries"},
+    {BANNER "3 3 2\n1 1 1\n3 3 1\n", 2, "row 2 has no entries"},
+    {BANNER "100000000 100000000 5\n1 1 1\n2 2 1\n3 3 1\n4 4 1\n5 5 1\n", 2,
+     "row 6 has no entries"},
+    {BANNER "2147483647 2147483647 3\n%c\n7 1 1\n1 3 1\n3 2 1\n", 2, "row 2 has no entries"},
+    {"%%MatrixMarket matrix coordinate real symmetric\n5 5 2\n2 1 1\n3 3 1\n", 2,
+     "row 4 has no entries"},
+    {"%%MatrixMarket matrix coordinate pattern symmetric\n1000000000 1000000000 2\n2 1\n1 1\n", 2,
+     "row 3 has no entries"},
+    /* a bad line is reported first: errors come in file order */
+    {BANNER "1000 1000 2\n1 1 1\n2 2 1e-400\n", 4, "underflows"},
+    {BANNER "1000 1000 2\n1 1 1\n", 3, "premature end of file"},
 };
 
 START_TEST(test_bad_input)
@@ -891,6 +994,8 @@ START_TEST(test_out_of_memory)
             gs_csr_free(&A);
         } else {
             ck_assert_msg(status == GS_ERR_NOMEM, "k=%ld: %s", k, err.msg);
+            ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0 && strstr(err.msg, "memory"),
+                          "k=%ld: '%s' does not name the file", k, err.msg);
             ck_assert_ptr_null(A.row_ptr);
         }
     }
@@ -900,7 +1005,7 @@ START_TEST(test_out_of_memory)
         gs_error err = {GS_OK, ""};
         double x[2] = {1, 2}, *y = NULL;
         int64_t n;
-        read_text("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n", &A, NULL);
+        read_text("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n2 1 1\n", &A, NULL);
         gs_alloc_fail_after(0);
         int status = kind ? gs_mm_write_vector(out, x, 2, NULL, &err)
                           : gs_mm_write_csr(out, &A, 0, NULL, &err);
@@ -909,10 +1014,122 @@ START_TEST(test_out_of_memory)
         gs_error_clear(&err);
         ck_assert_int_eq(gs_mm_read_vector(path, &y, &n, &err), GS_ERR_NOMEM);
         gs_alloc_fail_after(-1);
+        ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0, "'%s'", err.msg);
         gs_csr_free(&A);
     }
     remove(path);
     remove(out);
+}
+END_TEST
+
+/* ---- memory bounded by the file, not by its size line ---- */
+
+typedef struct capped_read {
+    int status;
+    char msg[GS_ERROR_MSG_LEN];
+} capped_read;
+
+enum { MEMORY_CAP = 512 << 20 }; /* bytes of address space: far below what a lie asks */
+
+/* Read path (vector: 0 a matrix, 1 a vector, 2 a vector of length 3) in a
+ * child process whose address space is capped (RLIMIT_AS), so a reader that
+ * sized anything by a lying size line fails there with out-of-memory. The
+ * child sends status and message. */
+static capped_read read_capped(const char *path, int vector)
+{
+    capped_read out = {-1, ""};
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct rlimit cap = {MEMORY_CAP, MEMORY_CAP};
+        gs_error err = {GS_OK, ""};
+        close(fd[0]);
+        if (setrlimit(RLIMIT_AS, &cap) == 0) {
+            gs_csr A;
+            double *x = NULL;
+            int64_t n;
+            out.status = vector == 2  ? gs_mm_read_vector_of_length(path, 3, &x, &n, &err)
+                         : vector == 1 ? gs_mm_read_vector(path, &x, &n, &err)
+                                       : gs_mm_read_csr(path, &A, NULL, &err);
+            if (out.status == GS_OK && !vector) gs_csr_free(&A);
+            free(x);
+            memcpy(out.msg, err.msg, sizeof out.msg);
+        }
+        _exit(write(fd[1], &out, sizeof out) == (ssize_t)sizeof out ? 0 : 1);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    for (ssize_t r = 1; got < sizeof out && r > 0; got += r > 0 ? (size_t)r : 0)
+        r = read(fd[0], (char *)&out + got, sizeof out - got);
+    close(fd[0]);
+    int wstatus = 0;
+    ck_assert_int_eq(waitpid(pid, &wstatus, 0), pid);
+    ck_assert_msg(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0, "child failed: %d", wstatus);
+    ck_assert_int_eq(got, sizeof out);
+    ck_assert_msg(out.status != -1, "setrlimit failed in the child");
+    return out;
+}
+
+static const struct header_lie {
+    const char *text;
+    int vector, status;
+    long line;
+    const char *phrase;
+} header_lies[] = {
+    /* 10^8 rows (8e8 bytes of row pointers) and 5 entries: the case of issue 17 */
+    {BANNER "100000000 100000000 5\n1 1 1\n2 2 1\n3 3 1\n4 4 1\n5 5 1\n", 0, GS_ERR_INPUT,
+     2, "row 6 has no entries"},
+    {"%%MatrixMarket matrix coordinate pattern symmetric\n2147483647 2147483647 3\n"
+     "1 1\n2 1\n4 2\n", 0, GS_ERR_INPUT, 2, "row 3 has no entries"},
+    /* 4e18 entries announced, 5 present: the entry arrays follow the text */
+    {BANNER "2000000000 2000000000 4000000000000000000\n1 1 1\n2 2 1\n3 3 1\n4 4 1\n5 5 1\n",
+     0, GS_ERR_INPUT, 7, "premature end of file: expected 4000000000000000000 entries, found 5"},
+    {"%%MatrixMarket matrix coordinate real symmetric\n2000000000 2000000000 "
+     "2000000000000000000\n%\n1 1 1\n2 1 1\n", 0, GS_ERR_INPUT, 5, "premature end of file"},
+    {"%%MatrixMarket matrix array real general\n2000000000 1\n1\n2\n", 1, GS_ERR_INPUT, 4,
+     "premature end of file"},
+    /* a coordinate vector's absent entries are 0: its length is allocated
+     * once its entries are read; an allocation that fails names the file.
+     * Given the length it must have (vector 2), the size line is refused */
+    {"%%MatrixMarket matrix coordinate real general\n2000000000 1 1\n7 1 2\n", 1, GS_ERR_NOMEM,
+     0, "memory"},
+    {"%%MatrixMarket matrix coordinate real general\n2000000000 1 1\n7 1 2\n", 2, GS_ERR_INPUT,
+     2, "a vector of 2000000000 entries, expected 3"},
+    {"%%MatrixMarket matrix array real general\n1 2000000000\n1\n", 2, GS_ERR_INPUT, 2,
+     "expected 3"},
+    {"%%MatrixMarket matrix coordinate real general\n3 1 2\n3 1 2\n2 1 1e-400\n", 2,
+     GS_ERR_INPUT, 4, "underflows"},
+};
+
+static void check_header_lie(const struct header_lie *c, const char *path)
+{
+    capped_read r = read_capped(path, c->vector);
+    ck_assert_msg(r.status == c->status, "status %d, want %d: %s", r.status, c->status, r.msg);
+    if (c->line > 0) {
+        gs_error err = {(gs_status)r.status, ""};
+        memcpy(err.msg, r.msg, sizeof err.msg);
+        assert_message(&err, path, c->line, c->phrase);
+    } else {
+        ck_assert_msg(strncmp(r.msg, path, strlen(path)) == 0 && strstr(r.msg, c->phrase),
+                      "'%s' does not name the file or lacks '%s'", r.msg, c->phrase);
+    }
+}
+
+/* Each lie fails as input (or names the file on out-of-memory) within the
+ * cap, plain and gzip-compressed alike (gzip: the size is unknown ahead). */
+START_TEST(test_header_lies)
+{
+    const struct header_lie *c = &header_lies[_i];
+    char path[256];
+    write_tmp(path, sizeof path, ".mtx", c->text);
+    check_header_lie(c, path);
+    remove(path);
+    tu_tmpname(path, sizeof path, ".mtx.gz");
+    write_gz(path, c->text);
+    check_header_lie(c, path);
+    remove(path);
 }
 END_TEST
 
@@ -1224,6 +1441,7 @@ static Suite *mmio_suite(void)
     TCase *io = tcase_create("gzip and round trips");
     tcase_add_test(io, test_gz_read);
     tcase_add_test(io, test_gz_truncated);
+    tcase_add_test(io, test_gz_corrupt);
     tcase_add_test(io, test_roundtrip_general);
     tcase_add_test(io, test_roundtrip_general_gz);
     tcase_add_test(io, test_roundtrip_symmetric);
@@ -1241,6 +1459,7 @@ static Suite *mmio_suite(void)
     tcase_add_test(errors, test_io_errors);
     tcase_add_test(errors, test_write_errors);
     tcase_add_test(errors, test_out_of_memory);
+    tcase_add_loop_test(errors, test_header_lies, 0, COUNT(header_lies));
     suite_add_tcase(s, errors);
 
     TCase *large = tcase_create("large and real files");

@@ -80,7 +80,7 @@ $(BUILD)/src/%.o: src/%.c $(HEADERS) $(STAMP) | $(BUILD)/src deps-build
 $(BUILD)/cuda/%.o: cuda/%.cu $(HEADERS) $(STAMP) | $(BUILD)/cuda
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libgpusolve.a $(HEADERS) | $(BUILD)/tests deps-test
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libgpusolve.a $(HEADERS) | $(BUILD)/tests deps-test
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests -o $@ $< $(BUILD)/libgpusolve.a $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/src $(BUILD)/cuda $(BUILD)/tests:

@@ -36,20 +36,20 @@ static int problem_vectors(const gs_cli *cli, gs_problem *p, gs_error *err)
     } else {
         free(p->b);
         p->b = NULL;
-        int status = gs_mm_read_vector(cli->rhs, &p->b, &len, err);
-        if (status != GS_OK) return status;
-        if (len != n)
-            return gs_error_set(err, GS_ERR_INPUT, "--rhs %s: %lld entries, the matrix has %d rows",
-                                cli->rhs, (long long)len, (int)n);
+        int status = gs_mm_read_vector_of_length(cli->rhs, n, &p->b, &len, err);
+        if (status != GS_OK) {
+            gs_error_prefix(err, "--rhs: ");
+            return status;
+        }
     }
     if (strcmp(cli->x0, "zero") != 0) {
         free(p->x0);
         p->x0 = NULL;
-        int status = gs_mm_read_vector(cli->x0, &p->x0, &len, err);
-        if (status != GS_OK) return status;
-        if (len != n)
-            return gs_error_set(err, GS_ERR_INPUT, "--x0 %s: %lld entries, the matrix has %d rows",
-                                cli->x0, (long long)len, (int)n);
+        int status = gs_mm_read_vector_of_length(cli->x0, n, &p->x0, &len, err);
+        if (status != GS_OK) {
+            gs_error_prefix(err, "--x0: ");
+            return status;
+        }
     }
     return GS_OK;
 }

@@ -562,7 +562,7 @@ static long idr_iterations(const gs_csr *A, const char *name, int *converged)
     gs_error err = {0};
     gs_krylov_result res = {0};
     gs_vec *b = NULL, *x = NULL;
-    gs_krylov_opts opts = {1e-10, 10000, 30, 4, 1, 0, 0};
+    gs_krylov_opts opts = {1e-10, 10000, 30, 4, 1, 0, 0, 0};
     ck_assert_msg(tu_pc_build(A, name, &p, &r, &err) == GS_OK, "%s: %s", name, err.msg);
     const gs_engine_ops *o = r.eng->ops;
     ck_assert(o->vec_create(r.eng, A->n_rows, &b) == GS_OK);

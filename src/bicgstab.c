@@ -53,18 +53,18 @@ cleanup:
     return status;
 }
 
-static int bicgstab_broke_down(kr_ctx *k, long it, const double *v)
+/* The breakdown the slots read at a check show, or NULL; v = {rho, r0'v,
+ * t's, t't} of the step just done. Only looked at when the residual is
+ * above tol (kr_check_breakdown). */
+static const char *bicgstab_breakdown(const double *v)
 {
-    const double rr = v[0], rho = v[1], r0v = v[2], ts = v[3], tt = v[4];
-    if (sqrt(fabs(rr)) / k->bnorm <= k->opts->tol) return 0; /* converged: no breakdown */
-    const char *what = NULL;
-    if (r0v == 0.0) what = "r0'v = 0 (alpha undefined)";
-    else if (tt == 0.0 || ts == 0.0) what = "omega = 0 (t's = 0 or t't = 0)";
-    else if (rho == 0.0) what = "rho = r0'r = 0";
-    if (!what) return 0;
-    kr_breakdown(k, it, what);
-    k->res->rel_residual = sqrt(fabs(rr)) / k->bnorm;
-    return 1;
+    const double rho = v[0], r0v = v[1], ts = v[2], tt = v[3];
+    if (!isfinite(rho) || !isfinite(r0v) || !isfinite(ts) || !isfinite(tt))
+        return "rho, r0'v, t's or t't is not finite (overflow or NaN)";
+    if (r0v == 0.0) return "r0'v = 0 (alpha undefined)";
+    if (tt == 0.0 || ts == 0.0) return "omega = 0 (t's = 0 or t't = 0)";
+    if (rho == 0.0) return "rho = r0'r = 0";
+    return NULL;
 }
 
 int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
@@ -87,8 +87,7 @@ int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
         it += nb;
         double rv[5];
         GS_TRY(e->ops->scalar_read(e, KR_RR, 5, rv));
-        if (bicgstab_broke_down(&k, it, rv)) break;
-        if (kr_check(&k, it, rv[0])) break;
+        if (kr_check_breakdown(&k, it, rv[0], bicgstab_breakdown(rv + 1))) break;
     }
 cleanup:
     res->spmv_count = 2 * res->iterations + 1;

@@ -2,7 +2,6 @@
  * Saad, "Iterative Methods for Sparse Linear Systems", Alg. 9.1), written
  * once over the engine table. All scalars stay in engine slots. */
 #include <math.h>
-#include <stdio.h>
 
 #include "krylov_impl.h"
 
@@ -43,22 +42,23 @@ cleanup:
     return status;
 }
 
-/* 1 and a breakdown record when the slots read show a breakdown;
- * v = {rr, pap, rho} of the iteration just done. */
-static int cg_broke_down(kr_ctx *k, long it, const double *v)
+/* The breakdown rho = r'Mr shows, or NULL. */
+static const char *cg_rho_breakdown(double rho)
 {
-    const double rr = v[0], pap = v[1], rho = v[2];
-    if (!(pap > 0.0)) {
-        kr_breakdown(k, it, "p'Ap <= 0: A is not positive definite (use bicgstab or gmres)");
-        k->res->rel_residual = sqrt(fabs(rr)) / k->bnorm;
-        return 1;
-    }
-    if (!(rho > 0.0) && rr > 0.0 && sqrt(rr) / k->bnorm > k->opts->tol) {
-        kr_breakdown(k, it, "r'Mr <= 0: the preconditioner is not positive definite");
-        k->res->rel_residual = sqrt(fabs(rr)) / k->bnorm;
-        return 1;
-    }
-    return 0;
+    if (!isfinite(rho)) return "r'Mr is not finite (M r overflowed or holds NaN)";
+    if (!(rho > 0.0)) return "r'Mr <= 0: the preconditioner is not positive definite";
+    return NULL;
+}
+
+/* The breakdown the slots read at a check show, or NULL; v = {pap, rho} of
+ * the iteration just done. Only looked at when the residual is above tol
+ * (kr_check_breakdown): p'Ap = 0 there means p = 0 with r != 0. */
+static const char *cg_breakdown(const double *v)
+{
+    const double pap = v[0], rho = v[1];
+    if (!isfinite(pap)) return "p'Ap is not finite (A p overflowed or holds NaN)";
+    if (!(pap > 0.0)) return "p'Ap <= 0: A is not positive definite (use bicgstab or gmres)";
+    return cg_rho_breakdown(rho);
 }
 
 int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
@@ -77,8 +77,8 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
     GS_TRY(e->ops->copy(e, s.z, s.p));
     double v[1];
     GS_TRY(e->ops->scalar_read(e, CG_RHO0, 1, v));
-    if (!(v[0] > 0.0)) {
-        kr_breakdown(&k, 0, "r'Mr <= 0: the preconditioner is not positive definite");
+    if (cg_rho_breakdown(v[0])) { /* r0 is above tol here (kr_initial_residual) */
+        kr_breakdown(&k, 0, cg_rho_breakdown(v[0]));
         goto cleanup;
     }
     int par = 0;
@@ -91,9 +91,8 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
         it += nb;
         double rv[4];
         GS_TRY(e->ops->scalar_read(e, KR_RR, 4, rv)); /* rr, pap, rho0, rho1 */
-        const double got[3] = {rv[0], rv[1], rv[2 + par]};
-        if (cg_broke_down(&k, it, got)) break;
-        if (kr_check(&k, it, rv[0])) break;
+        const double got[2] = {rv[1], rv[2 + par]};
+        if (kr_check_breakdown(&k, it, rv[0], cg_breakdown(got))) break;
     }
 cleanup:
     res->spmv_count = res->iterations + 1;

@@ -5,6 +5,7 @@
  * maxpy over all basis vectors). The (m+1) x m Hessenberg matrix and its
  * Givens rotations live on the host: one read of 2j+3 numbers per step. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "krylov_impl.h"
@@ -29,21 +30,38 @@ double gs_gmres_vector_accesses(const gs_krylov_opts *opts)
 
 #define H_(ws, i, j) ((ws)->H[(size_t)(j) * ((ws)->m + 1) + (i)])
 
-/* Apply rotations 0..j-1 to column j, make rotation j, update g. */
-static void gmres_givens(gmres_ws *ws, int j)
+/* |R(j,j)| at or below this fraction of ||H(:,j)||: A M v_j lies in the
+ * span of A M v_0 .. A M v_j-1 up to rounding, so R is singular. A
+ * nonsingular A M keeps the ratio above 1 / cond(A M); rounding leaves it
+ * at 1e-14 or more where A M is singular (1.8e-14 seen at the 17th step of
+ * a 36-unknown Neumann Laplacian, the Arnoldi errors adding up), so only
+ * cond(A M) > 1e12 on the Krylov space is taken for singular. */
+#define GMRES_SINGULAR 1e-12
+
+/* Apply rotations 0..j-1 to column j, make rotation j, update g. Returns
+ * NULL, or what makes R(0:j, 0:j) singular, leaving g as it was (the least
+ * squares problem over the first j columns stays solved). */
+static const char *gmres_givens(gmres_ws *ws, int j)
 {
+    double col = 0.0; /* ||H(0:j+1, j)||: rotations keep it */
+    for (int i = 0; i <= j + 1; i++) col = hypot(col, H_(ws, i, j));
+    if (!isfinite(col)) return "Hessenberg entry not finite (A M v overflowed or holds NaN)";
     for (int i = 0; i < j; i++) {
         double a = H_(ws, i, j), b = H_(ws, i + 1, j);
         H_(ws, i, j) = ws->cs[i] * a + ws->sn[i] * b;
         H_(ws, i + 1, j) = -ws->sn[i] * a + ws->cs[i] * b;
     }
     double a = H_(ws, j, j), b = H_(ws, j + 1, j), rr = hypot(a, b);
-    ws->cs[j] = rr == 0.0 ? 1.0 : a / rr;
-    ws->sn[j] = rr == 0.0 ? 0.0 : b / rr;
+    if (!(rr > GMRES_SINGULAR * col))
+        return "Hessenberg matrix singular: A M is singular on the Krylov space "
+               "(b not in the range of A?)";
+    ws->cs[j] = a / rr; /* h(j+1,j) = 0 gives sn = 0, g[j+1] = 0: happy breakdown */
+    ws->sn[j] = b / rr;
     H_(ws, j, j) = rr;
     H_(ws, j + 1, j) = 0.0;
     ws->g[j + 1] = -ws->sn[j] * ws->g[j];
     ws->g[j] = ws->cs[j] * ws->g[j];
+    return NULL;
 }
 
 /* One Arnoldi step j: V[j+1] = orthonormalised A M V[j]; column j of H. */
@@ -72,16 +90,21 @@ cleanup:
     return status;
 }
 
-/* x += M V y with H y = g (upper triangular, size jn). */
-static int gmres_update(kr_ctx *k, gmres_ws *ws, int jn, gs_vec *x, gs_vec *u)
+/* x += M V y with H y = g (upper triangular, size jn), kept in z. *finite
+ * is 0 (and x untouched) when y overflows: the system's solution is not
+ * representable in the space (A M numerically singular or x too large). */
+static int gmres_update(kr_ctx *k, gmres_ws *ws, int jn, gs_vec *x, gs_vec *u, int *finite)
 {
     double y[GS_MAX_SCALARS];
     int status = GS_OK;
-    for (int i = jn - 1; i >= 0; i--) {
+    *finite = 1;
+    for (int i = jn - 1; i >= 0; i--) { /* the diagonal is nonzero (gmres_givens) */
         double s = ws->g[i];
         for (int l = i + 1; l < jn; l++) s -= H_(ws, i, l) * y[l];
-        y[i] = H_(ws, i, i) == 0.0 ? 0.0 : s / H_(ws, i, i);
+        y[i] = s / H_(ws, i, i);
+        if (!isfinite(y[i])) *finite = 0;
     }
+    if (jn == 0 || !*finite) return GS_OK;
     GS_TRY(k->ops->scalar_write(k->e, ws->slot_h1, jn, y));
     GS_TRY(k->ops->set(k->e, u, 0.0));
     GS_TRY(k->ops->maxpy(k->e, 1.0, (const gs_vec *const *)ws->V, jn, ws->slot_h1, u));
@@ -91,40 +114,82 @@ cleanup:
     return status;
 }
 
+/* r = b - A x and *rr = r.r: the residual a cycle restarts from, and the
+ * one that confirms a cycle's claim of convergence. */
+static int gmres_true_residual(kr_ctx *k, const gs_vec *b, const gs_vec *x, gs_vec *r,
+                               double *rr)
+{
+    gs_engine *e = k->e;
+    int status = GS_OK;
+    GS_TRY(k->ops->copy(e, b, r));
+    GS_TRY(k->ops->spmv_axpby(e, gs_coef_const(-1), k->A, x, gs_coef_const(1), r));
+    GS_TRY(k->ops->dot(e, r, r, KR_RR));
+    GS_TRY(k->ops->scalar_read(e, KR_RR, 1, rr));
+cleanup:
+    return status;
+}
+
+/* One cycle from V[0] = r, ||r|| = beta: Arnoldi steps until m, a stop or
+ * a singular R, then x += M V y. *it counts the steps; 1 if it stops. */
+static int gmres_cycle(kr_ctx *k, gmres_ws *ws, double beta, gs_vec *x, gs_vec *u, long *it,
+                       int *done)
+{
+    int status = GS_OK, j = 0, finite;
+    const char *broke = NULL;
+    GS_TRY(k->ops->axpby(k->e, gs_coef_const(1.0 / beta), ws->V[0], gs_coef_const(0), ws->V[0]));
+    for (int i = 0; i <= ws->m; i++) ws->g[i] = 0.0;
+    ws->g[0] = beta;
+    while (j < ws->m && !*done) {
+        double hn;
+        GS_TRY(gmres_arnoldi(k, ws, j, &hn));
+        (*it)++;
+        if ((broke = gmres_givens(ws, j))) break;
+        j++;
+        *done = kr_check(k, *it, ws->g[j] * ws->g[j]);
+    }
+    GS_TRY(gmres_update(k, ws, j, x, u, &finite)); /* the first j columns: R nonsingular */
+    if (!finite) { /* x is as at the cycle's start */
+        broke = "least-squares solution y overflowed: A M numerically singular on the "
+                "Krylov space, or x not representable";
+        j = 0;
+    }
+    if (broke) *done = kr_check_breakdown(k, *it, ws->g[j] * ws->g[j], broke);
+cleanup:
+    return status;
+}
+
+/* Restarted cycles. A cycle whose estimate reaches tol is confirmed by the
+ * true residual b - A x (one spmv per claim). If it disagrees, the next
+ * cycle restarts from the true residual, as any restart does, when the
+ * cycle lowered it (rounding drift: a restart recovers); when the cycle did
+ * not, restarting would rebuild the same space of a numerically singular
+ * A M, so the update is undone and the gap reported as a breakdown. */
 static int gmres_cycles(kr_ctx *k, gmres_ws *ws, const gs_vec *b, gs_vec *x, gs_vec *u)
 {
     gs_engine *e = k->e;
+    gs_krylov_result *res = k->res;
     int status = GS_OK, done = 0;
     long it = 0;
+    char what[sizeof res->breakdown];
     GS_TRY(kr_initial_residual(k, b, x, ws->V[0], &done));
     double rr;
     GS_TRY(k->ops->scalar_read(e, KR_RR, 1, &rr));
     while (!done) {
-        const double beta = sqrt(rr);
-        GS_TRY(k->ops->axpby(e, gs_coef_const(1.0 / beta), ws->V[0], gs_coef_const(0),
-                             ws->V[0]));
-        for (int i = 0; i <= ws->m; i++) ws->g[i] = 0.0;
-        ws->g[0] = beta;
-        int j = 0;
-        while (j < ws->m && !done) {
-            double hn;
-            GS_TRY(gmres_arnoldi(k, ws, j, &hn));
-            gmres_givens(ws, j);
-            j++;
-            it++;
-            done = kr_check(k, it, ws->g[j] * ws->g[j]);
-            if (!done && hn == 0.0) { /* invariant subspace but not converged */
-                kr_breakdown(k, it, "Arnoldi breakdown: h(j+1,j) = 0 without convergence");
-                done = 1;
-            }
-        }
-        GS_TRY(gmres_update(k, ws, j, x, u));
-        if (done) break;
-        GS_TRY(k->ops->copy(e, b, ws->V[0])); /* restart: true residual */
-        GS_TRY(k->ops->spmv_axpby(e, gs_coef_const(-1), k->A, x, gs_coef_const(1), ws->V[0]));
-        GS_TRY(k->ops->dot(e, ws->V[0], ws->V[0], KR_RR));
-        GS_TRY(k->ops->scalar_read(e, KR_RR, 1, &rr));
+        const double start_rel = sqrt(rr) / k->bnorm;
+        GS_TRY(gmres_cycle(k, ws, sqrt(rr), x, u, &it, &done));
+        if (done && res->reason != GS_REASON_CONVERGED) break;
+        const int claimed = done;
+        GS_TRY(gmres_true_residual(k, b, x, ws->V[0], &rr));
         done = kr_check(k, it, rr);
+        const int confirmed = done && res->reason == GS_REASON_CONVERGED;
+        if (claimed && !confirmed && !(res->rel_residual < start_rel)) {
+            GS_TRY(k->ops->axpby(e, gs_coef_const(-1), ws->z, gs_coef_const(1), x));
+            snprintf(what, sizeof what, "estimate reached tol but ||b - Ax|| / ||b|| = %.1e, no "
+                     "lower than at the restart: A M numerically singular", res->rel_residual);
+            kr_breakdown(k, it, what);
+            res->rel_residual = start_rel;
+            break;
+        }
     }
 cleanup:
     return status;

@@ -17,6 +17,7 @@ typedef struct idr_ws {
     gs_vec **P, **G, **U;
     gs_vec *v, *vhat, *tmp, *t;
     double M[IDR_MAX_S][IDR_MAX_S], f[IDR_MAX_S], om;
+    double rr; /* ||r||^2 at the last check: a breakdown test's residual */
     int slot_f, slot_pg, slot_c, slot_tt; /* slot_tt + 1 holds t'r */
 } idr_ws;
 
@@ -122,17 +123,15 @@ static int idr_step(kr_ctx *k, idr_ws *ws, int kk, gs_vec *x, gs_vec *r, long *i
         ws->M[i][kk] = m;
     }
     (*it)++;
-    if (ws->M[kk][kk] == 0.0) {
-        kr_breakdown(k, *it, "M(k,k) = P_k'G_k = 0");
-        *done = 1;
+    if (ws->M[kk][kk] == 0.0 || !isfinite(ws->M[kk][kk])) { /* r is unchanged: check it again */
+        *done = kr_check_breakdown(k, *it, ws->rr, "M(k,k) = P_k'G_k is 0 or not finite");
         goto cleanup;
     }
     const double beta = ws->f[kk] / ws->M[kk][kk];
     GS_TRY(o->axpy2_dot(e, gs_coef_const(beta), ws->U[kk], x,     /* x += beta U_k */
                         gs_coef_const(-beta), ws->G[kk], r, KR_RR)); /* r -= beta G_k */
-    double rr;
-    GS_TRY(o->scalar_read(e, KR_RR, 1, &rr));
-    *done = kr_check(k, *it, rr);
+    GS_TRY(o->scalar_read(e, KR_RR, 1, &ws->rr));
+    *done = kr_check(k, *it, ws->rr);
     for (int i = kk + 1; i < s; i++) ws->f[i] -= beta * ws->M[i][kk];
 cleanup:
     return status;
@@ -152,9 +151,8 @@ static int idr_reduce(kr_ctx *k, idr_ws *ws, gs_vec *x, gs_vec *r, long *it, int
     const double tt = v[ws->slot_tt - KR_RR], tr = v[ws->slot_tt + 1 - KR_RR];
     rr = v[0];
     (*it)++;
-    if (tt == 0.0 || tr == 0.0) {
-        kr_breakdown(k, *it, "omega = 0 (t'r = 0 or t't = 0)");
-        *done = 1;
+    if (!kr_positive(tt) || tr == 0.0 || !isfinite(tr)) { /* r is unchanged: check it again */
+        *done = kr_check_breakdown(k, *it, rr, "omega = 0 or not finite (t'r = 0 or t't = 0)");
         goto cleanup;
     }
     const double rho = fabs(tr) / (sqrt(tt) * sqrt(rr));
@@ -162,8 +160,8 @@ static int idr_reduce(kr_ctx *k, idr_ws *ws, gs_vec *x, gs_vec *r, long *it, int
     if (rho < IDR_KAPPA) ws->om *= IDR_KAPPA / rho;
     GS_TRY(o->axpy2_dot(e, gs_coef_const(ws->om), ws->vhat, x,  /* x += om vhat */
                         gs_coef_const(-ws->om), ws->t, r, KR_RR)); /* r -= om t    */
-    GS_TRY(o->scalar_read(e, KR_RR, 1, &rr));
-    *done = kr_check(k, *it, rr);
+    GS_TRY(o->scalar_read(e, KR_RR, 1, &ws->rr));
+    *done = kr_check(k, *it, ws->rr);
 cleanup:
     return status;
 }
@@ -231,12 +229,16 @@ int gs_idr_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_v
     gs_vec *r = NULL;
     int status = kr_init(&k, e, A, pc, opts, res), done = 0;
     const int64_t n = gs_vec_length(b);
-    ws.s = opts->idr_s;
-    if (ws.s < 1 || ws.s > IDR_MAX_S || ws.s > n) {
-        status = gs_error_set(&e->err, GS_ERR_USAGE, "--idr-s %d outside [1, %d] (and <= n)",
-                              ws.s, IDR_MAX_S);
+    if (opts->idr_s < 1 || opts->idr_s > IDR_MAX_S) {
+        status = gs_error_set(&e->err, GS_ERR_USAGE, "--idr-s %d outside [1, %d]", opts->idr_s,
+                              IDR_MAX_S);
         goto cleanup;
     }
+    /* s = max(1, min(s, n - 1)): P has s independent columns only if
+     * s <= n, and s = n - 1 already spans all but one dimension */
+    ws.s = (int64_t)opts->idr_s < n - 1 ? opts->idr_s : (int)(n - 1);
+    if (ws.s < 1) ws.s = 1;
+    res->idr_s = ws.s;
     ws.slot_f = KR_FREE;
     ws.slot_pg = ws.slot_f + ws.s;
     ws.slot_c = ws.slot_pg + ws.s;
@@ -248,7 +250,9 @@ int gs_idr_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_v
     GS_TRY(e->ops->vec_create(e, n, &r));
     GS_TRY(idr_shadow_space(&k, &ws, n));
     GS_TRY(kr_initial_residual(&k, b, x, r, &done));
-    if (!done) GS_TRY(idr_iterate(&k, &ws, x, r));
+    if (done) goto cleanup;
+    GS_TRY(e->ops->scalar_read(e, KR_RR, 1, &ws.rr));
+    GS_TRY(idr_iterate(&k, &ws, x, r));
 cleanup:
     res->spmv_count = res->iterations + 1;
     res->pc_apply_count = res->iterations;

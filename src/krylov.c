@@ -1,6 +1,7 @@
 /* krylov.c - the registry of Krylov methods and what they share: the
  * initial residual, the stopping test and the residual history. */
 #include "krylov_impl.h"
+#include "timer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -83,6 +84,12 @@ int kr_initial_residual(kr_ctx *k, const gs_vec *b, gs_vec *x, gs_vec *r, int *d
     double s[2];
     GS_TRY(k->ops->scalar_read(e, KR_BB, 2, s));
     k->bnorm = sqrt(s[0]);
+    if (!isfinite(k->bnorm)) { /* ||r|| / ||b|| would read 0 or NaN: never converged */
+        k->res->reason = GS_REASON_NAN;
+        k->res->rel_residual = NAN;
+        *done = 1;
+        return GS_OK;
+    }
     if (k->bnorm == 0.0) { /* A x = 0 has the answer x = 0 */
         GS_TRY(k->ops->set(e, x, 0.0));
         k->res->reason = GS_REASON_CONVERGED;
@@ -119,24 +126,34 @@ long kr_next_block(const kr_ctx *k, long it)
     return b < left ? b : left;
 }
 
-/* Record ||r||^2 = rr at iteration it; 1 if the method should stop. */
-int kr_check(kr_ctx *k, long it, double rr)
+static void kr_record(kr_ctx *k, long it, double rel)
 {
     gs_krylov_result *res = k->res;
-    double rel = sqrt(fabs(rr)) / k->bnorm;
     res->iterations = it;
     res->rel_residual = rel;
-    if (k->opts->record_history) {
-        if (res->history_len == k->history_cap) {
-            long cap = k->history_cap ? 2 * k->history_cap : 256;
-            double *h = realloc(res->history, (size_t)cap * sizeof(double));
-            if (h) {
-                res->history = h;
-                k->history_cap = cap;
-            }
+    if (!k->opts->record_history) return;
+    if (res->history_len == k->history_cap) {
+        long cap = k->history_cap ? 2 * k->history_cap : 256;
+        double *h = realloc(res->history, (size_t)cap * sizeof(double));
+        if (h) {
+            res->history = h;
+            k->history_cap = cap;
         }
-        if (res->history_len < k->history_cap) res->history[res->history_len++] = rel;
     }
+    if (res->history_len < k->history_cap) res->history[res->history_len++] = rel;
+}
+
+int kr_positive(double v) { return isfinite(v) && v > 0.0; }
+
+/* The order is the verdict's: a residual within tol is convergence even
+ * where the scalars that follow it are 0 (r = 0 exactly makes p'Ap, r0'v,
+ * t'r ... vanish, and the engines turn their x / 0 into 0, so the
+ * iteration sits at r = 0); a NaN or Inf is never within tol. */
+int kr_check_breakdown(kr_ctx *k, long it, double rr, const char *what)
+{
+    gs_krylov_result *res = k->res;
+    const double rel = sqrt(fabs(rr)) / k->bnorm;
+    kr_record(k, it, rel);
     if (!isfinite(rel)) {
         res->reason = GS_REASON_NAN;
         return 1;
@@ -146,12 +163,22 @@ int kr_check(kr_ctx *k, long it, double rr)
         res->reason = GS_REASON_CONVERGED;
         return 1;
     }
+    if (what) {
+        kr_breakdown(k, it, what);
+        return 1;
+    }
     if (it >= k->opts->maxit) {
         res->reason = GS_REASON_MAXIT;
         return 1;
     }
+    if (k->opts->deadline > 0.0 && gs_now() >= k->opts->deadline) {
+        res->reason = GS_REASON_TIME_LIMIT;
+        return 1;
+    }
     return 0;
 }
+
+int kr_check(kr_ctx *k, long it, double rr) { return kr_check_breakdown(k, it, rr, NULL); }
 
 void kr_breakdown(kr_ctx *k, long it, const char *what)
 {

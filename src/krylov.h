@@ -13,8 +13,9 @@ typedef enum gs_reason {
     GS_REASON_MAXIT,     /* iteration cap reached */
     GS_REASON_BREAKDOWN, /* see breakdown text */
     GS_REASON_NAN,       /* the residual became NaN or Inf */
-    GS_REASON_TIME_LIMIT,
-    GS_REASON_RESIDUAL_GAP
+    GS_REASON_TIME_LIMIT,   /* opts.deadline passed (checked after convergence) */
+    GS_REASON_RESIDUAL_GAP  /* set by the run layer only: the method's estimate says
+                             * converged, the true residual b - A x does not agree */
 } gs_reason;
 
 typedef struct gs_krylov_opts {
@@ -26,7 +27,8 @@ typedef struct gs_krylov_opts {
                       * 0: adaptive (cg and bicgstab; the others check every step) */
     int record_history; /* keep ||r_k|| / ||b|| per checked iteration */
     int use_capture;    /* replay captured iteration blocks where the engine can */
-    double deadline;
+    double deadline; /* gs_now() value past which the method stops at its next check with
+                      * reason GS_REASON_TIME_LIMIT; 0: none */
 } gs_krylov_opts;
 
 typedef struct gs_krylov_result {
@@ -38,7 +40,7 @@ typedef struct gs_krylov_result {
     double *history;      /* malloc'ed when record_history (free with the result) */
     long history_len;
     long spmv_count, pc_apply_count;
-    int idr_s;
+    int idr_s;            /* the s IDR(s) used (opts.idr_s, at most n - 1); 0 for the others */
 } gs_krylov_result;
 
 typedef int (*gs_krylov_fn)(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,

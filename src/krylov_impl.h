@@ -30,7 +30,16 @@ typedef int (*kr_body_fn)(kr_ctx *k, void *state);
 int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_krylov_opts *opts,
             gs_krylov_result *res);
 int kr_initial_residual(kr_ctx *k, const gs_vec *b, gs_vec *x, gs_vec *r, int *done);
-int kr_check(kr_ctx *k, long it, double rr);
+/* The check at iteration it, ||r_it||^2 = rr: records the residual and
+ * returns 1 if the method should stop. A non-finite residual stops with
+ * GS_REASON_NAN, then ||r|| <= tol ||b|| with GS_REASON_CONVERGED; only a
+ * residual above tol can be a breakdown (what: the method's scalars showed
+ * one, NULL: none), then maxit and opts->deadline stop the method. */
+int kr_check_breakdown(kr_ctx *k, long it, double rr, const char *what);
+int kr_check(kr_ctx *k, long it, double rr); /* kr_check_breakdown(k, it, rr, NULL) */
+/* 1 if v is finite and > 0: a denominator or an SPD product the methods
+ * may divide by (NaN, Inf, 0 and negatives are not). */
+int kr_positive(double v);
 void kr_breakdown(kr_ctx *k, long it, const char *what);
 /* Run one iteration. Where the engine records sequences, the iteration is
  * captured once per key and replayed after (one launch, no host sync): a

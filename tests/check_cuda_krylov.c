@@ -11,7 +11,12 @@
  * histories agree to many digits and the crossing of tol moves by at most an
  * iteration or two; 5% covers GMRES restarts and IDR(s) cycles on the larger
  * counts. The CUDA runs replay captured iteration blocks (CUDA graphs) and
- * also run without them. Without a CUDA device the suite says "skipped". */
+ * also run without them. Without a CUDA device the suite says "skipped".
+ *
+ * The verdicts (issue 17) on the CUDA engine: singular systems GMRES must
+ * call a breakdown, exact solutions CG, BiCGSTAB and IDR must call
+ * convergence (adaptive checks and graphs, as the CLI runs them), a past
+ * deadline; each the same verdict as the CPU engine's. */
 #include <math.h>
 
 #include "engine.h"
@@ -19,14 +24,16 @@
 #include "krylov.h"
 #include "precond.h"
 #include "testutil.h"
+#include "timer.h"
 
 typedef struct solve_out {
     gs_krylov_result res;
     double true_rel;
 } solve_out;
 
-static void solve(gs_engine *e, const gs_csr *A, const char *method, const char *precond,
-                  const gs_krylov_opts *opts, solve_out *out)
+/* b = A 1 unless b_in is given. */
+static void solve(gs_engine *e, const gs_csr *A, const double *b_in, const char *method,
+                  const char *precond, const gs_krylov_opts *opts, solve_out *out)
 {
     gs_error err = {0};
     gs_mat *Ae = NULL;
@@ -36,7 +43,8 @@ static void solve(gs_engine *e, const gs_csr *A, const char *method, const char 
     double *bh = malloc((size_t)n * sizeof(double)), *xh = malloc((size_t)n * sizeof(double));
     double *ones = malloc((size_t)n * sizeof(double)), *r = malloc((size_t)n * sizeof(double));
     for (int32_t i = 0; i < n; i++) ones[i] = 1.0, xh[i] = NAN;
-    gs_csr_spmv(A, ones, bh); /* b = A 1 */
+    if (b_in) memcpy(bh, b_in, (size_t)n * sizeof(double));
+    else gs_csr_spmv(A, ones, bh);
     ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
     gs_params params = {0};
     ck_assert_msg(gs_pc_create(gs_pc_find(precond), e, &params, A, Ae, &pc, &err) == GS_OK, "%s",
@@ -81,8 +89,8 @@ static void compare(const char *spec, const char *method, const char *precond, i
     ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
     gs_krylov_opts o = opts_with(check_every, capture);
     solve_out c, g;
-    solve(cpu, &A, method, precond, &o, &c);
-    solve(gpu, &A, method, precond, &o, &g);
+    solve(cpu, &A, NULL, method, precond, &o, &c);
+    solve(gpu, &A, NULL, method, precond, &o, &g);
     snprintf(what, sizeof what, "%s %s+%s check_every=%d capture=%d", spec, method, precond,
              check_every, capture);
     ck_assert_msg(c.res.reason == GS_REASON_CONVERGED, "%s: cpu %s", what,
@@ -177,6 +185,125 @@ START_TEST(test_larger)
 }
 END_TEST
 
+/* ---- verdicts ---- */
+
+/* Solve A x = b (b = 1 unless given) on both engines: the CUDA engine's
+ * reason must be `want` and the CPU engine's, a breakdown at the same
+ * iteration, and converged only with ||b - A x|| <= 10 tol on the host. */
+static void same_verdict(const gs_csr *A, const double *b_in, const char *method,
+                         const gs_krylov_opts *o, gs_reason want, const char *what)
+{
+    gs_error err = {0};
+    gs_engine *cpu = NULL, *gpu = NULL;
+    double *b = malloc((size_t)A->n_rows * sizeof(double));
+    for (int32_t i = 0; i < A->n_rows; i++) b[i] = b_in ? b_in[i] : 1.0;
+    ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
+    ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
+    solve_out c, g;
+    solve(cpu, A, b, method, "none", o, &c);
+    solve(gpu, A, b, method, "none", o, &g);
+    ck_assert_msg(g.res.reason == want, "%s %s: gpu %s (%s), want %s", what, method,
+                  gs_reason_name(g.res.reason), g.res.breakdown, gs_reason_name(want));
+    ck_assert_msg(c.res.reason == want, "%s %s: cpu %s", what, method,
+                  gs_reason_name(c.res.reason));
+    if (want == GS_REASON_BREAKDOWN)
+        ck_assert_msg(g.res.breakdown_iteration == c.res.breakdown_iteration,
+                      "%s %s: breakdown at %ld on the gpu, %ld on the cpu", what, method,
+                      g.res.breakdown_iteration, c.res.breakdown_iteration);
+    if (want == GS_REASON_CONVERGED)
+        ck_assert_msg(g.true_rel <= 10 * o->tol, "%s %s: gpu true residual %g", what, method,
+                      g.true_rel);
+    ck_assert_int_eq(g.res.idr_s, c.res.idr_s);
+    printf("  %-40s %-8s gpu %s at %ld (%s), true residual %.2e\n", what, method,
+           gs_reason_name(g.res.reason), g.res.iterations, g.res.breakdown, g.true_rel);
+    gs_krylov_result_free(&c.res);
+    gs_krylov_result_free(&g.res);
+    gs_engine_destroy(cpu);
+    gs_engine_destroy(gpu);
+    free(b);
+}
+
+/* The 5-point Laplacian of a 4 x 4 grid with Neumann boundaries: rows sum
+ * to 0, so b = 1 is its null space. */
+static gs_csr neumann_laplacian_4x4(void)
+{
+    int32_t r[80], c[80];
+    double v[80];
+    int64_t k = 0;
+    for (int32_t i = 0; i < 4; i++)
+        for (int32_t j = 0; j < 4; j++) {
+            const int32_t row = 4 * i + j, di[] = {1, -1, 0, 0}, dj[] = {0, 0, 1, -1};
+            int32_t deg = 0;
+            for (int d = 0; d < 4; d++) {
+                const int32_t a = i + di[d], bb = j + dj[d];
+                if (a < 0 || a >= 4 || bb < 0 || bb >= 4) continue;
+                r[k] = row, c[k] = 4 * a + bb, v[k++] = -1.0;
+                deg++;
+            }
+            r[k] = row, c[k] = row, v[k++] = deg;
+        }
+    return tu_from_triplets(16, 16, k, r, c, v);
+}
+
+/* GMRES on singular systems, b = 1: a breakdown, never converged. */
+START_TEST(test_gmres_singular_is_breakdown)
+{
+    static const int32_t ra[] = {0}, ca[] = {1}, rz[] = {0, 2}, re[] = {0, 0, 2, 2},
+                         ce[] = {0, 1, 1, 2};
+    static const double va[] = {1.0}, vz[] = {1.0, 2.0}, ve[] = {2.0, 1.0, 1.0, 2.0};
+    int32_t none_i[1] = {0};
+    double none_v[1] = {0.0};
+    gs_csr A;
+    const char *what[] = {"a12 only", "no entries", "diag(1, 0, 2)", "empty row", "neumann 4x4"};
+    switch (_i) {
+    case 0: A = tu_from_triplets(2, 2, 1, ra, ca, va); break;
+    case 1: A = tu_from_triplets(3, 3, 0, none_i, none_i, none_v); break;
+    case 2: A = tu_from_triplets(3, 3, 2, rz, rz, vz); break;
+    case 3: A = tu_from_triplets(3, 3, 4, re, ce, ve); break;
+    default: A = neumann_laplacian_4x4(); break;
+    }
+    gs_krylov_opts o = opts_with(1, 1);
+    same_verdict(&A, NULL, "gmres", &o, GS_REASON_BREAKDOWN, what[_i]);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* tridiag(-1, 4, -1) of order 3, b = 1: CG's residual is exactly 0 between
+ * adaptive checks; IDR(4) runs with s = 2. Converged on every method. */
+START_TEST(test_exact_solution_is_convergence)
+{
+    static const int32_t r[] = {0, 0, 1, 1, 1, 2, 2}, c[] = {0, 1, 0, 1, 2, 1, 2};
+    static const double v[] = {4, -1, -1, 4, -1, -1, 4};
+    gs_csr A = tu_from_triplets(3, 3, 7, r, c, v);
+    gs_krylov_opts o = opts_with(_i / 4 ? 1 : 0, 1);
+    same_verdict(&A, NULL, methods[_i % 4], &o, GS_REASON_CONVERGED, "tridiag 3x3");
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* A deadline already past: every method stops at its first check. */
+START_TEST(test_past_deadline_is_time_limit)
+{
+    gs_error err = {0};
+    gs_engine *gpu = NULL;
+    gs_csr A = {0};
+    char name[64];
+    ck_assert_msg(gs_generate("poisson3d:20", &A, name, sizeof name, &err) == GS_OK, "%s",
+                  err.msg);
+    ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
+    gs_krylov_opts o = opts_with(0, 1);
+    o.deadline = gs_now() - 1.0;
+    solve_out g;
+    solve(gpu, &A, NULL, methods[_i], "jacobi", &o, &g);
+    ck_assert_msg(g.res.reason == GS_REASON_TIME_LIMIT, "%s: %s", methods[_i],
+                  gs_reason_name(g.res.reason));
+    ck_assert_int_le(g.res.iterations, 1);
+    gs_krylov_result_free(&g.res);
+    gs_engine_destroy(gpu);
+    gs_csr_free(&A);
+}
+END_TEST
+
 static Suite *cuda_krylov_suite(int have_gpu)
 {
     Suite *s = suite_create("cuda_krylov");
@@ -190,6 +317,9 @@ static Suite *cuda_krylov_suite(int have_gpu)
         tcase_add_loop_test(tc, test_cg_check_blocks, 0, 4);
         tcase_add_loop_test(tc, test_paper_preconditioners, 0, 6);
         tcase_add_test(tc, test_larger);
+        tcase_add_loop_test(tc, test_gmres_singular_is_breakdown, 0, 5);
+        tcase_add_loop_test(tc, test_exact_solution_is_convergence, 0, 8);
+        tcase_add_loop_test(tc, test_past_deadline_is_time_limit, 0, 4);
     }
     suite_add_tcase(s, tc);
     return s;

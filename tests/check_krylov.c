@@ -1,6 +1,7 @@
 /* check_krylov.c - the Krylov methods on the CPU engine: convergence on SPD
  * and nonsymmetric problems (generated and real), the stopping rule, the
- * reasons (maxit, breakdown) and the engine operations they rely on. */
+ * reasons (maxit, breakdown, time limit, NaN) and that a verdict of
+ * convergence holds for the true residual on singular and tiny systems. */
 #include <math.h>
 
 #include "engine.h"
@@ -9,6 +10,7 @@
 #include "mmio.h"
 #include "precond.h"
 #include "testutil.h"
+#include "timer.h"
 
 typedef struct solve_out {
     gs_krylov_result res;
@@ -392,6 +394,350 @@ START_TEST(idr_s_values)
 }
 END_TEST
 
+/* ---- trustworthy verdicts (issue 17) ---- */
+
+/* Whatever the reason: converged only where the true residual, computed on
+ * the host, is within 10 tol (rounding drift allowance, as above); a
+ * breakdown names its iteration and what broke; never a NaN called done. */
+static void assert_honest(const solve_out *o, double tol, const char *what)
+{
+    const gs_krylov_result *r = &o->res;
+    if (r->reason == GS_REASON_CONVERGED)
+        ck_assert_msg(o->true_rel <= 10 * tol, "%s: converged with true residual %g", what,
+                      o->true_rel);
+    if (r->reason == GS_REASON_BREAKDOWN) {
+        ck_assert_msg(r->breakdown_iteration == r->iterations, "%s: breakdown at %ld of %ld",
+                      what, r->breakdown_iteration, r->iterations);
+        ck_assert_msg(strlen(r->breakdown) > 0, "%s: breakdown without a text", what);
+    }
+}
+
+static void solve_free(solve_out *o)
+{
+    gs_krylov_result_free(&o->res);
+    free(o->x);
+}
+
+/* A x = b with b = 1 (the CLI's default right-hand side). */
+static void solve_ones(const gs_csr *A, const char *method, const gs_krylov_opts *o,
+                       solve_out *out)
+{
+    double *b = malloc((size_t)A->n_rows * sizeof(double));
+    for (int32_t i = 0; i < A->n_rows; i++) b[i] = 1.0;
+    solve(A, b, method, "none", o, out);
+    free(b);
+}
+
+/* GMRES on a singular system b is not in the range of: a breakdown at step
+ * `at` (the Arnoldi step whose column makes R singular), x the least-squares
+ * solution over the steps before it, so the residual left is b's part
+ * outside range(A): want_rel of ||b||. */
+static void assert_gmres_singular(const gs_csr *A, const double *b, long at, double want_rel)
+{
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(A, b, "gmres", "none", &o, &out);
+    assert_honest(&out, o.tol, "gmres");
+    ck_assert_msg(out.res.reason == GS_REASON_BREAKDOWN, "reason %s",
+                  gs_reason_name(out.res.reason));
+    ck_assert_int_eq(out.res.breakdown_iteration, at);
+    ck_assert_ptr_nonnull(strstr(out.res.breakdown, "singular"));
+    ck_assert_double_eq_tol(out.true_rel, want_rel, 1e-12);
+    ck_assert_double_eq_tol(out.res.rel_residual, out.true_rel, 1e-12);
+    solve_free(&out);
+}
+
+static double *ones_vector(int32_t n)
+{
+    double *b = malloc((size_t)n * sizeof(double));
+    for (int32_t i = 0; i < n; i++) b[i] = 1.0;
+    return b;
+}
+
+START_TEST(gmres_lone_superdiagonal_entry_is_a_breakdown)
+{
+    /* A = [0 1; 0 0], b = 1: row 2 of b - A x is 1 for every x. Step 1
+     * gives x2 = 1; step 2 finds A v_1 in span(A v_0): R(1,1) = 0. */
+    int32_t r[] = {0}, c[] = {1};
+    double v[] = {1.0}, *b = ones_vector(2);
+    gs_csr A = tu_from_triplets(2, 2, 1, r, c, v);
+    assert_gmres_singular(&A, b, 2, sqrt(0.5));
+    free(b);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gmres_matrix_without_entries_is_a_breakdown)
+{
+    int32_t none_i[1] = {0};
+    double none_v[1] = {0.0}; /* not read: the values array must exist */
+    gs_csr A = tu_from_triplets(3, 3, 0, none_i, none_i, none_v);
+    double *b = ones_vector(3);
+    assert_gmres_singular(&A, b, 1, 1.0); /* A v_0 = 0 */
+    free(b);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* The 5-point Laplacian of an nx x nx grid with Neumann boundaries (each
+ * row sums to 0): singular, its null space the constants. */
+static gs_csr neumann_laplacian(int32_t nx)
+{
+    const int32_t n = nx * nx;
+    int32_t *r = malloc(5 * (size_t)n * sizeof(int32_t));
+    int32_t *c = malloc(5 * (size_t)n * sizeof(int32_t));
+    double *v = malloc(5 * (size_t)n * sizeof(double));
+    int64_t k = 0;
+    for (int32_t i = 0; i < nx; i++)
+        for (int32_t j = 0; j < nx; j++) {
+            const int32_t row = i * nx + j, di[] = {1, -1, 0, 0}, dj[] = {0, 0, 1, -1};
+            int32_t deg = 0;
+            for (int d = 0; d < 4; d++) {
+                const int32_t a = i + di[d], bb = j + dj[d];
+                if (a < 0 || a >= nx || bb < 0 || bb >= nx) continue;
+                r[k] = row, c[k] = a * nx + bb, v[k++] = -1.0;
+                deg++;
+            }
+            r[k] = row, c[k] = row, v[k++] = deg;
+        }
+    gs_csr A = tu_from_triplets(n, n, k, r, c, v);
+    free(r), free(c), free(v);
+    return A;
+}
+
+START_TEST(gmres_neumann_laplacian_with_constant_rhs_is_a_breakdown)
+{
+    /* b = 1 spans the null space: no progress is possible, the residual
+     * stays ||b||. On 4 x 4, v_0 = 1/4 is exact and A v_0 = 0: R(0,0) = 0
+     * at step 1. On 6 x 6, v_0 = 1/6 is rounded and A v_0 is rounding
+     * noise the Arnoldi process builds on until the estimate claims tol;
+     * the true residual refutes it, the update is undone. */
+    const int32_t nx = _i ? 6 : 4;
+    gs_csr A = neumann_laplacian(nx);
+    double *b = ones_vector(A.n_rows);
+    if (nx == 4) assert_gmres_singular(&A, b, 1, 1.0);
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, "gmres", "none", &o, &out);
+    assert_honest(&out, o.tol, "gmres");
+    ck_assert_msg(out.res.reason == GS_REASON_BREAKDOWN, "reason %s",
+                  gs_reason_name(out.res.reason));
+    ck_assert_ptr_nonnull(strstr(out.res.breakdown, "singular"));
+    ck_assert_double_eq_tol(out.true_rel, 1.0, 1e-12);
+    ck_assert_double_eq_tol(out.res.rel_residual, 1.0, 1e-12);
+    free(b);
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gmres_neumann_laplacian_with_point_rhs_is_a_breakdown)
+{
+    /* b = e_0: its mean (1/n) 1 is out of range(A), so the best residual
+     * is ||(1/n) 1|| = 1/sqrt(n); R becomes singular only to rounding
+     * (|R(j,j)| ~ 1e-14 ||H(:,j)|| at the 17th step). */
+    gs_csr A = neumann_laplacian(6);
+    const int32_t n = A.n_rows;
+    double *b = calloc((size_t)n, sizeof(double));
+    b[0] = 1.0;
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, "gmres", "none", &o, &out);
+    assert_honest(&out, o.tol, "gmres");
+    ck_assert_msg(out.res.reason == GS_REASON_BREAKDOWN, "reason %s",
+                  gs_reason_name(out.res.reason));
+    ck_assert(out.res.breakdown_iteration >= 2 && out.res.breakdown_iteration <= n);
+    ck_assert_double_eq_tol(out.true_rel, 1.0 / sqrt(n), 1e-9);
+    free(b);
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gmres_zero_on_the_diagonal_is_a_breakdown)
+{
+    /* diag(1, 0, 2), b = 1: K_3 is all of R^3, A K_3 only 2-dimensional;
+     * b_2 = 1 stays: 1 / sqrt(3) of ||b||. */
+    int32_t r[] = {0, 2}, c[] = {0, 2};
+    double v[] = {1.0, 2.0}, *b = ones_vector(3);
+    gs_csr A = tu_from_triplets(3, 3, 2, r, c, v);
+    assert_gmres_singular(&A, b, 3, 1.0 / sqrt(3.0));
+    free(b);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gmres_empty_row_is_a_breakdown)
+{
+    /* [2 1 0; 0 0 0; 0 1 2], b = 1: row 2 of the residual stays 1. */
+    int32_t r[] = {0, 0, 2, 2}, c[] = {0, 1, 1, 2};
+    double v[] = {2.0, 1.0, 1.0, 2.0}, *b = ones_vector(3);
+    gs_csr A = tu_from_triplets(3, 3, 4, r, c, v);
+    assert_gmres_singular(&A, b, 2, 1.0 / sqrt(3.0));
+    free(b);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gmres_overflowing_solution_is_a_breakdown)
+{
+    /* A = 1e-310 I, b = 1: x = 1e310 is not a double. Not converged, and x
+     * is left finite (the overflowing update is not applied). */
+    int32_t r[] = {0, 1, 2};
+    double v[] = {1e-310, 1e-310, 1e-310}, *b = ones_vector(3);
+    gs_csr A = tu_from_triplets(3, 3, 3, r, r, v);
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, "gmres", "none", &o, &out);
+    assert_honest(&out, o.tol, "gmres");
+    ck_assert_msg(out.res.reason == GS_REASON_BREAKDOWN, "reason %s",
+                  gs_reason_name(out.res.reason));
+    ck_assert_int_eq(out.res.breakdown_iteration, 1);
+    ck_assert_ptr_nonnull(strstr(out.res.breakdown, "overflow"));
+    for (int i = 0; i < 3; i++) ck_assert(isfinite(out.x[i]));
+    free(b);
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(gmres_happy_breakdown_is_convergence)
+{
+    /* diag(1, 2, 3), b = 1: K_3 holds x, h(3,2) = 0 with R nonsingular:
+     * converged at step 3, before the restart length 30. */
+    int32_t r[] = {0, 1, 2};
+    double v[] = {1.0, 2.0, 3.0}, *b = ones_vector(3);
+    gs_csr A = tu_from_triplets(3, 3, 3, r, r, v);
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, "gmres", "none", &o, &out);
+    assert_converged(&out, o.tol, "gmres");
+    ck_assert_int_eq(out.res.iterations, 3);
+    ck_assert_double_eq_tol(out.x[2], 1.0 / 3.0, 1e-12);
+    free(b);
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* tridiag(-1, 4, -1) of order n */
+static gs_csr tridiagonal(int32_t n)
+{
+    int32_t *r = malloc(3 * (size_t)n * sizeof(int32_t));
+    int32_t *c = malloc(3 * (size_t)n * sizeof(int32_t));
+    double *v = malloc(3 * (size_t)n * sizeof(double));
+    int64_t k = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = i - 1; j <= i + 1; j++)
+            if (j >= 0 && j < n) r[k] = i, c[k] = j, v[k++] = i == j ? 4.0 : -1.0;
+    gs_csr A = tu_from_triplets(n, n, k, r, c, v);
+    free(r), free(c), free(v);
+    return A;
+}
+
+START_TEST(exact_solution_is_convergence_not_breakdown)
+{
+    /* n = 3: CG's residual is exactly 0 after 3 steps; with adaptive checks
+     * (the CLI default) the next check comes later, p'Ap = 0 there. IDR(4)
+     * runs with s = 2. Every method, adaptive and per-step checks. */
+    gs_csr A = tridiagonal(3);
+    gs_krylov_opts o = default_opts();
+    o.check_every = _i / 4 ? 1 : 0;
+    solve_out out;
+    solve_ones(&A, methods[_i % 4], &o, &out);
+    assert_honest(&out, o.tol, methods[_i % 4]);
+    assert_converged(&out, o.tol, methods[_i % 4]);
+    ck_assert_int_eq(out.res.idr_s, strcmp(methods[_i % 4], "idr") == 0 ? 2 : 0);
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(idr_s_is_capped_below_n)
+{
+    /* s = max(1, min(s, n - 1)), recorded in the result; it converges. */
+    static const int32_t n[] = {1, 2, 3, 5, 9};
+    gs_csr A = tridiagonal(n[_i]);
+    gs_krylov_opts o = default_opts();
+    o.idr_s = 4;
+    solve_out out;
+    solve_ones(&A, "idr", &o, &out);
+    const int want = n[_i] <= 2 ? 1 : n[_i] - 1 < 4 ? n[_i] - 1 : 4;
+    ck_assert_int_eq(out.res.idr_s, want);
+    assert_converged(&out, o.tol, "idr");
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(past_deadline_stops_with_time_limit)
+{
+    gs_csr A;
+    generated("poisson3d:10", &A);
+    gs_krylov_opts o = default_opts();
+    o.check_every = _i / 4 ? 1 : 0;
+    o.deadline = gs_now() - 1.0;
+    solve_out out;
+    solve(&A, NULL, methods[_i % 4], "jacobi", &o, &out);
+    ck_assert_msg(out.res.reason == GS_REASON_TIME_LIMIT, "%s: reason %s", methods[_i % 4],
+                  gs_reason_name(out.res.reason));
+    ck_assert_int_le(out.res.iterations, 1);
+    ck_assert(out.res.rel_residual > o.tol);
+    ck_assert_str_eq(gs_reason_name(GS_REASON_TIME_LIMIT), "time limit");
+    solve_free(&out);
+    o.deadline = gs_now() + 3600.0; /* a deadline not reached changes nothing */
+    solve(&A, NULL, methods[_i % 4], "jacobi", &o, &out);
+    assert_converged(&out, o.tol, methods[_i % 4]);
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(residual_gap_has_a_name)
+{
+    ck_assert_str_eq(gs_reason_name(GS_REASON_RESIDUAL_GAP), "residual gap");
+}
+END_TEST
+
+START_TEST(overflowing_products_are_never_convergence)
+{
+    /* A = 1e200 I, b = 1e60 (x = 1e-140): p'Ap = 4e320 overflows while
+     * every vector stays finite. CG's alpha = rho / Inf was taken as 0 and
+     * it ran frozen to maxit; it is a breakdown at the first check. */
+    int32_t r[] = {0, 1, 2, 3};
+    double v[] = {1e200, 1e200, 1e200, 1e200}, b[] = {1e60, 1e60, 1e60, 1e60};
+    gs_csr A = tu_from_triplets(4, 4, 4, r, r, v);
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, methods[_i], "none", &o, &out);
+    assert_honest(&out, o.tol, methods[_i]);
+    ck_assert_msg(out.res.iterations < 10, "%s: %ld iterations, reason %s", methods[_i],
+                  out.res.iterations, gs_reason_name(out.res.reason));
+    if (_i == 0) {
+        ck_assert_int_eq(out.res.reason, GS_REASON_BREAKDOWN);
+        ck_assert_int_eq(out.res.breakdown_iteration, 1);
+        ck_assert_ptr_nonnull(strstr(out.res.breakdown, "not finite"));
+    }
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
+START_TEST(non_finite_rhs_is_nan_never_converged)
+{
+    gs_csr A = tridiagonal(5);
+    double b[] = {1.0, NAN, 1.0, 1.0, 1.0};
+    if (_i >= 4) b[1] = INFINITY;
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, methods[_i % 4], "none", &o, &out);
+    ck_assert_msg(out.res.reason == GS_REASON_NAN, "%s: reason %s", methods[_i % 4],
+                  gs_reason_name(out.res.reason));
+    solve_free(&out);
+    gs_csr_free(&A);
+}
+END_TEST
+
 Suite *krylov_suite(void)
 {
     Suite *s = suite_create("krylov");
@@ -412,6 +758,23 @@ Suite *krylov_suite(void)
     tcase_add_test(tc, gmres_restart_lengths);
     tcase_add_loop_test(tc, idr_s_values, 0, 4);
     suite_add_tcase(s, tc);
+    TCase *tv = tcase_create("verdicts");
+    tcase_set_timeout(tv, 300);
+    tcase_add_test(tv, gmres_lone_superdiagonal_entry_is_a_breakdown);
+    tcase_add_test(tv, gmres_matrix_without_entries_is_a_breakdown);
+    tcase_add_loop_test(tv, gmres_neumann_laplacian_with_constant_rhs_is_a_breakdown, 0, 2);
+    tcase_add_test(tv, gmres_neumann_laplacian_with_point_rhs_is_a_breakdown);
+    tcase_add_test(tv, gmres_zero_on_the_diagonal_is_a_breakdown);
+    tcase_add_test(tv, gmres_empty_row_is_a_breakdown);
+    tcase_add_test(tv, gmres_overflowing_solution_is_a_breakdown);
+    tcase_add_test(tv, gmres_happy_breakdown_is_convergence);
+    tcase_add_loop_test(tv, exact_solution_is_convergence_not_breakdown, 0, 8);
+    tcase_add_loop_test(tv, idr_s_is_capped_below_n, 0, 5);
+    tcase_add_loop_test(tv, past_deadline_stops_with_time_limit, 0, 8);
+    tcase_add_test(tv, residual_gap_has_a_name);
+    tcase_add_loop_test(tv, overflowing_products_are_never_convergence, 0, 4);
+    tcase_add_loop_test(tv, non_finite_rhs_is_nan_never_converged, 0, 8);
+    suite_add_tcase(s, tv);
     return s;
 }
 

@@ -21,30 +21,35 @@ CUDA      ?= $(if $(wildcard $(NVCC)),1,0)
 # SASS for Hopper plus PTX so that newer GPUs can JIT it.
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 
+# src/ is one folder per layer (base io sparse engine krylov precond cli);
+# every folder is on the include path, so includes name files, not folders.
+SRC_DIRS  := $(patsubst %/,%,$(sort $(dir $(wildcard src/*/*.c src/*/*.h))))
+SRC_INC   := $(SRC_DIRS:%=-I%)
+
 CFLAGS    ?= -O2 -g
-CFLAGS    += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -fopenmp -Isrc
+CFLAGS    += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -fopenmp $(SRC_INC)
 LDLIBS    += -lz -lm -fopenmp
 NVFLAGS   ?= -O3 -lineinfo
-NVFLAGS   += -std=c++17 $(CUDA_ARCH) -Isrc -Icuda -Xcompiler -Wall,-Wextra,-Werror,-fopenmp \
+NVFLAGS   += -std=c++17 $(CUDA_ARCH) $(SRC_INC) -Icuda -Xcompiler -Wall,-Wextra,-Werror,-fopenmp \
              --Werror all-warnings
 
 CHECK_CFLAGS ?= $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   ?= $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lrt -lm -lpthread)
 
-LIB_SRC  := $(filter-out src/main.c src/engine_cuda_stub.c,$(wildcard src/*.c))
+LIB_SRC  := $(filter-out src/cli/main.c src/engine/engine_cuda_stub.c,$(wildcard src/*/*.c))
 ifeq ($(CUDA),1)
   CU_SRC   := $(wildcard cuda/*.cu)
   CFLAGS   += -DGS_HAVE_CUDA=1
   LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusparse -lcublas -lcudart -lstdc++
 else
   CU_SRC   :=
-  LIB_SRC  += src/engine_cuda_stub.c
+  LIB_SRC  += src/engine/engine_cuda_stub.c
   CFLAGS   += -DGS_HAVE_CUDA=0
 endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-HEADERS  := $(wildcard src/*.h cuda/*.h cuda/*.cuh)
+HEADERS  := $(wildcard src/*/*.h cuda/*.h cuda/*.cuh)
 # Objects of a CUDA=1 build must not leak into a CUDA=0 build (and back):
 # switching rewrites this stamp, which every object depends on.
 STAMP    := $(BUILD)/config.cuda$(CUDA)
@@ -65,7 +70,7 @@ deps-build: ; $(call deps_check,$(DEPS_BUILD))
 deps-test: deps-build ; $(call deps_check,$(DEPS_TEST))
 deps-fuzz: ; $(call deps_check,$(DEPS_FUZZ))
 
-$(BUILD)/gpusolve: $(BUILD)/src/main.o $(BUILD)/libgpusolve.a
+$(BUILD)/gpusolve: $(BUILD)/src/cli/main.o $(BUILD)/libgpusolve.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libgpusolve.a: $(LIB_OBJ) $(STAMP)
@@ -75,6 +80,7 @@ $(STAMP): | $(BUILD)/src deps-build
 	rm -f $(BUILD)/config.cuda* && touch $@
 
 $(BUILD)/src/%.o: src/%.c $(HEADERS) $(STAMP) | $(BUILD)/src deps-build
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/cuda/%.o: cuda/%.cu $(HEADERS) $(STAMP) | $(BUILD)/cuda
@@ -105,12 +111,12 @@ sanitize: $(BUILD)/gpusolve
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 90
 FUZZ_FLAGS ?= -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_SRC   := tests/fuzz_mmio.c src/mmio.c src/csr.c src/error.c
+FUZZ_SRC   := tests/fuzz_mmio.c src/io/mmio.c src/sparse/csr.c src/base/error.c
 .PHONY: fuzz
 $(BUILD)/fuzz/fuzz_mmio: $(FUZZ_SRC) $(HEADERS) | deps-fuzz
 	mkdir -p $(BUILD)/fuzz
 	$(FUZZ_CC) $(FUZZ_FLAGS) -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror \
-	    -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-variable -Isrc \
+	    -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-variable $(SRC_INC) \
 	    -o $@ $(FUZZ_SRC) -lz -lm
 
 fuzz: $(BUILD)/fuzz/fuzz_mmio

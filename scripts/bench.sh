@@ -64,7 +64,8 @@ fi
 
 if [ "${BENCH_ENGINE:-1}" != 0 ] && [ -f "$BUILD_DIR/libgpusolve.a" ]; then
     cuda_home=${CUDA_HOME:-/usr/local/cuda}
-    if cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -I"$root/src" -DGS_HAVE_CUDA=1 \
+    src_inc=(); for d in "$root"/src/*/; do src_inc+=(-I"$d"); done
+    if cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp "${src_inc[@]}" -DGS_HAVE_CUDA=1 \
         -o "$BUILD_DIR/bench_engine" "$here/bench_engine.c" "$BUILD_DIR/libgpusolve.a" -lz -lm \
         -fopenmp -L"$cuda_home/lib64" -Wl,-rpath,"$cuda_home/lib64" -lcusparse -lcublas -lcudart \
         -lstdc++ 2>"$OUT/bench_engine.build"; then

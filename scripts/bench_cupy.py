@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_cupy.py - the peer every user can run: CuPy's Krylov solvers with a
 Jacobi LinearOperator on the same built-in matrices as gpusolve (rebuilt here
-with src/gen.c's stencils), timed per iteration with CUDA events after a
+with src/io/gen.c's stencils), timed per iteration with CUDA events after a
 warm-up. Prints one JSON object per case (matrix, method, iterations,
 us_per_iteration, ...) for scripts/bench.sh.
 
@@ -13,7 +13,7 @@ tolerance set to 0 so that CuPy runs exactly that many iterations. CuPy's
 cupyx.scipy.sparse.linalg has cg and gmres (and, depending on the version,
 no bicgstab and no idr): a missing bicgstab is replaced by a plain CuPy
 BiCGSTAB loop below (right preconditioned, the same recurrence as
-src/bicgstab.c, one host sync per iteration for the breakdown tests as
+src/krylov/bicgstab.c, one host sync per iteration for the breakdown tests as
 CuPy's own cg does); IDR(s) has no CuPy counterpart and is reported as such.
 GMRES: CuPy's restart cycle is counted as `restart` iterations (its maxiter
 counts inner iterations), restart 30 as gpusolve's default.
@@ -27,7 +27,7 @@ import cupy as cp
 import cupyx.scipy.sparse as csp
 import cupyx.scipy.sparse.linalg as cla
 
-# src/gen.c: w[dk+1][dj+1][di+1] couples (i,j,k) to (i+di, j+dj, k+dk); rows
+# src/io/gen.c: w[dk+1][dj+1][di+1] couples (i,j,k) to (i+di, j+dj, k+dk); rows
 # i + NX (j + NY k); off-grid neighbours dropped (Dirichlet, folded into b).
 C = 0.5  # GEN_CONVDIFF_C
 STENCILS = {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_fsai.sh - FSAI set up on the GPU (cuda/fsai*.cu) against the CPU
-# engine's setup (src/pc_fsai.c, all cores), and FSAI-PCG against CG+Jacobi:
+# engine's setup (src/precond/pc_fsai.c, all cores), and FSAI-PCG against CG+Jacobi:
 # the paper's Tables 6 and 7 and Figure 3 (Bernaschi, Bisson, Fantozzi,
 # Janna, SIAM J. Sci. Comput. 38(1) 2016), on the large built-in problems
 # (2M rows; the anisotropic one at 262k rows, where Jacobi needs thousands of

@@ -30,9 +30,10 @@ fi
 # The driver, built from the sources it needs (no dependency on the CUDA build).
 mkdir -p "$BUILD"
 DRIVER="$BUILD/bench_read"
-SOURCES="scripts/bench_read.c src/mmio.c src/csr.c src/error.c src/timer.c"
-if [ ! -x "$DRIVER" ] || [ -n "$(find $SOURCES src/*.h -newer "$DRIVER" 2>/dev/null)" ]; then
-    $CC -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -fopenmp -Isrc \
+SOURCES="scripts/bench_read.c src/io/mmio.c src/sparse/csr.c src/base/error.c src/base/timer.c"
+src_inc=(); for d in src/*/; do src_inc+=(-I"$d"); done
+if [ ! -x "$DRIVER" ] || [ -n "$(find $SOURCES src/*/*.h -newer "$DRIVER" 2>/dev/null)" ]; then
+    $CC -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -fopenmp "${src_inc[@]}" \
         -o "$DRIVER" $SOURCES -lz -lm
 fi
 

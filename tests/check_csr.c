@@ -1,4 +1,4 @@
-/* check_csr.c - properties of the CSR operations (src/csr.c), each checked
+/* check_csr.c - properties of the CSR operations (src/sparse/csr.c), each checked
  * against a plain dense reference on fresh random matrices (ragged rows,
  * empty rows, sizes above a warp), plus invariant and allocation-failure paths. */
 #include "csr.h"

@@ -1,5 +1,5 @@
 /* check_cuda_fsai.c - the CUDA setup of FSAI (cuda/fsai*.cu) against the CPU
- * reference (src/pc_fsai.c, the oracle), and by the property that defines
+ * reference (src/precond/pc_fsai.c, the oracle), and by the property that defines
  * FSAI, diag(G A G^T) = I (Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci.
  * Comput. 38(1) 2016, (3.10)). Generated and real SPD matrices, k = 1..4,
  * with and without the filters, local systems on both sides of every size

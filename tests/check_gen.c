@@ -1,4 +1,4 @@
-/* check_gen.c - the built-in problems (src/gen.c): every entry against the
+/* check_gen.c - the built-in problems (src/io/gen.c): every entry against the
  * stencils of docs/problems.md, closed-form nnz, row sums, symmetry, diagonal
  * dominance, and rejection of malformed specs. */
 #include "gen.h"
@@ -13,7 +13,7 @@ static const int grids[][3] = {{1, 1, 1}, {1, 1, 7}, {1, 6, 1}, {5, 1, 1},
 #define N_GRIDS ((int)(sizeof grids / sizeof grids[0]))
 
 /* Coefficient coupling a grid point to its neighbour at offset (di, dj, dk),
- * written from docs/problems.md independently of src/gen.c. */
+ * written from docs/problems.md independently of src/io/gen.c. */
 static double expected_coefficient(const char *kind, int di, int dj, int dk)
 {
     int centre = di == 0 && dj == 0 && dk == 0;

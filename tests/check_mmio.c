@@ -1,4 +1,4 @@
-/* check_mmio.c - Check suite for the Matrix Market reader and writer (src/mmio.c).
+/* check_mmio.c - Check suite for the Matrix Market reader and writer (src/io/mmio.c).
  * Reference: NIST Matrix Market format; values compared bit for bit with strtod. */
 #include <errno.h>
 #include <float.h>

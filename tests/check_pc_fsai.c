@@ -1,4 +1,4 @@
-/* check_pc_fsai.c - static FSAI (src/pc_fsai.c) by the properties that
+/* check_pc_fsai.c - static FSAI (src/precond/pc_fsai.c) by the properties that
  * define it (Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci. Comput. 2016,
  * section 3): diag(G A G^T) = I (3.10); each row solves its local system,
  * (G̃ A)_ij = δ_ij on the pattern (3.4); the pattern is the recursion (3.9);

@@ -1,4 +1,4 @@
-/* check_pc_gspai.c - GSPAI-Opt (src/pc_gspai.c) by its defining property:
+/* check_pc_gspai.c - GSPAI-Opt (src/precond/pc_gspai.c) by its defining property:
  * the pattern of M is exactly (E + |A|)^k and every column of M solves
  * min ||A(I,J) m - e_k(I)||_2 (long-double oracle, perturbation); plus the
  * S1/S2 choice from alpha and beta, iterations against Jacobi, bad input. */

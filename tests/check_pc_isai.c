@@ -1,5 +1,5 @@
-/* check_pc_isai.c - ILU(0) (src/ilu0.c) and the isai preconditioner
- * (src/pc_isai.c), by their defining properties: (L U)_ij = a_ij on A's
+/* check_pc_isai.c - ILU(0) (src/sparse/ilu0.c) and the isai preconditioner
+ * (src/precond/pc_isai.c), by their defining properties: (L U)_ij = a_ij on A's
  * pattern; (L M_L - I)_ij = 0 and (U M_U - I)_ij = 0 on the patterns of
  * |L|^k and |U|^k, also for columns longer than a warp; the scaled path acts
  * on the original system; --trisolve exact is U^-1 L^-1 against a dense

@@ -1,4 +1,4 @@
-/* check_pc_mic.c - the mic preconditioner (src/pc_mic.c), M = L D L^T, by
+/* check_pc_mic.c - the mic preconditioner (src/precond/pc_mic.c), M = L D L^T, by
  * its defining properties: off the diagonal (L D L^T)_ij = a_ij on A's
  * pattern; on it, the dropped fill (the entries of L D L^T outside A's
  * pattern) moved to the diagonal times omega, so that omega = 1 preserves

@@ -1,7 +1,7 @@
-/* check_pc_spai.c - SPAI-ME (src/pc_spai.c) by its defining property: every
+/* check_pc_spai.c - SPAI-ME (src/precond/pc_spai.c) by its defining property: every
  * column of M solves min ||A(I,J) m - e_i(I)||_2 with J the thresholded
  * pattern of column i of A (checked against a long-double oracle and by
- * perturbation), plus the Householder least squares (src/lsq.c) itself,
+ * perturbation), plus the Householder least squares (src/sparse/lsq.c) itself,
  * tau's edge cases, fp32 storage, iterations against Jacobi and bad input. */
 #include "gen.h"
 #include "lsq.h"

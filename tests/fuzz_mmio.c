@@ -1,4 +1,4 @@
-/* fuzz_mmio.c - libFuzzer target for the Matrix Market reader (src/mmio.c).
+/* fuzz_mmio.c - libFuzzer target for the Matrix Market reader (src/io/mmio.c).
  * Reference: libFuzzer (llvm.org/docs/LibFuzzer.html); NIST Matrix Market format.
  *
  * Each input is read three ways: as a matrix and as a vector (of a set

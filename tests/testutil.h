@@ -127,7 +127,7 @@ static inline int tu_run_suite(Suite *s)
 #include "precond.h"
 
 /* A CPU engine, A on it, and preconditioner `name` set up through the
- * registry as src/run.c does. On failure everything is released and the
+ * registry as src/cli/run.c does. On failure everything is released and the
  * status returned (err says why). */
 typedef struct tu_pc_run {
     gs_engine *eng;

@@ -1,4 +1,4 @@
-/* fsai.h - what the FSAI CPU reference (src/pc_fsai.c) shares with the CUDA
+/* fsai.h - what the FSAI CPU reference (src/precond/pc_fsai.c) shares with the CUDA
  * setup (cuda/fsai*.cu): the options, the input checks, the private data and
  * the apply z = G^T (G r), written once over the engine table. Bernaschi,
  * Bisson, Fantozzi, Janna, SIAM J. Sci. Comput. 38(1) 2016. */

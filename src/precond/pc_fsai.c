@@ -57,7 +57,7 @@ const gs_param_decl gs_fsai_params[] = {
     GS_PARAM_DECL_END,
 };
 
-typedef gs_fsai_data fsai_data;       /* src/fsai.h */
+typedef gs_fsai_data fsai_data;       /* src/precond/fsai.h */
 typedef gs_fsai_options fsai_options;
 
 /* The first failure of a parallel loop over rows: the smallest row wins, so

@@ -67,7 +67,7 @@ int gs_cli_parse(int argc, char **argv, gs_cli *cli, gs_error *err);
 void gs_cli_free(gs_cli *cli);
 void gs_cli_print_help(FILE *out);
 
-/* --list (src/list.c): every registered preconditioner with its parameters
+/* --list (src/cli/list.c): every registered preconditioner with its parameters
  * (type, range or choices, default) and the engines its setup runs on, and
  * every method with the options it reads; as a table, or one CSV row / one
  * JSON object per parameter or option. Read from the registries and the

@@ -1,6 +1,6 @@
 /* krylov_impl.h - what the Krylov methods share (krylov.c): slot names, the
  * stopping test, breakdown records and captured iteration blocks. Private
- * to src/krylov.c, cg.c, bicgstab.c, gmres.c, idr.c. */
+ * to src/krylov/krylov.c, cg.c, bicgstab.c, gmres.c, idr.c. */
 #ifndef GS_KRYLOV_IMPL_H
 #define GS_KRYLOV_IMPL_H
 

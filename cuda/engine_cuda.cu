@@ -232,47 +232,6 @@ void gs_cuda_vmm_free(gs_engine *e, gs_cuda_vmm *v)
     *v = gs_cuda_vmm{};
 }
 
-/* ------------------------------------------------------------------- scan */
-
-#define SCAN_BLOCK 1024
-
-/* One block: thread t sums its run of ceil(count / SCAN_BLOCK) items, a
- * block scan offsets the runs, each thread rewrites its own run (so in ==
- * out is safe: an item is read before it is written, by its thread only). */
-__global__ void __launch_bounds__(SCAN_BLOCK)
-    scan_small_kernel(const int64_t *in, int64_t *out, int64_t count)
-{
-    typedef cub::BlockScan<int64_t, SCAN_BLOCK> block_scan;
-    __shared__ typename block_scan::TempStorage tmp;
-    const int64_t per = (count + SCAN_BLOCK - 1) / SCAN_BLOCK;
-    const int64_t b = (int64_t)threadIdx.x * per, end = b + per < count ? b + per : count;
-    int64_t sum = 0, before = 0;
-    for (int64_t k = b; k < end; k++) sum += in[k];
-    block_scan(tmp).ExclusiveSum(sum, before);
-    for (int64_t k = b; k < end; k++) {
-        before += in[k];
-        out[k] = before;
-    }
-}
-
-int gs_cuda_inclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count)
-{
-    gs_cuda_impl *c = gs_cuda_of(e);
-    void *tmp = NULL;
-    size_t bytes = 0;
-    int status = GS_OK;
-    if (count <= 0) return GS_OK;
-    if (count <= GS_CUDA_SCAN_SMALL)
-        return CUDA_LAUNCH(&e->err, scan_small_kernel, 1, SCAN_BLOCK, 0, c->stream, in, out, count);
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum((void *)NULL, bytes, in, out, count,
-                                                            c->stream)));
-    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "scan workspace"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::InclusiveSum(tmp, bytes, in, out, count, c->stream)));
-cleanup:
-    gs_cuda_free(e, tmp, bytes); /* stream-ordered: after the scan */
-    return status;
-}
-
 unsigned gs_cuda_red_grid(gs_engine *e, int64_t n, int64_t per_block)
 {
     int64_t g = (n + per_block - 1) / per_block;
@@ -986,6 +945,7 @@ static void cuda_destroy(gs_engine *e)
         gs_cuda_free(e, c->partials, (size_t)c->red_blocks * GS_CUDA_MDOT_CHUNK * sizeof(double));
         gs_cuda_free(e, c->counter, sizeof(unsigned int));
         if (c->pinned) cudaFreeHost(c->pinned);
+        if (c->readback) cudaFreeHost(c->readback);
         for (int b = 0; b < 2; b++) {
             if (c->stage[b]) cudaFreeHost(c->stage[b]);
             if (c->stage_free[b]) cudaEventDestroy(c->stage_free[b]);
@@ -1145,6 +1105,8 @@ static int cuda_engine_init(gs_engine *e)
     GS_TRY(gs_cuda_alloc(e, &c->counter, sizeof(unsigned int), "reduction counter"));
     GS_TRY(CUDA_CALL(&e->err, cudaMallocHost((void **)&c->pinned,
                                              GS_MAX_SCALARS * sizeof(double))));
+    GS_TRY(CUDA_CALL(&e->err, cudaMallocHost((void **)&c->readback,
+                                             GS_CUDA_READBACK_WORDS * sizeof(uint64_t))));
     for (int b = 0; b < 2; b++) {
         GS_TRY(CUDA_CALL(&e->err, cudaEventCreateWithFlags(&c->stage_free[b],
                                                            cudaEventDisableTiming)));

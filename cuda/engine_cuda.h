@@ -111,6 +111,7 @@ typedef struct gs_cuda_impl {
     cusparseHandle_t sparse;
     double *S;             /* device, GS_MAX_SCALARS */
     double *pinned;        /* host pinned, GS_MAX_SCALARS (scalar_read) */
+    uint64_t *readback;    /* host pinned, GS_CUDA_READBACK_WORDS (gs_cuda_readback) */
     char *stage[2];        /* host pinned, GS_CUDA_STAGE_BYTES each (uploads); may be NULL */
     cudaEvent_t stage_free[2]; /* the DMA out of stage[b] has finished */
     double *partials;      /* device, red_blocks * GS_CUDA_MDOT_CHUNK */
@@ -165,12 +166,15 @@ int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes);
 int gs_cuda_upload_start(gs_engine *e, void *dst, const void *src, size_t bytes, int *pending);
 int gs_cuda_upload_finish(gs_engine *e, int pending, int status);
 
-/* out[i] = in[0] + ... + in[i] for i < count, in stream order; out may be
- * in. Up to GS_CUDA_SCAN_SMALL items: one block, one launch (a setup scans a
- * dozen small arrays, and cub's two kernels, workspace query and workspace
- * cost several microseconds each); above, cub's device-wide scan. */
-#define GS_CUDA_SCAN_SMALL (1024 * 16)
-int gs_cuda_inclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count);
+/* The engine's page-locked read-back buffer, GS_CUDA_READBACK_WORDS words
+ * of 8 bytes, for the device toolkit's reads of a few words (gs_dread_*,
+ * cuda/sparse/readback.cu): its own, so that a setup's reads never share
+ * the scalar buffer that scalar_read uses. */
+#define GS_CUDA_READBACK_WORDS 64
+static inline uint64_t *gs_cuda_readback(gs_engine *e)
+{
+    return gs_cuda_of(e)->readback;
+}
 
 /* Grid for a reduction over n items, per_block items a block: at least 1 (an
  * empty reduction still writes its 0), at most red_blocks. */
@@ -232,6 +236,12 @@ int gs_cuda_mat_device_csr(gs_engine *e, const gs_mat *A, gs_cuda_csr_view *out)
 void gs_cuda_csr_view_free(gs_engine *e, gs_cuda_csr_view *v);
 
 /* gs_cuda_mat_device_csr_download, a test hook, is declared in gs_cuda.h. */
+
+/* A's host CSR as the engine stores it (sliced ELL: padding has column -1
+ * and ends each row; CSR: copied), values widened to fp64 (fp32 storage
+ * gives its rounded values). Synchronous (legacy stream): the caller has
+ * synchronised the engine's stream. out is allocated here (gs_csr_free). */
+int gs_cuda_mat_download(const gs_mat *A, gs_csr *out, gs_error *err);
 
 /* Engine ops implemented in spmv.cu. */
 int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);

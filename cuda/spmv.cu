@@ -53,6 +53,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "engine_cuda.h"
+#include "gs_dsparse.h"
 #include "gs_cuda.h"
 #include "reduce.cuh"
 
@@ -567,7 +568,7 @@ static int build_slice_ptr(gs_engine *e, gs_mat *m, const int32_t *len, int64_t 
     GS_TRY(CUDA_LAUNCH(&e->err, slice_size_kernel, blocks_for(ns * 32), GS_CUDA_BLOCK, 0, c->stream,
                        len, (const int32_t *)m->perm, (int64_t)m->n_rows, ns, sizes));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(m->slice_ptr, 0, sizeof(int64_t), c->stream)));
-    GS_TRY(gs_cuda_inclusive_scan(e, sizes, m->slice_ptr + 1, ns));
+    GS_TRY(gs_dscan_inclusive(e, sizes, m->slice_ptr + 1, ns));
     GS_TRY(gs_cuda_alloc(e, &d_info, 3 * sizeof(int64_t), "SELL build: sizes"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_info + 2, 0, sizeof(int64_t), c->stream)));
     {
@@ -1254,7 +1255,7 @@ int gs_cuda_mat_device_csr(gs_engine *e, const gs_mat *A, gs_cuda_csr_view *out)
         GS_TRY(CUDA_LAUNCH(&e->err, sell_csr_length_kernel, blocks_for(n), GS_CUDA_BLOCK, 0,
                            c->stream, (const int64_t *)A->slice_ptr, (const int32_t *)A->sell_col,
                            (const int32_t *)A->perm, n, rp));
-        GS_TRY(gs_cuda_inclusive_scan(e, rp + 1, rp + 1, n));
+        GS_TRY(gs_dscan_inclusive(e, rp + 1, rp + 1, n));
         if (A->perm)
             GS_TRY(CUDA_LAUNCH(&e->err, sell_csr_gather_rows_kernel, blocks_for(n), GS_CUDA_BLOCK,
                                0, c->stream, (const int64_t *)A->slice_ptr,
@@ -1305,6 +1306,72 @@ extern "C" int gs_cuda_mat_device_csr_download(gs_engine *e, const gs_mat *A, gs
     }
 cleanup:
     gs_cuda_csr_view_free(e, &v);
+    return status;
+}
+
+/* Host CSR of an engine matrix (sliced ELL: padding has column -1 and ends
+ * each row; CSR: copied), values in fp64. */
+int gs_cuda_mat_download(const gs_mat *m, gs_csr *out, gs_error *err)
+{
+    const int64_t n = m->n_rows;
+    const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
+    const int64_t stored = m->format == GS_CUDA_CSR ? m->nnz : m->padded;
+    int64_t *sp = NULL;
+    int32_t *col = NULL, *perm = NULL;
+    void *val = NULL;
+    int status = GS_OK;
+    GS_TRY(gs_csr_alloc(m->n_rows, m->n_cols, m->nnz, 1, out, err));
+    col = (int32_t *)gs_malloc((size_t)stored * sizeof(int32_t) + 1, "matrix download", err);
+    val = gs_malloc((size_t)stored * vsize + 1, "matrix download", err);
+    if (!col || !val) GS_TRY(GS_ERR_NOMEM);
+    if (m->format == GS_CUDA_CSR) {
+        GS_TRY(CUDA_CALL(err, cudaMemcpy(out->row_ptr, m->row_ptr, (size_t)(n + 1) * sizeof(int64_t),
+                                         cudaMemcpyDeviceToHost)));
+        GS_TRY(CUDA_CALL(err, cudaMemcpy(out->col, m->csr_col, (size_t)stored * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost)));
+        GS_TRY(CUDA_CALL(err, cudaMemcpy(val, m->csr_val, (size_t)stored * vsize,
+                                         cudaMemcpyDeviceToHost)));
+        for (int64_t p = 0; p < stored; p++)
+            out->val[p] = vsize == sizeof(float) ? (double)((float *)val)[p] : ((double *)val)[p];
+        goto cleanup;
+    }
+    sp = (int64_t *)gs_malloc((size_t)(m->n_slices + 1) * sizeof(int64_t), "matrix download", err);
+    perm = m->perm ? (int32_t *)gs_malloc((size_t)n * sizeof(int32_t), "matrix download", err) : NULL;
+    if (!sp || (m->perm && !perm)) GS_TRY(GS_ERR_NOMEM);
+    GS_TRY(CUDA_CALL(err, cudaMemcpy(sp, m->slice_ptr, (size_t)(m->n_slices + 1) * sizeof(int64_t),
+                                     cudaMemcpyDeviceToHost)));
+    GS_TRY(CUDA_CALL(err, cudaMemcpy(col, m->sell_col, (size_t)stored * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost)));
+    GS_TRY(CUDA_CALL(err, cudaMemcpy(val, m->sell_val, (size_t)stored * vsize, cudaMemcpyDeviceToHost)));
+    if (perm)
+        GS_TRY(CUDA_CALL(err, cudaMemcpy(perm, m->perm, (size_t)n * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost)));
+    for (int pass = 0; pass < 2; pass++) { /* 0: row lengths, 1: entries */
+        for (int64_t r = 0; r < n; r++) {
+            const int64_t s = r / 32, width = (sp[s + 1] - sp[s]) / 32;
+            const int64_t row = perm ? perm[r] : r;
+            int64_t q = pass ? out->row_ptr[row] : 0;
+            for (int64_t k = 0; k < width; k++) {
+                const int64_t src = sp[s] + 32 * k + r % 32;
+                if (col[src] < 0) break;
+                if (pass) {
+                    out->col[q] = col[src];
+                    out->val[q] = vsize == sizeof(float) ? (double)((float *)val)[src]
+                                                         : ((double *)val)[src];
+                }
+                q++;
+            }
+            if (!pass) out->row_ptr[row + 1] = q;
+        }
+        if (!pass)
+            for (int64_t r = 0; r < n; r++) out->row_ptr[r + 1] += out->row_ptr[r];
+    }
+cleanup:
+    free(sp);
+    free(col);
+    free(val);
+    free(perm);
+    if (status != GS_OK) gs_csr_free(out);
     return status;
 }
 

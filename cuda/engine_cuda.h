@@ -243,6 +243,22 @@ void gs_cuda_csr_view_free(gs_engine *e, gs_cuda_csr_view *v);
  * synchronised the engine's stream. out is allocated here (gs_csr_free). */
 int gs_cuda_mat_download(const gs_mat *A, gs_csr *out, gs_error *err);
 
+/* The diagonal of A as the engine stores it (whatever its layout), into
+ * the device array out (n_rows doubles): out[i] = a_ii, or 1 / a_ii where
+ * invert (0 where a_ii is zero or missing); *first_zero (a device int the
+ * caller set to n_rows + 1 or more) becomes the lowest 1-based row whose
+ * diagonal is zero or missing. In stream order. A stored in fp32 is
+ * refused (GS_ERR_UNSUPPORTED): its diagonal is rounded. */
+int gs_cuda_mat_diagonal(gs_engine *e, const gs_mat *A, int invert, double *out, int *first_zero);
+
+/* What a setup may know of an engine matrix without reading its fields. */
+typedef struct gs_cuda_mat_info {
+    int32_t n_rows, n_cols;
+    int64_t nnz;
+    gs_precision prec;
+} gs_cuda_mat_info;
+gs_cuda_mat_info gs_cuda_mat_info_of(const gs_mat *A);
+
 /* Engine ops implemented in spmv.cu. */
 int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
 int gs_cuda_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out);

@@ -613,9 +613,10 @@ static int fsai_device_A(gs_pc *pc, const gs_csr *A, gs_dcsr *dA, gs_cuda_csr_vi
     gs_engine *e = pc->eng;
     int status = GS_OK;
     const gs_mat *Ae = pc->A;
+    const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
     double t0 = gs_pc_stage_begin(pc);
-    if (Ae && Ae->prec == GS_FP64 && Ae->n_rows == A->n_rows && Ae->n_cols == A->n_cols &&
-        Ae->nnz == A->nnz) {
+    if (Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows && Ai.n_cols == A->n_cols &&
+        Ai.nnz == A->nnz) {
         GS_TRY(gs_cuda_mat_device_csr(e, Ae, view));
         dA->n = view->n_rows;
         dA->nnz = view->nnz;

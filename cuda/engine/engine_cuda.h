@@ -1,5 +1,5 @@
 /* engine_cuda.h - internals of the CUDA engine shared by the files in cuda/
- * (engine_cuda.cu, spmv.cu, and the preconditioners' CUDA setups): the vector
+ * (cuda/engine/, cuda/sparse/, and the preconditioners' CUDA setups): the vector
  * and matrix types, device allocation with accounting, and building a gs_mat
  * from CSR arrays that are already on the device. C++ only (nvcc). */
 #ifndef GS_ENGINE_CUDA_H
@@ -13,6 +13,7 @@
 #include "gs_cuda.h"
 
 extern "C" {
+#include "debug.h"
 #include "engine.h"
 }
 
@@ -25,7 +26,7 @@ extern "C" {
  * many bytes are uploaded into chunk-mapped memory and, where building
  * their sliced ELL whole would raise the engine's peak, laid out in this
  * many steps, each step's CSR released once its sliced ELL is written
- * (spmv.cu, "Stepped layout"). */
+ * (cuda/sparse/stepped.cu). */
 #define GS_CUDA_VMM_MIN_BYTES ((size_t)64 << 20)
 #define GS_CUDA_VMM_STEPS 8
 
@@ -41,7 +42,7 @@ typedef enum gs_cuda_tri { GS_CUDA_TRI_NONE = 0, GS_CUDA_TRI_LOWER = 1, GS_CUDA_
  * management): one reserved address range, into which physical chunks are
  * mapped and from which they are released as the data they hold is no
  * longer needed. Lets a large CSR be turned into its sliced ELL while the
- * two never exist whole at once (spmv.cu). base is NULL when nothing is
+ * two never exist whole at once (cuda/sparse/stepped.cu). base is NULL when nothing is
  * reserved; handle[k] is 0 while chunk k is not mapped. */
 typedef struct gs_cuda_vmm {
     char *base;
@@ -125,9 +126,14 @@ typedef struct gs_cuda_impl {
     struct gs_cuda_vmm_api *vmm_api;
     size_t vmm_min_bytes;
     int vmm_steps;
+    gs_debug debug; /* the test switches (src/debug.h); zeroed: the defaults */
 } gs_cuda_impl;
 
 static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }
+
+/* The switches the engine was given (gs_engine_cuda_set_debug), for the
+ * setups that run on it. */
+static inline const gs_debug *gs_cuda_debug(gs_engine *e) { return &gs_cuda_of(e)->debug; }
 
 /* cudaMalloc / cudaFree with the engine's accounting (device_bytes_now and
  * _peak). A failed allocation records GS_ERR_NOMEM naming what and how many
@@ -259,7 +265,7 @@ typedef struct gs_cuda_mat_info {
 } gs_cuda_mat_info;
 gs_cuda_mat_info gs_cuda_mat_info_of(const gs_mat *A);
 
-/* Engine ops implemented in spmv.cu. */
+/* Engine ops implemented in cuda/sparse/ (layout.cu, spmv.cu, trisolve.cu). */
 int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
 int gs_cuda_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out);
 int gs_cuda_setup_done(gs_engine *e, gs_mat *A, int *laid_out);

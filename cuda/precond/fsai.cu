@@ -9,7 +9,7 @@
  *                  engine's device copy pc->A: its own CSR arrays (the
  *                  system matrix stays CSR until the setup is done, then
  *                  the engine lays it out: "layout of A"), or its sliced
- *                  ELL turned back into CSR (spmv.cu); "transfer" instead,
+ *                  ELL turned back into CSR (cuda/sparse/csr_view.cu); "transfer" instead,
  *                  an upload from the host, where there is no fp64 engine
  *                  copy
  *   prefilter      input checks (symmetry, positive diagonal), Ã (3.8), L_1,
@@ -457,9 +457,8 @@ static int fsai_postfilter_typed(gs_engine *e, const gs_dcsr *dA, const gs_dcsr 
     /* shared memory only where a row of G can be longer than 32 (no row of
      * G is longer than its local system): it would cost the others occupancy */
     const int zcap = m_max > 32 ? POSTFILTER_ZCAP : 0;
-    /* GS_FSAI_POSTFILTER=search: Z searched on every row (tests, timings) */
-    const char *pf = getenv("GS_FSAI_POSTFILTER");
-    const int bitmap = !(pf && strcmp(pf, "search") == 0);
+    /* fsai_postfilter_search: Z searched on every row (tests, timings) */
+    const int bitmap = !gs_cuda_debug(e)->fsai_postfilter_search;
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = H->n;
     const unsigned grid = gs_dblocks(n, ROW_WARPS);
@@ -511,14 +510,12 @@ cleanup:
 /* G^T by the toolkit's transpose, G^T's layout planned from its row
  * pointers before its entries are filled, the plan's three words parked in
  * the read-back buffer (no wait: the stage's synchronisation brings them,
- * and fsai_cuda_build copies them out). GS_FSAI_TRANSPOSE_CHUNK: entries a
- * chunk of the transpose's sort, for the tests. */
+ * and fsai_cuda_build copies them out). The switch fsai_transpose_chunk
+ * (src/debug.h): entries a chunk of the transpose's sort, for the tests. */
 static int fsai_transpose(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, gs_cuda_sell_plan *plan)
 {
     int status = GS_OK;
-    int64_t chunk = 0;
-    const char *forced = getenv("GS_FSAI_TRANSPOSE_CHUNK");
-    if (forced && atoll(forced) > 0) chunk = atoll(forced);
+    const int64_t chunk = gs_cuda_debug(e)->fsai_transpose_chunk; /* 0: the default */
     GS_TRY(gs_dcsr_transpose_rows(e, G, GT));
     if (plan && G->nnz > 0) {
         GS_TRY(gs_cuda_sell_plan_start(e, G->n, GT->rp, plan));

@@ -914,14 +914,14 @@ __global__ void factor_bounds_kernel(const int *counters, int32_t *bounds)
  * round trip is a visible part of the setup; larger setups keep the host
  * plan, whose launches are sized to their classes (a device plan launches
  * a block a group of all n systems for each rows class, the blocks past
- * their class leaving at once: measured up to 5357 rows). GS_FSAI_PLAN =
- * host or device forces either (tests). */
+ * their class leaving at once: measured up to 5357 rows). The switch
+ * fsai_plan (src/debug.h) forces either (tests). */
 #define FACTOR_DEVICE_PLAN_ROWS 16384
-static bool factor_device_plan_wanted(int32_t n)
+static bool factor_device_plan_wanted(gs_engine *e, int32_t n)
 {
-    const char *forced = getenv("GS_FSAI_PLAN");
-    if (forced && strcmp(forced, "host") == 0) return false;
-    if (forced && strcmp(forced, "device") == 0) return true;
+    const int forced = gs_cuda_debug(e)->fsai_plan;
+    if (forced == GS_DEBUG_PLAN_HOST) return false;
+    if (forced == GS_DEBUG_PLAN_DEVICE) return true;
     return n <= FACTOR_DEVICE_PLAN_ROWS;
 }
 
@@ -944,7 +944,7 @@ static int factor_plan_order(gs_engine *e, const gs_dcsr *S, size_t vsize, int64
      * take the shared-memory panel path */
     p->fused_max = !p->fused ? 0 : (size_t)panel_smem(fit, true) * vsize <= p->smem_max ? fit : 64;
     p->fit = fit;
-    device = m_known >= 0 && m_known <= p->fused_max && factor_device_plan_wanted(n);
+    device = m_known >= 0 && m_known <= p->fused_max && factor_device_plan_wanted(e, n);
     GS_TRY(gs_cuda_alloc(e, &p->cls, (size_t)n, "fsai factor: size classes"));
     GS_TRY(gs_cuda_alloc(e, &p->cls_sorted, (size_t)n, "fsai factor: sorted classes"));
     GS_TRY(gs_cuda_alloc(e, &p->rows, (size_t)n * sizeof(int32_t), "fsai factor: rows"));
@@ -1018,10 +1018,10 @@ static int factor_plan_chunks(gs_engine *e, const gs_dcsr *S, size_t vsize, fact
         size_t b = (size_t)S->nnz * vsize;
         if (b < DENSE_BUDGET_MIN) b = DENSE_BUDGET_MIN;
         if (b > DENSE_BUDGET_MAX) b = DENSE_BUDGET_MAX;
-        /* GS_FSAI_CHUNK_BYTES: the budget itself, for the tests (many
-         * chunks from small matrices) */
-        const char *forced = getenv("GS_FSAI_CHUNK_BYTES");
-        if (forced && atoll(forced) > 0) b = (size_t)atoll(forced);
+        /* the switch fsai_chunk_bytes: the budget itself, for the tests
+         * (many chunks from small matrices) */
+        const long long forced = gs_cuda_debug(e)->fsai_chunk_bytes;
+        if (forced > 0) b = (size_t)forced;
         /* free memory asked of the driver only where it can matter (the
          * query took 5 us of bcsstk15's 1.4 ms) */
         if ((size_t)total * vsize > DENSE_BUDGET_SMALL || b < (size_t)total * vsize) {

@@ -1,6 +1,6 @@
-/* fsai_cuda.h - internals shared by the CUDA setup of FSAI (cuda/fsai.cu:
- * driver, prefilter, postfilter, transpose; cuda/fsai_pattern.cu: the
- * pattern recursion; cuda/fsai_factor.cu: gather and batched Cholesky).
+/* fsai_cuda.h - internals shared by the CUDA setup of FSAI (cuda/precond/fsai.cu:
+ * driver, prefilter, postfilter, the transpose by the toolkit; fsai_pattern.cu: the
+ * pattern recursion; fsai_factor.cu: gather and batched Cholesky).
  * Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci. Comput. 38(1) 2016,
  * section 4. C++ only (nvcc). */
 #ifndef GS_FSAI_CUDA_H

@@ -6,6 +6,57 @@
 #include "engine_cuda.h"
 #include "gs_dsparse.h"
 
+/* Sliced ELL with slice height C = 32 (SELL-C-sigma, Kreutzer et al. 2014):
+ * slice s holds rows 32s..32s+31 of the (possibly permuted) row order, its
+ * entries column-major: entry k of lane l is at slice_ptr[s] + 32 k + l, so a
+ * warp's loads of one k are 32 consecutive words. Padding has col = -1 and
+ * val = 0 and contributes exactly 0. perm[r] is the original row of sorted
+ * row r (NULL when sigma = 1, i.e. rows in their own order). */
+struct gs_mat {
+    int32_t n_rows, n_cols;
+    int64_t nnz;
+    gs_precision prec;
+    gs_cuda_format format;
+    char layout[24]; /* "SELL-32", "SELL-32-1024", "CSR" */
+    size_t bytes;    /* device bytes held (accounting) */
+
+    /* SELL-C-sigma */
+    int64_t n_slices, padded; /* padded = stored entries incl. padding */
+    int sigma;
+    int64_t *slice_ptr; /* n_slices + 1 */
+    int32_t *sell_col;
+    void *sell_val; /* double or float */
+    int32_t *perm;
+
+    /* CSR fallback (format == GS_CUDA_CSR) */
+    int64_t *row_ptr;
+    int32_t *csr_col;
+    void *csr_val;
+    int lanes; /* threads per row of the vector-CSR kernel */
+
+    /* Arrays in chunk-mapped memory (gs_cuda_vmm), [0] columns, [1] values:
+     * csr_vm backs csr_col / csr_val, sell_vm sell_col / sell_val, where
+     * base is set; otherwise those come from gs_cuda_alloc. */
+    gs_cuda_vmm csr_vm[2], sell_vm[2];
+    /* mat_create_system's matrix until setup_done: kept as CSR for the
+     * setup, its layout (the rule) chosen and built by setup_done. */
+    int deferred;
+
+    /* Grid cap per SpMV variant (plain, dot, axpby): blocks resident at once,
+     * from the occupancy calculator, so the grid-stride loop runs one wave. */
+    unsigned max_blocks[3];
+
+    /* Triangular solves (cuSPARSE SpSV, analysis on first use) */
+    gs_cuda_tri tri;
+    int tri_zero_diag_row; /* 1-based row the CPU engine would report, 0: none */
+    int32_t *tri_row_ptr, *tri_col;
+    double *tri_val;
+    cusparseSpMatDescr_t tri_descr[2];     /* [unit_diagonal] */
+    cusparseSpSVDescr_t spsv[2];
+    void *spsv_buffer[2];
+    size_t spsv_bytes[2];
+};
+
 #define SELL_C 32
 #define SELL_SIGMA 1024
 #define SELL_MAX_FILL 2.0

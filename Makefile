@@ -30,7 +30,7 @@ CFLAGS    ?= -O2 -g
 CFLAGS    += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -fopenmp $(SRC_INC)
 LDLIBS    += -lz -lm -fopenmp
 NVFLAGS   ?= -O3 -lineinfo
-NVFLAGS   += -std=c++17 $(CUDA_ARCH) $(SRC_INC) -Icuda -Xcompiler -Wall,-Wextra,-Werror,-fopenmp \
+NVFLAGS   += -std=c++17 $(CUDA_ARCH) $(SRC_INC) -Icuda/engine -Icuda/sparse -Icuda/precond -Xcompiler -Wall,-Wextra,-Werror,-fopenmp \
              --Werror all-warnings
 
 CHECK_CFLAGS ?= $(shell pkg-config --cflags check 2>/dev/null)
@@ -38,7 +38,7 @@ CHECK_LIBS   ?= $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubu
 
 LIB_SRC  := $(filter-out src/cli/main.c src/engine/engine_cuda_stub.c,$(wildcard src/*/*.c))
 ifeq ($(CUDA),1)
-  CU_SRC   := $(wildcard cuda/*.cu)
+  CU_SRC   := $(wildcard cuda/*/*.cu)
   CFLAGS   += -DGS_HAVE_CUDA=1
   LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusparse -lcublas -lcudart -lstdc++
 else
@@ -49,7 +49,7 @@ endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-HEADERS  := $(wildcard src/*/*.h cuda/*.h cuda/*.cuh)
+HEADERS  := $(wildcard src/*/*.h cuda/*/*.h cuda/*/*.cuh)
 # Objects of a CUDA=1 build must not leak into a CUDA=0 build (and back):
 # switching rewrites this stamp, which every object depends on.
 STAMP    := $(BUILD)/config.cuda$(CUDA)
@@ -84,6 +84,7 @@ $(BUILD)/src/%.o: src/%.c $(HEADERS) $(STAMP) | $(BUILD)/src deps-build
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/cuda/%.o: cuda/%.cu $(HEADERS) $(STAMP) | $(BUILD)/cuda
+	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libgpusolve.a $(HEADERS) | $(BUILD)/tests deps-test

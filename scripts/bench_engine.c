@@ -1,6 +1,6 @@
 /* bench_engine.c - microbenchmarks of the CUDA engine's operations against
  * their byte floors (bytes each op must move / measured copy bandwidth), and
- * the measurement behind the SELL / CSR layout rule of cuda/spmv.cu.
+ * the measurement behind the SELL / CSR layout rule of cuda/sparse/layout.cu.
  *   bench_engine [SPEC ...]     default: poisson3d:64 poisson3d:128 poisson3d:160
  *   bench_engine --device-fill  SELL-32 against CSR on few slices of long rows
  *                               (the device-fill part of the rule)
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cuda/gs_cuda.h"
+#include "../cuda/engine/gs_cuda.h"
 #include "engine.h"
 #include "gen.h"
 #include "precond.h"

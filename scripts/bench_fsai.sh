@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_fsai.sh - FSAI set up on the GPU (cuda/fsai*.cu) against the CPU
+# bench_fsai.sh - FSAI set up on the GPU (cuda/precond/fsai*.cu) against the CPU
 # engine's setup (src/precond/pc_fsai.c, all cores), and FSAI-PCG against CG+Jacobi:
 # the paper's Tables 6 and 7 and Figure 3 (Bernaschi, Bisson, Fantozzi,
 # Janna, SIAM J. Sci. Comput. 38(1) 2016), on the large built-in problems

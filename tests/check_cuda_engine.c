@@ -18,7 +18,7 @@
 #include "precond.h"
 #include "testutil.h"
 #if GS_HAVE_CUDA
-#include "../cuda/gs_cuda.h"
+#include "../cuda/engine/gs_cuda.h"
 #endif
 
 #define EPS 2.220446049250313e-16
@@ -580,7 +580,7 @@ static void check_spmv(const gs_csr *A, gs_precision prec, const char *expect_la
     check_spmv_as(A, prec, 0 /* the rule */, expect_layout, what, r);
 }
 
-/* The device-fill part of the layout rule (spmv.cu), as specified: CSR
+/* The device-fill part of the layout rule (cuda/sparse/layout.cu), as specified: CSR
  * where slices = ceil(n / 32) <= 4 a multiprocessor with nnz >= 8 n, or
  * <= 32 a multiprocessor with nnz >= 128 n; NULL where the padding rule
  * decides. */
@@ -609,7 +609,7 @@ START_TEST(test_spmv_random)
                 if (n < 8 && kind != 0) continue;
                 gs_csr A = {0};
                 random_matrix(&r, n, n, kind, &A);
-                /* the layout rule (spmv.cu): fill <= 2 with even slice
+                /* the layout rule (cuda/sparse/layout.cu): fill <= 2 with even slice
                  * widths -> SELL-32, else CSR (ragged: fill 2.8; long row:
                  * one slice 500x wider than the rest) */
                 const char *want = NULL;
@@ -627,7 +627,7 @@ START_TEST(test_spmv_random)
 }
 END_TEST
 
-/* The device-fill rule (spmv.cu) on both sides of each of its bounds, at
+/* The device-fill rule (cuda/sparse/layout.cu) on both sides of its bounds, at
  * even widths (fill 1, which the padding rule alone gives to SELL-32):
  * slices 4 a multiprocessor and one more, rows of 8 and 7 there; slices 32
  * a multiprocessor and one more with rows of 128, rows of 127 between the
@@ -1265,7 +1265,7 @@ static size_t chunk_of(size_t bytes, size_t g)
     return c < g ? g : c;
 }
 
-/* The stepped layout (cuda/spmv.cu), set here to take every matrix, in
+/* The stepped layout (cuda/sparse/stepped.cu), set here to take every matrix, in
  * STEPS steps: the layout, the product and the device CSR of each matrix are
  * those of the plain build, bit for bit, through mat_create, through
  * mat_create_system and setup_done, and through setup_done after a peak

@@ -1,4 +1,4 @@
-/* check_cuda_fsai.c - the CUDA setup of FSAI (cuda/fsai*.cu) against the CPU
+/* check_cuda_fsai.c - the CUDA setup of FSAI (cuda/precond/fsai*.cu) against the CPU
  * reference (src/precond/pc_fsai.c, the oracle), and by the property that defines
  * FSAI, diag(G A G^T) = I (Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci.
  * Comput. 38(1) 2016, (3.10)). Generated and real SPD matrices, k = 1..4,
@@ -27,7 +27,9 @@
  *   form (2 (2 (m + r) + 6) u |g|^T |A| |g|), plus 4 u32 |g|^T |A| |g| for
  *   values stored in fp32. */
 #include <math.h>
+#include <string.h>
 
+#include "debug.h"
 #include "dense_cholesky.h"
 #include "engine.h"
 #include "fsai.h"
@@ -36,13 +38,22 @@
 #include "precond.h"
 #include "testutil.h"
 #if GS_HAVE_CUDA
-#include "../cuda/gs_cuda.h"
+#include "../cuda/engine/gs_cuda.h"
 #endif
 
 #define U64 (DBL_EPSILON / 2)
 #define U32 (5.9604644775390625e-08)
 
 static gs_engine *gpu;
+/* The engine's test switches (src/debug.h), handed to gpu by use_debug;
+ * zeroed: the defaults. */
+static gs_debug debug_switches;
+static void use_debug(void) { gs_engine_cuda_set_debug(gpu, &debug_switches); }
+static void reset_debug(void)
+{
+    memset(&debug_switches, 0, sizeof debug_switches);
+    use_debug();
+}
 /* Where the setup finds A: 0 pc->A from mat_create (its sliced ELL turned
  * back into CSR, or its CSR arrays); 1 no pc->A: the setup uploads A; 2
  * pc->A from mat_create_system, which the engine keeps as the CSR it
@@ -352,7 +363,7 @@ START_TEST(test_every_size_class)
 END_TEST
 
 /* G from the postfilter's bitmap lookups of Z (the default) and from its
- * searches of Z (GS_FSAI_POSTFILTER=search): the same sums in the same
+ * searches of Z (the switch fsai_postfilter_search): the same sums in the same
  * order, so the same G to the bit. */
 static void check_postfilter_paths(const gs_csr *A, double tau, long k, double delta,
                                    const char *what)
@@ -361,11 +372,12 @@ static void check_postfilter_paths(const gs_csr *A, double tau, long k, double d
     const gs_params *p = tu_fsai_args_make(&a, tau, k, delta, NULL);
     fsai_out o[2];
     for (int d = 0; d < 2; d++) {
-        if (d) ck_assert_int_eq(setenv("GS_FSAI_POSTFILTER", "search", 1), 0);
+        debug_switches.fsai_postfilter_search = d;
+        use_debug();
         o[d] = fsai_on(gpu, A, p);
         ck_assert_msg(o[d].status == GS_OK, "%s: %s", what, o[d].err.msg);
     }
-    ck_assert_int_eq(unsetenv("GS_FSAI_POSTFILTER"), 0);
+    reset_debug();
     char label[160];
     snprintf(label, sizeof label, "%s: G by the postfilter's search against its bitmap", what);
     tu_assert_same_csr(&o[0].G, &o[1].G, label);
@@ -430,12 +442,13 @@ START_TEST(test_host_and_device_plans)
             const gs_params *p = tu_fsai_args_make(&a, t ? 0.001 : 0.0, k, t ? 0.01 : 0.0, NULL);
             fsai_out o[2];
             for (int d = 0; d < 2; d++) {
-                ck_assert_int_eq(setenv("GS_FSAI_PLAN", d ? "device" : "host", 1), 0);
+                debug_switches.fsai_plan = d ? GS_DEBUG_PLAN_DEVICE : GS_DEBUG_PLAN_HOST;
+                use_debug();
                 check_case(&As[t], t ? 0.001 : 0.0, k, t ? 0.01 : 0.0, NULL, names[t]);
                 o[d] = fsai_on(gpu, &As[t], p);
                 ck_assert_msg(o[d].status == GS_OK, "%s k=%ld: %s", names[t], k, o[d].err.msg);
             }
-            ck_assert_int_eq(unsetenv("GS_FSAI_PLAN"), 0);
+            reset_debug();
             char label[160];
             snprintf(label, sizeof label, "%s k=%ld: G by the device plan against the host plan",
                      names[t], k);
@@ -573,14 +586,15 @@ START_TEST(test_separate_gather)
 }
 END_TEST
 
-/* Many chunks of dense systems (GS_FSAI_CHUNK_BYTES = 64 KiB: a chunk per
+/* Many chunks of dense systems (the switch fsai_chunk_bytes = 64 KiB: a chunk per
  * few systems; by default every test matrix fits one chunk), in both gather
  * modes: the chunk list, each chunk's gather and the packed offsets that
  * the factorisation reads, with the fused systems (size 0 in the buffer)
  * ahead of the others. */
 START_TEST(test_many_chunks)
 {
-    ck_assert_int_eq(setenv("GS_FSAI_CHUNK_BYTES", "65536", 1), 0);
+    debug_switches.fsai_chunk_bytes = 65536;
+    use_debug();
     gs_csr A = tu_generated("poisson3d27:9");
     gs_csr H = arrowhead(600, 600.0, 0.1, 0.5, 13);
     const char *modes[] = {NULL, "separate"};
@@ -591,7 +605,7 @@ START_TEST(test_many_chunks)
         check_case(&H, 0.0, 1, 0.0, NULL, "arrowhead:600, chunks of 64 KiB");
     }
     gather_mode = NULL;
-    unsetenv("GS_FSAI_CHUNK_BYTES");
+    reset_debug();
     gs_csr_free(&A);
     gs_csr_free(&H);
 }
@@ -813,14 +827,15 @@ START_TEST(test_apply)
     gs_csr_free(&A);
     /* the transpose in chunks of a few entries (columns of G cut across
      * chunks, so rows of G^T are assembled from several) */
-    ck_assert_int_eq(setenv("GS_FSAI_TRANSPOSE_CHUNK", "37", 1), 0);
+    debug_switches.fsai_transpose_chunk = 37;
+    use_debug();
     check_apply(&R, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), "reversed arrowhead:600, chunks of 37");
     A = tu_random_spd(&r, 300, 0.02);
     check_apply(&A, tu_fsai_args_make(&a, 0.001, 2, 0.0, "single"), "random:300 single, chunks of 37");
     gs_csr_free(&A);
     A = tu_generated("poisson3d:10");
     check_apply(&A, tu_fsai_args_make(&a, 0.05, 3, 0.0035, NULL), "poisson3d:10, chunks of 37");
-    unsetenv("GS_FSAI_TRANSPOSE_CHUNK");
+    reset_debug();
     gs_csr_free(&A);
     gs_csr_free(&R);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "debug.h"
 #include "engine.h"
 #include "mmio.h"
 #include "options.h"
@@ -39,6 +40,9 @@ static int engines_open(const gs_cli *cli, engines *en, gs_error *err)
     if (strcmp(want, "cuda") == 0 || strcmp(want, "both") == 0) {
         status = gs_engine_cuda_create(&en->e[en->count], err);
         if (status != GS_OK) return status;
+        gs_debug dbg; /* the test and sanitizer switches (src/debug.h) */
+        gs_debug_from_env(&dbg);
+        gs_engine_cuda_set_debug(en->e[en->count], &dbg);
         en->count++;
     }
     return GS_OK;

@@ -178,6 +178,9 @@ struct gs_engine {
 int gs_engine_cpu_create(gs_engine **out, gs_error *err);
 int gs_engine_cuda_create(gs_engine **out, gs_error *err);
 int gs_cuda_device_count(void); /* 0 without a build, driver or device */
+/* The CUDA engine's test switches (src/debug.h), copied; a no-op without CUDA. */
+struct gs_debug;
+void gs_engine_cuda_set_debug(gs_engine *e, const struct gs_debug *dbg);
 void gs_engine_destroy(gs_engine *e); /* NULL-safe */
 
 /* Return eng->err's status after copying its message into err (for callers

@@ -11,3 +11,9 @@ int gs_engine_cuda_create(gs_engine **out, gs_error *err)
 }
 
 int gs_cuda_device_count(void) { return 0; }
+
+void gs_engine_cuda_set_debug(gs_engine *e, const struct gs_debug *dbg)
+{
+    (void)e;
+    (void)dbg;
+}

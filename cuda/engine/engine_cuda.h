@@ -1,5 +1,5 @@
 /* engine_cuda.h - internals of the CUDA engine shared by the files in cuda/
- * (engine_cuda.cu, spmv.cu, and the preconditioners' CUDA setups): the vector
+ * (cuda/engine/, cuda/sparse/, and the preconditioners' CUDA setups): the vector
  * and matrix types, device allocation with accounting, and building a gs_mat
  * from CSR arrays that are already on the device. C++ only (nvcc). */
 #ifndef GS_ENGINE_CUDA_H
@@ -13,6 +13,7 @@
 #include "gs_cuda.h"
 
 extern "C" {
+#include "debug.h"
 #include "engine.h"
 }
 
@@ -25,7 +26,7 @@ extern "C" {
  * many bytes are uploaded into chunk-mapped memory and, where building
  * their sliced ELL whole would raise the engine's peak, laid out in this
  * many steps, each step's CSR released once its sliced ELL is written
- * (spmv.cu, "Stepped layout"). */
+ * (cuda/sparse/stepped.cu). */
 #define GS_CUDA_VMM_MIN_BYTES ((size_t)64 << 20)
 #define GS_CUDA_VMM_STEPS 8
 
@@ -41,7 +42,7 @@ typedef enum gs_cuda_tri { GS_CUDA_TRI_NONE = 0, GS_CUDA_TRI_LOWER = 1, GS_CUDA_
  * management): one reserved address range, into which physical chunks are
  * mapped and from which they are released as the data they hold is no
  * longer needed. Lets a large CSR be turned into its sliced ELL while the
- * two never exist whole at once (spmv.cu). base is NULL when nothing is
+ * two never exist whole at once (cuda/sparse/stepped.cu). base is NULL when nothing is
  * reserved; handle[k] is 0 while chunk k is not mapped. */
 typedef struct gs_cuda_vmm {
     char *base;
@@ -50,56 +51,9 @@ typedef struct gs_cuda_vmm {
     unsigned long long *handle;
 } gs_cuda_vmm;
 
-/* Sliced ELL with slice height C = 32 (SELL-C-sigma, Kreutzer et al. 2014):
- * slice s holds rows 32s..32s+31 of the (possibly permuted) row order, its
- * entries column-major: entry k of lane l is at slice_ptr[s] + 32 k + l, so a
- * warp's loads of one k are 32 consecutive words. Padding has col = -1 and
- * val = 0 and contributes exactly 0. perm[r] is the original row of sorted
- * row r (NULL when sigma = 1, i.e. rows in their own order). */
-struct gs_mat {
-    int32_t n_rows, n_cols;
-    int64_t nnz;
-    gs_precision prec;
-    gs_cuda_format format;
-    char layout[24]; /* "SELL-32", "SELL-32-1024", "CSR" */
-    size_t bytes;    /* device bytes held (accounting) */
-
-    /* SELL-C-sigma */
-    int64_t n_slices, padded; /* padded = stored entries incl. padding */
-    int sigma;
-    int64_t *slice_ptr; /* n_slices + 1 */
-    int32_t *sell_col;
-    void *sell_val; /* double or float */
-    int32_t *perm;
-
-    /* CSR fallback (format == GS_CUDA_CSR) */
-    int64_t *row_ptr;
-    int32_t *csr_col;
-    void *csr_val;
-    int lanes; /* threads per row of the vector-CSR kernel */
-
-    /* Arrays in chunk-mapped memory (gs_cuda_vmm), [0] columns, [1] values:
-     * csr_vm backs csr_col / csr_val, sell_vm sell_col / sell_val, where
-     * base is set; otherwise those come from gs_cuda_alloc. */
-    gs_cuda_vmm csr_vm[2], sell_vm[2];
-    /* mat_create_system's matrix until setup_done: kept as CSR for the
-     * setup, its layout (the rule) chosen and built by setup_done. */
-    int deferred;
-
-    /* Grid cap per SpMV variant (plain, dot, axpby): blocks resident at once,
-     * from the occupancy calculator, so the grid-stride loop runs one wave. */
-    unsigned max_blocks[3];
-
-    /* Triangular solves (cuSPARSE SpSV, analysis on first use) */
-    gs_cuda_tri tri;
-    int tri_zero_diag_row; /* 1-based row the CPU engine would report, 0: none */
-    int32_t *tri_row_ptr, *tri_col;
-    double *tri_val;
-    cusparseSpMatDescr_t tri_descr[2];     /* [unit_diagonal] */
-    cusparseSpSVDescr_t spsv[2];
-    void *spsv_buffer[2];
-    size_t spsv_bytes[2];
-};
+/* struct gs_mat (the layouts' fields) is private to cuda/sparse/ (layout.h):
+ * setups ask the engine (gs_cuda_mat_info_of, gs_cuda_mat_diagonal,
+ * gs_cuda_mat_device_csr) instead of reading it. */
 
 typedef struct gs_cuda_impl {
     int device;
@@ -111,6 +65,7 @@ typedef struct gs_cuda_impl {
     cusparseHandle_t sparse;
     double *S;             /* device, GS_MAX_SCALARS */
     double *pinned;        /* host pinned, GS_MAX_SCALARS (scalar_read) */
+    uint64_t *readback;    /* host pinned, GS_CUDA_READBACK_WORDS (gs_cuda_readback) */
     char *stage[2];        /* host pinned, GS_CUDA_STAGE_BYTES each (uploads); may be NULL */
     cudaEvent_t stage_free[2]; /* the DMA out of stage[b] has finished */
     double *partials;      /* device, red_blocks * GS_CUDA_MDOT_CHUNK */
@@ -124,9 +79,14 @@ typedef struct gs_cuda_impl {
     struct gs_cuda_vmm_api *vmm_api;
     size_t vmm_min_bytes;
     int vmm_steps;
+    gs_debug debug; /* the test switches (src/debug.h); zeroed: the defaults */
 } gs_cuda_impl;
 
 static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }
+
+/* The switches the engine was given (gs_engine_cuda_set_debug), for the
+ * setups that run on it. */
+static inline const gs_debug *gs_cuda_debug(gs_engine *e) { return &gs_cuda_of(e)->debug; }
 
 /* cudaMalloc / cudaFree with the engine's accounting (device_bytes_now and
  * _peak). A failed allocation records GS_ERR_NOMEM naming what and how many
@@ -165,12 +125,15 @@ int gs_cuda_upload(gs_engine *e, void *dst, const void *src, size_t bytes);
 int gs_cuda_upload_start(gs_engine *e, void *dst, const void *src, size_t bytes, int *pending);
 int gs_cuda_upload_finish(gs_engine *e, int pending, int status);
 
-/* out[i] = in[0] + ... + in[i] for i < count, in stream order; out may be
- * in. Up to GS_CUDA_SCAN_SMALL items: one block, one launch (a setup scans a
- * dozen small arrays, and cub's two kernels, workspace query and workspace
- * cost several microseconds each); above, cub's device-wide scan. */
-#define GS_CUDA_SCAN_SMALL (1024 * 16)
-int gs_cuda_inclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count);
+/* The engine's page-locked read-back buffer, GS_CUDA_READBACK_WORDS words
+ * of 8 bytes, for the device toolkit's reads of a few words (gs_dread_*,
+ * cuda/sparse/readback.cu): its own, so that a setup's reads never share
+ * the scalar buffer that scalar_read uses. */
+#define GS_CUDA_READBACK_WORDS 64
+static inline uint64_t *gs_cuda_readback(gs_engine *e)
+{
+    return gs_cuda_of(e)->readback;
+}
 
 /* Grid for a reduction over n items, per_block items a block: at least 1 (an
  * empty reduction still writes its 0), at most red_blocks. */
@@ -233,7 +196,29 @@ void gs_cuda_csr_view_free(gs_engine *e, gs_cuda_csr_view *v);
 
 /* gs_cuda_mat_device_csr_download, a test hook, is declared in gs_cuda.h. */
 
-/* Engine ops implemented in spmv.cu. */
+/* A's host CSR as the engine stores it (sliced ELL: padding has column -1
+ * and ends each row; CSR: copied), values widened to fp64 (fp32 storage
+ * gives its rounded values). Synchronous (legacy stream): the caller has
+ * synchronised the engine's stream. out is allocated here (gs_csr_free). */
+int gs_cuda_mat_download(const gs_mat *A, gs_csr *out, gs_error *err);
+
+/* The diagonal of A as the engine stores it (whatever its layout), into
+ * the device array out (n_rows doubles): out[i] = a_ii, or 1 / a_ii where
+ * invert (0 where a_ii is zero or missing); *first_zero (a device int the
+ * caller set to n_rows + 1 or more) becomes the lowest 1-based row whose
+ * diagonal is zero or missing. In stream order. A stored in fp32 is
+ * refused (GS_ERR_UNSUPPORTED): its diagonal is rounded. */
+int gs_cuda_mat_diagonal(gs_engine *e, const gs_mat *A, int invert, double *out, int *first_zero);
+
+/* What a setup may know of an engine matrix without reading its fields. */
+typedef struct gs_cuda_mat_info {
+    int32_t n_rows, n_cols;
+    int64_t nnz;
+    gs_precision prec;
+} gs_cuda_mat_info;
+gs_cuda_mat_info gs_cuda_mat_info_of(const gs_mat *A);
+
+/* Engine ops implemented in cuda/sparse/ (layout.cu, spmv.cu, trisolve.cu). */
 int gs_cuda_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out);
 int gs_cuda_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out);
 int gs_cuda_setup_done(gs_engine *e, gs_mat *A, int *laid_out);

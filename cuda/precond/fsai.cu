@@ -9,7 +9,7 @@
  *                  engine's device copy pc->A: its own CSR arrays (the
  *                  system matrix stays CSR until the setup is done, then
  *                  the engine lays it out: "layout of A"), or its sliced
- *                  ELL turned back into CSR (spmv.cu); "transfer" instead,
+ *                  ELL turned back into CSR (cuda/sparse/csr_view.cu); "transfer" instead,
  *                  an upload from the host, where there is no fp64 engine
  *                  copy
  *   prefilter      input checks (symmetry, positive diagonal), Ã (3.8), L_1,
@@ -43,100 +43,6 @@ extern "C" {
 static_assert(ROW_WARPS * (POSTFILTER_ZCAP * (sizeof(double) + sizeof(int32_t)) +
                            SPAN_WORDS * sizeof(uint2)) <= 48 * 1024,
               "the postfilter's z, Z and bitmap must fit a block's default shared memory");
-
-/* ------------------------------------------------------------- helpers */
-
-int fsai_dcsr_alloc_rows(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what)
-{
-    m->n = n;
-    int status = gs_cuda_alloc(e, &m->rp, ((size_t)n + 1) * sizeof(int64_t), what);
-    if (status == GS_OK)
-        status = CUDA_CALL(&e->err, cudaMemsetAsync(m->rp, 0, ((size_t)n + 1) * sizeof(int64_t),
-                                                    gs_cuda_of(e)->stream));
-    return status;
-}
-
-int fsai_dcsr_alloc_rows_counted(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what)
-{
-    if (n == 0) return fsai_dcsr_alloc_rows(e, m, n, what); /* no row 0 to write rp[0] */
-    m->n = n;
-    return gs_cuda_alloc(e, &m->rp, ((size_t)n + 1) * sizeof(int64_t), what);
-}
-
-int fsai_dcsr_alloc_entries(gs_engine *e, fsai_dcsr *m, int64_t nnz, size_t vsize,
-                            const char *what)
-{
-    m->nnz = nnz;
-    int status = gs_cuda_alloc(e, &m->col, (size_t)nnz * sizeof(int32_t), what);
-    if (status == GS_OK && vsize > 0) {
-        status = gs_cuda_alloc(e, &m->val, (size_t)nnz * vsize, what);
-        if (status == GS_OK) m->vsize = vsize;
-    }
-    return status;
-}
-
-void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m)
-{
-    if (!m) return;
-    gs_cuda_free(e, m->rp, ((size_t)m->n + 1) * sizeof(int64_t));
-    gs_cuda_free(e, m->col, (size_t)m->nnz * sizeof(int32_t));
-    gs_cuda_free(e, m->val, (size_t)m->nnz * m->vsize);
-    *m = fsai_dcsr{};
-}
-
-/* Runs of 8-byte words from the device in one host round trip: run r is
- * words[r] words at src[r] (one allocation), out gets them end to end (at
- * most GS_MAX_SCALARS in all). A copy a run into the engine's pinned scalar
- * buffer (each copy ~3 us of the device's time and the host's), one
- * synchronisation. */
-static int fsai_read_runs(gs_engine *e, int runs, const void *const *src, const int *words,
-                          uint64_t *out)
-{
-    gs_cuda_impl *c = gs_cuda_of(e);
-    uint64_t *h = (uint64_t *)c->pinned; /* GS_MAX_SCALARS doubles */
-    int status = GS_OK, count = 0;
-    for (int r = 0; r < runs; r++) {
-        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h + count, src[r], 8 * (size_t)words[r],
-                                                  cudaMemcpyDeviceToHost, c->stream)));
-        count += words[r];
-    }
-    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
-    for (int k = 0; k < count; k++) out[k] = h[k];
-cleanup:
-    return status;
-}
-
-int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h)
-{
-    const void *src[1] = {d};
-    const int words[1] = {1};
-    uint64_t w = 0;
-    const int status = fsai_read_runs(e, 1, src, words, &w);
-    *h = (int64_t)w;
-    return status;
-}
-
-int fsai_exclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count)
-{
-    int status = CUDA_CALL(&e->err, cudaMemsetAsync(out, 0, sizeof(int64_t),
-                                                    gs_cuda_of(e)->stream));
-    if (status == GS_OK) status = gs_cuda_inclusive_scan(e, in, out + 1, count);
-    return status;
-}
-
-/* rp[1..n] counts -> row pointer, in stream order (no host read). */
-static int fsai_counts_scan(gs_engine *e, int64_t *rp, int32_t n)
-{
-    return gs_cuda_inclusive_scan(e, rp + 1, rp + 1, n);
-}
-
-int fsai_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz)
-{
-    *nnz = 0;
-    int status = fsai_counts_scan(e, rp, n);
-    if (status == GS_OK && n > 0) status = fsai_read_int64(e, rp + n, nnz);
-    return status;
-}
 
 template <typename T>
 static __device__ inline T warp_sum(T v)
@@ -241,12 +147,12 @@ __global__ void fsai_prefilter_info_kernel(const int *flags, const int64_t *at_r
  * the same first offence). One host round trip: the flag, both sizes and the
  * bandwidth are read together, after the counts (the kernels that follow a
  * failed check only see finite garbage). */
-static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, double tau,
-                          fsai_dcsr *At, fsai_dcsr *L1, int64_t *bw, gs_error *err)
+static int fsai_prefilter(gs_engine *e, const gs_csr *A, const gs_dcsr *dA, double tau,
+                          gs_dcsr *At, gs_dcsr *L1, int64_t *bw, gs_error *err)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = dA->n;
-    const unsigned grid = fsai_blocks(n, ROW_WARPS);
+    const unsigned grid = gs_dblocks(n, ROW_WARPS);
     double *diag = NULL, *host_diag = NULL;
     int *d_flags = NULL, status = GS_OK; /* the check's flag, the bandwidth */
     int64_t *d_info = NULL, info[4] = {0, 0, 0, 0};
@@ -257,14 +163,14 @@ static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, do
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_check_kernel, grid, 32 * ROW_WARPS, 0, c->stream, n,
                        (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, diag, d_flags));
-    GS_TRY(fsai_dcsr_alloc_rows_counted(e, At, n, "fsai: row pointers of the prefiltered A"));
-    GS_TRY(fsai_dcsr_alloc_rows_counted(e, L1, n, "fsai: row pointers of L_1"));
+    GS_TRY(gs_dcsr_alloc_rows_counted(e, At, n, "fsai: row pointers of the prefiltered A"));
+    GS_TRY(gs_dcsr_alloc_rows_counted(e, L1, n, "fsai: row pointers of L_1"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<false>, grid, 32 * ROW_WARPS, 0, c->stream,
                        n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, (const double *)diag, tau, At->rp,
                        (int32_t *)NULL, L1->rp, (int32_t *)NULL, d_flags + 1));
-    GS_TRY(fsai_counts_scan(e, At->rp, n));
-    GS_TRY(fsai_counts_scan(e, L1->rp, n));
+    GS_TRY(gs_dcsr_counts_scan(e, At->rp, n));
+    GS_TRY(gs_dcsr_counts_scan(e, L1->rp, n));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_info_kernel, 1, 1, 0, c->stream,
                        (const int *)d_flags, (const int64_t *)At->rp, (const int64_t *)L1->rp, n,
                        d_info));
@@ -277,8 +183,8 @@ static int fsai_prefilter(gs_engine *e, const gs_csr *A, const fsai_dcsr *dA, do
         GS_TRY(gs_fsai_check_input(A, host_diag, err));
     }
     *bw = info[3];
-    GS_TRY(fsai_dcsr_alloc_entries(e, At, info[1], 0, "fsai: prefiltered A"));
-    GS_TRY(fsai_dcsr_alloc_entries(e, L1, info[2], 0, "fsai: L_1"));
+    GS_TRY(gs_dcsr_alloc_entries(e, At, info[1], 0, "fsai: prefiltered A"));
+    GS_TRY(gs_dcsr_alloc_entries(e, L1, info[2], 0, "fsai: L_1"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<true>, grid, 32 * ROW_WARPS, 0, c->stream,
                        n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, (const double *)diag, tau, At->rp, At->col,
@@ -318,18 +224,18 @@ __global__ void fsai_diagonal_kernel(int32_t n, const int64_t *__restrict__ rp,
     gt_val[i] = g;
 }
 
-static int fsai_diagonal(gs_engine *e, const fsai_dcsr *dA, gs_precision prec, fsai_dcsr *G,
-                         fsai_dcsr *GT)
+static int fsai_diagonal(gs_engine *e, const gs_dcsr *dA, gs_precision prec, gs_dcsr *G,
+                         gs_dcsr *GT)
 {
     const int32_t n = dA->n;
     const size_t vsize = prec == GS_FP32 ? sizeof(float) : sizeof(double);
-    const unsigned grid = fsai_blocks((int64_t)n + 1, 256);
+    const unsigned grid = gs_dblocks((int64_t)n + 1, 256);
     cudaStream_t s = gs_cuda_of(e)->stream;
     int status = GS_OK;
-    GS_TRY(fsai_dcsr_alloc_rows(e, G, n, "fsai: row pointers of G"));
-    GS_TRY(fsai_dcsr_alloc_entries(e, G, n, vsize, "fsai: G"));
-    GS_TRY(fsai_dcsr_alloc_rows(e, GT, n, "fsai: row pointers of G^T"));
-    GS_TRY(fsai_dcsr_alloc_entries(e, GT, n, vsize, "fsai: G^T"));
+    GS_TRY(gs_dcsr_alloc_rows(e, G, n, "fsai: row pointers of G"));
+    GS_TRY(gs_dcsr_alloc_entries(e, G, n, vsize, "fsai: G"));
+    GS_TRY(gs_dcsr_alloc_rows(e, GT, n, "fsai: row pointers of G^T"));
+    GS_TRY(gs_dcsr_alloc_entries(e, GT, n, vsize, "fsai: G^T"));
     if (prec == GS_FP32)
         GS_TRY(CUDA_LAUNCH(&e->err, fsai_diagonal_kernel<float>, grid, 256, 0, s, n,
                            (const int64_t *)dA->rp, (const int32_t *)dA->col,
@@ -543,43 +449,42 @@ __global__ void fsai_postfilter_kernel(int32_t n, const int64_t *__restrict__ h_
  * values of the failed systems, which the factorisation left unwritten:
  * uninitialised but harmless, the counts are discarded.) */
 template <typename T>
-static int fsai_postfilter_typed(gs_engine *e, const fsai_dcsr *dA, const fsai_dcsr *H,
+static int fsai_postfilter_typed(gs_engine *e, const gs_dcsr *dA, const gs_dcsr *H,
                                  int64_t m_max, double delta,
-                                 const unsigned long long *factor_fail, fsai_dcsr *G,
+                                 const unsigned long long *factor_fail, gs_dcsr *G,
                                  gs_cuda_sell_plan *plan, gs_error *err)
 {
     /* shared memory only where a row of G can be longer than 32 (no row of
      * G is longer than its local system): it would cost the others occupancy */
     const int zcap = m_max > 32 ? POSTFILTER_ZCAP : 0;
-    /* GS_FSAI_POSTFILTER=search: Z searched on every row (tests, timings) */
-    const char *pf = getenv("GS_FSAI_POSTFILTER");
-    const int bitmap = !(pf && strcmp(pf, "search") == 0);
+    /* fsai_postfilter_search: Z searched on every row (tests, timings) */
+    const int bitmap = !gs_cuda_debug(e)->fsai_postfilter_search;
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = H->n;
-    const unsigned grid = fsai_blocks(n, ROW_WARPS);
+    const unsigned grid = gs_dblocks(n, ROW_WARPS);
     int *d_fail = NULL, fail = POSTFILTER_NO_FAIL, status = GS_OK;
     int64_t nnz = 0;
     uint64_t words[5] = {0, 0, 0, 0, 0}; /* nnz(G), the factorisation's failure record, plan */
     GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof(int), "fsai postfilter: failure record"));
-    GS_TRY(fsai_dcsr_alloc_rows_counted(e, G, n, "fsai: row pointers of G"));
+    GS_TRY(gs_dcsr_alloc_rows_counted(e, G, n, "fsai: row pointers of G"));
     GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, false>), grid, 32 * ROW_WARPS, 0,
                        c->stream, n, (const int64_t *)H->rp, (const int32_t *)H->col,
                        (const T *)H->val, delta, (const int64_t *)dA->rp,
                        (const int32_t *)dA->col, (const double *)dA->val, G->rp, (int32_t *)NULL,
                        (T *)NULL, 0, 0, d_fail));
-    GS_TRY(fsai_counts_scan(e, G->rp, n));
+    GS_TRY(gs_dcsr_counts_scan(e, G->rp, n));
     if (plan) GS_TRY(gs_cuda_sell_plan_start(e, n, G->rp, plan)); /* G's layout, planned now */
     {
         const void *src[3] = {G->rp + n, factor_fail, NULL};
         const int len[3] = {1, 1, 3};
         const int planned = plan && plan->slice_ptr;
         if (planned) src[2] = plan->info;
-        GS_TRY(fsai_read_runs(e, planned ? 3 : 2, src, len, words));
+        GS_TRY(gs_dread_words(e, planned ? 3 : 2, src, len, words));
         if (planned) memcpy(plan->words, words + 2, sizeof plan->words);
     }
     if (words[1] != ~0ull) GS_TRY(fsai_factor_failure(e, H, words[1], err));
     nnz = (int64_t)words[0];
-    GS_TRY(fsai_dcsr_alloc_entries(e, G, nnz, sizeof(T), "fsai: G"));
+    GS_TRY(gs_dcsr_alloc_entries(e, G, nnz, sizeof(T), "fsai: G"));
     GS_TRY(CUDA_LAUNCH(&e->err, (fsai_postfilter_kernel<T, true>), grid, 32 * ROW_WARPS,
                        zcap ? (size_t)ROW_WARPS * (zcap * (sizeof(double) + sizeof(int32_t)) +
                                                    SPAN_WORDS * sizeof(uint2))
@@ -602,163 +507,22 @@ cleanup:
 
 /* ----------------------------------------------------------- transpose */
 
-/* Entries of G sorted per chunk, at most this many bytes of sort buffers
- * (about 20 bytes an entry): the transpose's peak stays G + G^T + this. */
-#define TRANSPOSE_CHUNK_BYTES ((size_t)256 << 20)
-
-/* gt_rp[j + 1] = the entries of column j of G (atomics: the counts do not
- * depend on their order). */
-__global__ void fsai_column_count_kernel(int64_t nnz, const int32_t *__restrict__ col,
-                                         int64_t *gt_rp)
+/* G^T by the toolkit's transpose, G^T's layout planned from its row
+ * pointers before its entries are filled, the plan's three words parked in
+ * the read-back buffer (no wait: the stage's synchronisation brings them,
+ * and fsai_cuda_build copies them out). The switch fsai_transpose_chunk
+ * (src/debug.h): entries a chunk of the transpose's sort, for the tests. */
+static int fsai_transpose(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, gs_cuda_sell_plan *plan)
 {
-    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p < nnz) atomicAdd((unsigned long long *)&gt_rp[col[p] + 1], 1ull);
-}
-
-/* perm[q] = p0 + q: the positions the sort carries along. */
-__global__ void fsai_iota_kernel(int64_t count, int64_t p0, int32_t *__restrict__ out)
-{
-    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q < count) out[q] = (int32_t)(p0 + q);
-}
-
-/* start[j] = the first q with keys[q] == j, for the columns j of this
- * chunk (keys sorted; the other entries of start are not read). */
-__global__ void fsai_transpose_start_kernel(int64_t count, const int32_t *__restrict__ keys,
-                                            int32_t *__restrict__ start)
-{
-    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q < count && (q == 0 || keys[q - 1] != keys[q])) start[keys[q]] = (int32_t)q;
-}
-
-/* One chunk of G's entries (positions p0.. in row-major order), stably
- * sorted by column: keys[q] = the column, perm[q] = the position. Entry q
- * goes to row keys[q] of G^T after the done[j] entries of column j from
- * earlier chunks and the q - start[j] of this chunk before it in the sort
- * (one chunk: done = start = NULL, and q - start[j] is q - gt_rp[j]), so
- * every row of G^T comes out in increasing column order. Its column there
- * is the row of G that holds position perm[q]. */
-template <typename T>
-__global__ void fsai_transpose_fill_kernel(int32_t n, int64_t count,
-                                           const int64_t *__restrict__ g_rp,
-                                           const T *__restrict__ g_val,
-                                           const int32_t *__restrict__ keys,
-                                           const int32_t *__restrict__ perm,
-                                           const int32_t *__restrict__ done,
-                                           const int32_t *__restrict__ start,
-                                           const int64_t *__restrict__ gt_rp,
-                                           int32_t *__restrict__ gt_col, T *__restrict__ gt_val)
-{
-    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q >= count) return;
-    const int32_t j = keys[q], p = perm[q];
-    const int64_t dst = done ? gt_rp[j] + done[j] + (q - start[j]) : q;
-    gt_col[dst] = fsai_last_at_or_below(g_rp, 0, n, p); /* the row of G holding p */
-    gt_val[dst] = g_val[p];
-}
-
-/* done[j] += the entries of column j in this chunk (by the last of each
- * run of equal keys). */
-__global__ void fsai_transpose_done_kernel(int64_t count, const int32_t *__restrict__ keys,
-                                           const int32_t *__restrict__ start,
-                                           int32_t *__restrict__ done)
-{
-    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q < count && (q == count - 1 || keys[q + 1] != keys[q]))
-        done[keys[q]] += (int32_t)(q - start[keys[q]] + 1);
-}
-
-/* GT = G^T: column counts and their scan give the row pointers; the entries
- * go over in chunks of row-major positions, each chunk stably radix-sorted
- * by column on the bits n needs (cub) and scattered after the entries of
- * earlier chunks, so that each row of G^T is in increasing column order
- * whatever the chunking. (v7: cusparseCsr2cscEx2 cost 50 to 100 us even on
- * a 48-row G; one sort of all of G's entries raised the peak of
- * poisson3d:128 from 1.49x to 1.62x the stored matrices and vectors.)
- * GS_FSAI_TRANSPOSE_CHUNK: entries a chunk, for the tests. */
-/* plan: NULL, or G^T's layout planned from its row pointers, its words
- * copied in stream order into the top of the engine's pinned buffer
- * (FSAI_PARKED; no wait: the stage's synchronisation brings them, and
- * nothing else writes those words before fsai_cuda_build reads them). */
-#define FSAI_PARKED (GS_MAX_SCALARS - 3)
-static int fsai_transpose(gs_engine *e, const fsai_dcsr *G, fsai_dcsr *GT, gs_cuda_sell_plan *plan)
-{
-    gs_cuda_impl *c = gs_cuda_of(e);
-    const int32_t n = G->n;
-    const int64_t nnz = G->nnz;
-    int32_t *keys = NULL, *perm_in = NULL, *perm = NULL, *done = NULL, *start = NULL;
-    void *tmp = NULL;
-    size_t bytes = 0;
-    int status = GS_OK, bits = 1;
-    int64_t chunk = (int64_t)(TRANSPOSE_CHUNK_BYTES / 20);
-    const char *forced = getenv("GS_FSAI_TRANSPOSE_CHUNK");
-    if (forced && atoll(forced) > 0) chunk = atoll(forced);
-    if (chunk > nnz) chunk = nnz;
-    while (bits < 31 && ((int64_t)1 << bits) < n) bits++;
-    if (nnz > INT32_MAX)
-        return gs_error_set(&e->err, GS_ERR_UNSUPPORTED,
-                            "fsai: G has %lld entries; the device transpose takes at most %d",
-                            (long long)nnz, INT32_MAX);
-    GS_TRY(fsai_dcsr_alloc_rows(e, GT, n, "fsai: row pointers of G^T"));
-    GS_TRY(fsai_dcsr_alloc_entries(e, GT, nnz, G->vsize, "fsai: G^T"));
-    if (nnz == 0) return GS_OK;
-    GS_TRY(CUDA_LAUNCH(&e->err, fsai_column_count_kernel, fsai_blocks(nnz, 256), 256, 0,
-                       c->stream, nnz, (const int32_t *)G->col, GT->rp));
-    GS_TRY(fsai_counts_scan(e, GT->rp, n));
-    if (plan) {
-        GS_TRY(gs_cuda_sell_plan_start(e, n, GT->rp, plan));
-        if (plan->slice_ptr)
-            GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync((uint64_t *)c->pinned + FSAI_PARKED, plan->info,
-                                                      3 * sizeof(int64_t), cudaMemcpyDeviceToHost,
-                                                      c->stream)));
+    int status = GS_OK;
+    const int64_t chunk = gs_cuda_debug(e)->fsai_transpose_chunk; /* 0: the default */
+    GS_TRY(gs_dcsr_transpose_rows(e, G, GT));
+    if (plan && G->nnz > 0) {
+        GS_TRY(gs_cuda_sell_plan_start(e, G->n, GT->rp, plan));
+        if (plan->slice_ptr) GS_TRY(gs_dread_park(e, plan->info, 3));
     }
-    GS_TRY(gs_cuda_alloc(e, &keys, (size_t)chunk * sizeof(int32_t), "fsai transpose: sorted columns"));
-    GS_TRY(gs_cuda_alloc(e, &perm_in, (size_t)chunk * sizeof(int32_t), "fsai transpose: positions"));
-    GS_TRY(gs_cuda_alloc(e, &perm, (size_t)chunk * sizeof(int32_t), "fsai transpose: sorted positions"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs((void *)NULL, bytes,
-                                                              (const int32_t *)G->col, keys,
-                                                              (const int32_t *)perm_in, perm,
-                                                              (int)chunk, 0, bits, c->stream)));
-    GS_TRY(gs_cuda_alloc(e, &tmp, bytes, "fsai transpose: sort workspace"));
-    if (chunk < nnz) { /* entries of each column placed by earlier chunks */
-        GS_TRY(gs_cuda_alloc(e, &done, (size_t)n * sizeof(int32_t), "fsai transpose: placed"));
-        GS_TRY(gs_cuda_alloc(e, &start, (size_t)n * sizeof(int32_t), "fsai transpose: run starts"));
-        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(done, 0, (size_t)n * sizeof(int32_t), c->stream)));
-    }
-    for (int64_t p0 = 0; p0 < nnz; p0 += chunk) {
-        const int64_t count = nnz - p0 < chunk ? nnz - p0 : chunk;
-        const unsigned grid = fsai_blocks(count, 256);
-        GS_TRY(CUDA_LAUNCH(&e->err, fsai_iota_kernel, grid, 256, 0, c->stream, count, p0, perm_in));
-        GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(
-                                      tmp, bytes, (const int32_t *)G->col + p0, keys,
-                                      (const int32_t *)perm_in, perm, (int)count, 0, bits,
-                                      c->stream)));
-        if (done)
-            GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_start_kernel, grid, 256, 0, c->stream, count,
-                               (const int32_t *)keys, start));
-        if (G->vsize == sizeof(float))
-            GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_fill_kernel<float>, grid, 256, 0, c->stream,
-                               n, count, (const int64_t *)G->rp, (const float *)G->val,
-                               (const int32_t *)keys, (const int32_t *)perm,
-                               (const int32_t *)done, (const int32_t *)start,
-                               (const int64_t *)GT->rp, GT->col, (float *)GT->val));
-        else
-            GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_fill_kernel<double>, grid, 256, 0, c->stream,
-                               n, count, (const int64_t *)G->rp, (const double *)G->val,
-                               (const int32_t *)keys, (const int32_t *)perm,
-                               (const int32_t *)done, (const int32_t *)start,
-                               (const int64_t *)GT->rp, GT->col, (double *)GT->val));
-        if (done && p0 + count < nnz)
-            GS_TRY(CUDA_LAUNCH(&e->err, fsai_transpose_done_kernel, grid, 256, 0, c->stream, count,
-                               (const int32_t *)keys, (const int32_t *)start, done));
-    }
-cleanup: /* stream-ordered frees */
-    gs_cuda_free(e, tmp, bytes);
-    gs_cuda_free(e, keys, (size_t)chunk * sizeof(int32_t));
-    gs_cuda_free(e, perm_in, (size_t)chunk * sizeof(int32_t));
-    gs_cuda_free(e, perm, (size_t)chunk * sizeof(int32_t));
-    gs_cuda_free(e, done, (size_t)n * sizeof(int32_t));
-    gs_cuda_free(e, start, (size_t)n * sizeof(int32_t));
+    GS_TRY(gs_dcsr_transpose_fill(e, G, GT, chunk));
+cleanup:
     return status;
 }
 
@@ -776,7 +540,7 @@ __global__ void fsai_to_double_kernel(int64_t n, const T *__restrict__ in, doubl
  * temporary fp64 copy: gs_cuda_mat_from_device_csr takes fp64, and rounds
  * them back exactly). plan: fp64 values only (NULL in fp32), handed to
  * gs_cuda_mat_adopt_device_csr, which frees it. */
-static int fsai_engine_matrix(gs_engine *e, fsai_dcsr *M, gs_precision prec,
+static int fsai_engine_matrix(gs_engine *e, gs_dcsr *M, gs_precision prec,
                               gs_cuda_sell_plan *plan, gs_mat **out)
 {
     double *wide = NULL;
@@ -784,83 +548,17 @@ static int fsai_engine_matrix(gs_engine *e, fsai_dcsr *M, gs_precision prec,
     if (M->vsize == sizeof(double)) {
         GS_TRY(gs_cuda_mat_adopt_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col,
                                             (double *)M->val, prec, plan, &taken, out));
-        if (taken) *M = fsai_dcsr{};
+        if (taken) *M = gs_dcsr{};
         goto cleanup;
     }
     GS_TRY(gs_cuda_alloc(e, &wide, (size_t)M->nnz * sizeof(double), "fsai: G values widened"));
-    GS_TRY(CUDA_LAUNCH(&e->err, fsai_to_double_kernel<float>, fsai_blocks(M->nnz, 256), 256, 0,
+    GS_TRY(CUDA_LAUNCH(&e->err, fsai_to_double_kernel<float>, gs_dblocks(M->nnz, 256), 256, 0,
                        gs_cuda_of(e)->stream, M->nnz, (const float *)M->val, wide));
     GS_TRY(gs_cuda_mat_from_device_csr(e, M->n, M->n, M->nnz, M->rp, M->col, wide, prec,
                                        GS_CUDA_TRI_NONE, out));
 cleanup: /* stream-ordered frees */
     gs_cuda_free(e, wide, (size_t)M->nnz * sizeof(double));
-    fsai_dcsr_free(e, M);
-    return status;
-}
-
-/* Host CSR of an engine matrix (sliced ELL: padding has column -1 and ends
- * each row; CSR: copied), values in fp64. */
-static int fsai_download(const gs_mat *m, gs_csr *out, gs_error *err)
-{
-    const int64_t n = m->n_rows;
-    const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
-    const int64_t stored = m->format == GS_CUDA_CSR ? m->nnz : m->padded;
-    int64_t *sp = NULL;
-    int32_t *col = NULL, *perm = NULL;
-    void *val = NULL;
-    int status = GS_OK;
-    GS_TRY(gs_csr_alloc(m->n_rows, m->n_cols, m->nnz, 1, out, err));
-    col = (int32_t *)gs_malloc((size_t)stored * sizeof(int32_t) + 1, "fsai save", err);
-    val = gs_malloc((size_t)stored * vsize + 1, "fsai save", err);
-    if (!col || !val) GS_TRY(GS_ERR_NOMEM);
-    if (m->format == GS_CUDA_CSR) {
-        GS_TRY(CUDA_CALL(err, cudaMemcpy(out->row_ptr, m->row_ptr, (size_t)(n + 1) * sizeof(int64_t),
-                                         cudaMemcpyDeviceToHost)));
-        GS_TRY(CUDA_CALL(err, cudaMemcpy(out->col, m->csr_col, (size_t)stored * sizeof(int32_t),
-                                         cudaMemcpyDeviceToHost)));
-        GS_TRY(CUDA_CALL(err, cudaMemcpy(val, m->csr_val, (size_t)stored * vsize,
-                                         cudaMemcpyDeviceToHost)));
-        for (int64_t p = 0; p < stored; p++)
-            out->val[p] = vsize == sizeof(float) ? (double)((float *)val)[p] : ((double *)val)[p];
-        goto cleanup;
-    }
-    sp = (int64_t *)gs_malloc((size_t)(m->n_slices + 1) * sizeof(int64_t), "fsai save", err);
-    perm = m->perm ? (int32_t *)gs_malloc((size_t)n * sizeof(int32_t), "fsai save", err) : NULL;
-    if (!sp || (m->perm && !perm)) GS_TRY(GS_ERR_NOMEM);
-    GS_TRY(CUDA_CALL(err, cudaMemcpy(sp, m->slice_ptr, (size_t)(m->n_slices + 1) * sizeof(int64_t),
-                                     cudaMemcpyDeviceToHost)));
-    GS_TRY(CUDA_CALL(err, cudaMemcpy(col, m->sell_col, (size_t)stored * sizeof(int32_t),
-                                     cudaMemcpyDeviceToHost)));
-    GS_TRY(CUDA_CALL(err, cudaMemcpy(val, m->sell_val, (size_t)stored * vsize, cudaMemcpyDeviceToHost)));
-    if (perm)
-        GS_TRY(CUDA_CALL(err, cudaMemcpy(perm, m->perm, (size_t)n * sizeof(int32_t),
-                                         cudaMemcpyDeviceToHost)));
-    for (int pass = 0; pass < 2; pass++) { /* 0: row lengths, 1: entries */
-        for (int64_t r = 0; r < n; r++) {
-            const int64_t s = r / 32, width = (sp[s + 1] - sp[s]) / 32;
-            const int64_t row = perm ? perm[r] : r;
-            int64_t q = pass ? out->row_ptr[row] : 0;
-            for (int64_t k = 0; k < width; k++) {
-                const int64_t src = sp[s] + 32 * k + r % 32;
-                if (col[src] < 0) break;
-                if (pass) {
-                    out->col[q] = col[src];
-                    out->val[q] = vsize == sizeof(float) ? (double)((float *)val)[src]
-                                                         : ((double *)val)[src];
-                }
-                q++;
-            }
-            if (!pass) out->row_ptr[row + 1] = q;
-        }
-        if (!pass)
-            for (int64_t r = 0; r < n; r++) out->row_ptr[r + 1] += out->row_ptr[r];
-    }
-cleanup:
-    free(sp);
-    free(col);
-    free(val);
-    free(perm);
-    if (status != GS_OK) gs_csr_free(out);
+    gs_dcsr_free(e, M);
     return status;
 }
 
@@ -872,7 +570,7 @@ static int fsai_cuda_save(gs_pc *pc, const char *prefix, gs_error *err)
     char path[4096], comment[512];
     int status = pc->eng->ops->sync(pc->eng);
     if (status != GS_OK) return gs_engine_fail(pc->eng, err);
-    GS_TRY(fsai_download(d->G_eng, &G, err));
+    GS_TRY(gs_cuda_mat_download(d->G_eng, &G, err));
     snprintf(path, sizeof path, "%s_G.mtx", prefix);
     snprintf(comment, sizeof comment, "gpusolve fsai (cuda setup): M = G^T G, %s", pc->description);
     status = gs_mm_write_csr(path, &G, 0, comment, err);
@@ -883,16 +581,16 @@ cleanup:
 
 /* --------------------------------------------------------------- setup */
 
-static double fsai_stream_bytes(const fsai_dcsr *M, gs_precision prec)
+static double fsai_stream_bytes(const gs_dcsr *M, gs_precision prec)
 {
     return (double)M->nnz * ((prec == GS_FP32 ? 4.0 : 8.0) + 4.0) + ((double)M->n + 1.0) * 8.0;
 }
 
-static int fsai_upload(gs_engine *e, const gs_csr *A, fsai_dcsr *dA)
+static int fsai_upload(gs_engine *e, const gs_csr *A, gs_dcsr *dA)
 {
     int status = GS_OK;
-    GS_TRY(fsai_dcsr_alloc_rows(e, dA, A->n_rows, "fsai: row pointers of A"));
-    GS_TRY(fsai_dcsr_alloc_entries(e, dA, A->nnz, sizeof(double), "fsai: A"));
+    GS_TRY(gs_dcsr_alloc_rows(e, dA, A->n_rows, "fsai: row pointers of A"));
+    GS_TRY(gs_dcsr_alloc_entries(e, dA, A->nnz, sizeof(double), "fsai: A"));
     GS_TRY(gs_cuda_upload(e, dA->rp, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof(int64_t)));
     if (A->nnz > 0) {
         GS_TRY(gs_cuda_upload(e, dA->col, A->col, (size_t)A->nnz * sizeof(int32_t)));
@@ -907,14 +605,15 @@ cleanup:
  * turned back into CSR on the device (stage "csr of A"); otherwise uploaded
  * from the host (stage "transfer"). dA then aliases view's arrays when view
  * is used; fsai_release_A frees whichever it is. */
-static int fsai_device_A(gs_pc *pc, const gs_csr *A, fsai_dcsr *dA, gs_cuda_csr_view *view)
+static int fsai_device_A(gs_pc *pc, const gs_csr *A, gs_dcsr *dA, gs_cuda_csr_view *view)
 {
     gs_engine *e = pc->eng;
     int status = GS_OK;
     const gs_mat *Ae = pc->A;
+    const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
     double t0 = gs_pc_stage_begin(pc);
-    if (Ae && Ae->prec == GS_FP64 && Ae->n_rows == A->n_rows && Ae->n_cols == A->n_cols &&
-        Ae->nnz == A->nnz) {
+    if (Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows && Ai.n_cols == A->n_cols &&
+        Ai.nnz == A->nnz) {
         GS_TRY(gs_cuda_mat_device_csr(e, Ae, view));
         dA->n = view->n_rows;
         dA->nnz = view->nnz;
@@ -931,13 +630,13 @@ cleanup:
     return status;
 }
 
-static void fsai_release_A(gs_engine *e, fsai_dcsr *dA, gs_cuda_csr_view *view)
+static void fsai_release_A(gs_engine *e, gs_dcsr *dA, gs_cuda_csr_view *view)
 {
     if (dA->rp && dA->rp == view->row_ptr) {
         gs_cuda_csr_view_free(e, view); /* frees only what it built */
-        *dA = fsai_dcsr{};
+        *dA = gs_dcsr{};
     } else {
-        fsai_dcsr_free(e, dA);
+        gs_dcsr_free(e, dA);
     }
 }
 
@@ -946,7 +645,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
                            gs_error *err)
 {
     gs_engine *e = pc->eng;
-    fsai_dcsr dA = {}, At = {}, L1 = {}, S = {}, G = {}, GT = {};
+    gs_dcsr dA = {}, At = {}, L1 = {}, S = {}, G = {}, GT = {};
     /* G's and G^T's layouts planned in the postfilter's and the transpose's
      * round trips (fp64 values: the ones gs_cuda_mat_adopt_device_csr takes) */
     gs_cuda_sell_plan plan_storage[2] = {}, *plan_g = NULL, *plan_gt = NULL;
@@ -964,8 +663,8 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     if (L1.nnz == L1.n) {
         /* Ã is diagonal (the default tau on the 27-point stencil): no
          * pattern, no systems to gather, nothing to filter or transpose */
-        fsai_dcsr_free(e, &At);
-        fsai_dcsr_free(e, &L1);
+        gs_dcsr_free(e, &At);
+        gs_dcsr_free(e, &L1);
         t0 = gs_pc_stage_begin(pc);
         GS_TRY(fsai_diagonal(e, &dA, o->prec, &G, &GT));
         m_max = 1;
@@ -975,7 +674,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     } else {
         t0 = gs_pc_stage_begin(pc);
         GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, bw, &S, &m_known));
-        fsai_dcsr_free(e, &At);
+        gs_dcsr_free(e, &At);
         GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
         GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, m_known, &m_max,
                                 &plan_on_device, &factor_fail)); /* gather, factorisation */
@@ -987,15 +686,13 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
         else
             GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, factor_fail, &G,
                                                  plan_g, err));
-        fsai_dcsr_free(e, &S);
+        gs_dcsr_free(e, &S);
         fsai_release_A(e, &dA, &viewA);
         GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));
         t0 = gs_pc_stage_begin(pc);
         GS_TRY(fsai_transpose(e, &G, &GT, plan_gt));
         GS_TRY(gs_pc_stage_end(pc, "transpose", t0)); /* brings plan_gt's parked words */
-        if (plan_gt && plan_gt->slice_ptr)
-            memcpy(plan_gt->words, (const uint64_t *)gs_cuda_of(e)->pinned + FSAI_PARKED,
-                   sizeof plan_gt->words);
+        if (plan_gt && plan_gt->slice_ptr) gs_dread_parked(e, plan_gt->words, 3);
     }
     t0 = gs_pc_stage_begin(pc);
     pc->nnz = G.nnz;
@@ -1011,11 +708,11 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
 cleanup:
     if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
     fsai_release_A(e, &dA, &viewA);
-    fsai_dcsr_free(e, &At);
-    fsai_dcsr_free(e, &L1);
-    fsai_dcsr_free(e, &S);
-    fsai_dcsr_free(e, &G);
-    fsai_dcsr_free(e, &GT);
+    gs_dcsr_free(e, &At);
+    gs_dcsr_free(e, &L1);
+    gs_dcsr_free(e, &S);
+    gs_dcsr_free(e, &G);
+    gs_dcsr_free(e, &GT);
     gs_cuda_free(e, factor_fail, sizeof *factor_fail);
     gs_cuda_sell_plan_free(e, &plan_storage[0]);
     gs_cuda_sell_plan_free(e, &plan_storage[1]);

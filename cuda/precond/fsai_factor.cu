@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(GATHER_THREADS)
     const int64_t nb = (count + GATHER_THREADS - 1) / GATHER_THREADS;
     const int32_t lo = first[blockIdx.x];
     const int32_t hi = blockIdx.x + 1 < nb ? first[blockIdx.x + 1] + 1 : j1;
-    const int32_t j = fsai_last_at_or_below(off, lo, hi, base + t);
+    const int32_t j = gs_dsearch_last_at_or_below(off, lo, hi, base + t);
     const int64_t q = base + t - off[j];
     int64_t r = (int64_t)((sqrtf(8.0f * (float)q + 1.0f) - 1.0f) * 0.5f);
     while (tri(r) > q) r--;
@@ -914,20 +914,20 @@ __global__ void factor_bounds_kernel(const int *counters, int32_t *bounds)
  * round trip is a visible part of the setup; larger setups keep the host
  * plan, whose launches are sized to their classes (a device plan launches
  * a block a group of all n systems for each rows class, the blocks past
- * their class leaving at once: measured up to 5357 rows). GS_FSAI_PLAN =
- * host or device forces either (tests). */
+ * their class leaving at once: measured up to 5357 rows). The switch
+ * fsai_plan (src/debug.h) forces either (tests). */
 #define FACTOR_DEVICE_PLAN_ROWS 16384
-static bool factor_device_plan_wanted(int32_t n)
+static bool factor_device_plan_wanted(gs_engine *e, int32_t n)
 {
-    const char *forced = getenv("GS_FSAI_PLAN");
-    if (forced && strcmp(forced, "host") == 0) return false;
-    if (forced && strcmp(forced, "device") == 0) return true;
+    const int forced = gs_cuda_debug(e)->fsai_plan;
+    if (forced == GS_DEBUG_PLAN_HOST) return false;
+    if (forced == GS_DEBUG_PLAN_DEVICE) return true;
     return n <= FACTOR_DEVICE_PLAN_ROWS;
 }
 
 /* Classes, the stable sort of the rows by class, the size scan; m_known:
  * the longest row of S if the pattern stage read it, else -1. */
-static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, int64_t m_known,
+static int factor_plan_order(gs_engine *e, const gs_dcsr *S, size_t vsize, int64_t m_known,
                              factor_plan *p)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -944,7 +944,7 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, int
      * take the shared-memory panel path */
     p->fused_max = !p->fused ? 0 : (size_t)panel_smem(fit, true) * vsize <= p->smem_max ? fit : 64;
     p->fit = fit;
-    device = m_known >= 0 && m_known <= p->fused_max && factor_device_plan_wanted(n);
+    device = m_known >= 0 && m_known <= p->fused_max && factor_device_plan_wanted(e, n);
     GS_TRY(gs_cuda_alloc(e, &p->cls, (size_t)n, "fsai factor: size classes"));
     GS_TRY(gs_cuda_alloc(e, &p->cls_sorted, (size_t)n, "fsai factor: sorted classes"));
     GS_TRY(gs_cuda_alloc(e, &p->rows, (size_t)n * sizeof(int32_t), "fsai factor: rows"));
@@ -954,7 +954,7 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, int
     GS_TRY(gs_cuda_alloc(e, &p->off, ((size_t)n + 1) * sizeof(int64_t), "fsai factor: offsets"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(p->counters, 0, FACTOR_COUNTERS * sizeof(int),
                                               c->stream)));
-    GS_TRY(CUDA_LAUNCH(&e->err, factor_classify_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
+    GS_TRY(CUDA_LAUNCH(&e->err, factor_classify_kernel, gs_dblocks(n, 256), 256, 0, c->stream, n,
                        fit, (const int64_t *)S->rp, p->cls, p->rows, p->counters,
                        device ? p->off : (int64_t *)NULL));
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs((void *)NULL, bytes,
@@ -981,9 +981,9 @@ static int factor_plan_order(gs_engine *e, const fsai_dcsr *S, size_t vsize, int
         p->total = 0;
         goto cleanup;
     }
-    GS_TRY(CUDA_LAUNCH(&e->err, factor_sizes_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
+    GS_TRY(CUDA_LAUNCH(&e->err, factor_sizes_kernel, gs_dblocks(n, 256), 256, 0, c->stream, n,
                        (const int64_t *)S->rp, (const int32_t *)p->order, p->fused_max, p->sizes));
-    GS_TRY(fsai_exclusive_scan(e, p->sizes, p->off, n));
+    GS_TRY(gs_dscan_exclusive(e, p->sizes, p->off, n));
     GS_TRY(gs_cuda_alloc(e, &d_info, sizeof info, "fsai factor: plan sizes"));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_plan_info_kernel, 1, 32, 0, c->stream,
                        (const int *)p->counters, (const int64_t *)p->off, n, d_info));
@@ -1003,7 +1003,7 @@ cleanup:
  * budget: the packed values of all systems if small, else about the bytes
  * of Ĝ's values (so that the setup's peak memory stays a small multiple of
  * the factor's), within [256 MiB, 1 GiB] and a quarter of free memory. */
-static int factor_plan_chunks(gs_engine *e, const fsai_dcsr *S, size_t vsize, factor_plan *p)
+static int factor_plan_chunks(gs_engine *e, const gs_dcsr *S, size_t vsize, factor_plan *p)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = S->n;
@@ -1018,10 +1018,10 @@ static int factor_plan_chunks(gs_engine *e, const fsai_dcsr *S, size_t vsize, fa
         size_t b = (size_t)S->nnz * vsize;
         if (b < DENSE_BUDGET_MIN) b = DENSE_BUDGET_MIN;
         if (b > DENSE_BUDGET_MAX) b = DENSE_BUDGET_MAX;
-        /* GS_FSAI_CHUNK_BYTES: the budget itself, for the tests (many
-         * chunks from small matrices) */
-        const char *forced = getenv("GS_FSAI_CHUNK_BYTES");
-        if (forced && atoll(forced) > 0) b = (size_t)atoll(forced);
+        /* the switch fsai_chunk_bytes: the budget itself, for the tests
+         * (many chunks from small matrices) */
+        const long long forced = gs_cuda_debug(e)->fsai_chunk_bytes;
+        if (forced > 0) b = (size_t)forced;
         /* free memory asked of the driver only where it can matter (the
          * query took 5 us of bcsstk15's 1.4 ms) */
         if ((size_t)total * vsize > DENSE_BUDGET_SMALL || b < (size_t)total * vsize) {
@@ -1044,11 +1044,11 @@ static int factor_plan_chunks(gs_engine *e, const fsai_dcsr *S, size_t vsize, fa
     }
     GS_TRY(gs_cuda_alloc(e, &d_first, ((size_t)p->K + 1) * sizeof(int32_t), "fsai factor: chunks"));
     GS_TRY(gs_cuda_alloc(e, &d_first_off, ((size_t)p->K + 1) * sizeof(int64_t), "fsai factor: chunks"));
-    GS_TRY(CUDA_LAUNCH(&e->err, factor_chunks_kernel, fsai_blocks(n, 256), 256, 0, c->stream, n,
+    GS_TRY(CUDA_LAUNCH(&e->err, factor_chunks_kernel, gs_dblocks(n, 256), 256, 0, c->stream, n,
                        (const int64_t *)p->off, p->budget, d_first));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d_first + p->K, &n, sizeof(int32_t),
                                               cudaMemcpyHostToDevice, c->stream)));
-    GS_TRY(CUDA_LAUNCH(&e->err, factor_chunk_offsets_kernel, fsai_blocks(p->K + 1, 256), 256, 0,
+    GS_TRY(CUDA_LAUNCH(&e->err, factor_chunk_offsets_kernel, gs_dblocks(p->K + 1, 256), 256, 0,
                        c->stream, p->K, (const int32_t *)d_first, (const int64_t *)p->off,
                        d_first_off));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(p->first, d_first, ((size_t)p->K + 1) * sizeof(int32_t),
@@ -1086,13 +1086,13 @@ static int factor_grid(gs_engine *e, K kernel, int threads, size_t smem, int64_t
  * programmatic dependent launch (factor_run). */
 template <typename T, int M>
 static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, const int32_t *bounds,
-                              int32_t chunk0, const factor_plan *p, const fsai_dcsr *A,
-                              const fsai_dcsr *S, T *buf, T *g, unsigned long long *fail, bool pdl)
+                              int32_t chunk0, const factor_plan *p, const gs_dcsr *A,
+                              const gs_dcsr *S, T *buf, T *g, unsigned long long *fail, bool pdl)
 {
     constexpr int SPB = factor_rows_shape<M>::systems;
     const factor_source<T> src = {p->off, buf, S->col, A->rp, A->col, (const double *)A->val};
     auto kernel = p->fused ? factor_rows_kernel<T, M, true> : factor_rows_kernel<T, M, false>;
-    const unsigned grid = fsai_blocks(j1 - j0, SPB); /* a block a group, whatever bounds says */
+    const unsigned grid = gs_dblocks(j1 - j0, SPB); /* a block a group, whatever bounds says */
     cudaStream_t st = gs_cuda_of(e)->stream;
     return CUDA_LAUNCH_PDL(&e->err, pdl, kernel, grid, M * SPB, 0, st, j0, j1, bounds, chunk0,
                            (const int32_t *)p->order, (const int64_t *)S->rp, src, g, fail);
@@ -1105,8 +1105,8 @@ static int factor_launch_rows(gs_engine *e, int32_t j0, int32_t j1, const int32_
  * each system's path by what fits. */
 template <typename T, int BT, int MINB>
 static int factor_launch_block(gs_engine *e, int32_t j0, int32_t j1, const int32_t *bounds,
-                               int32_t chunk0, const factor_plan *p, const fsai_dcsr *A,
-                               const fsai_dcsr *S, T *buf, T *g, unsigned long long *fail,
+                               int32_t chunk0, const factor_plan *p, const gs_dcsr *A,
+                               const gs_dcsr *S, T *buf, T *g, unsigned long long *fail,
                                int64_t mc, bool shared_class, bool pdl)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -1128,7 +1128,7 @@ cleanup:
 
 /* Gather and factor the chunks: stages "gather" and "factorisation". */
 template <typename T>
-static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const factor_plan *p,
+static int factor_run(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const factor_plan *p,
                       T *g, unsigned long long *fail)
 {
     gs_engine *e = pc->eng;
@@ -1136,7 +1136,7 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
     T *buf = NULL;
     int32_t *block_first = NULL;
     int status = GS_OK;
-    const size_t first_bytes = ((size_t)fsai_blocks(p->cap, GATHER_THREADS) + 1) * sizeof(int32_t);
+    const size_t first_bytes = ((size_t)gs_dblocks(p->cap, GATHER_THREADS) + 1) * sizeof(int32_t);
     int32_t class_start[FACTOR_CLASSES + 1] = {}; /* host plan */
     for (int k = 0; k < FACTOR_CLASSES && !p->bounds; k++)
         class_start[k + 1] = class_start[k] + p->counts[k];
@@ -1149,9 +1149,9 @@ static int factor_run(gs_pc *pc, const fsai_dcsr *A, const fsai_dcsr *S, const f
         double t0 = 0.0;
         if (count > 0) { /* none when every system of the chunk is gathered fused */
             t0 = gs_pc_stage_begin(pc);
-            GS_TRY(CUDA_LAUNCH(&e->err, factor_block_first_kernel, fsai_blocks(j1 - j0, 256), 256,
+            GS_TRY(CUDA_LAUNCH(&e->err, factor_block_first_kernel, gs_dblocks(j1 - j0, 256), 256,
                                0, c->stream, j0, j1, (const int64_t *)p->off, block_first));
-            GS_TRY(CUDA_LAUNCH(&e->err, factor_gather_kernel<T>, fsai_blocks(count, GATHER_THREADS),
+            GS_TRY(CUDA_LAUNCH(&e->err, factor_gather_kernel<T>, gs_dblocks(count, GATHER_THREADS),
                                GATHER_THREADS, 0, c->stream, j0, j1, (const int64_t *)p->off,
                                (const int32_t *)block_first, (const int32_t *)p->order,
                                (const int64_t *)S->rp, (const int32_t *)S->col,
@@ -1200,14 +1200,14 @@ cleanup:
 }
 
 /* The smallest failing row's message, as the CPU reference words it. */
-int fsai_factor_failure(gs_engine *e, const fsai_dcsr *S, unsigned long long key, gs_error *err)
+int fsai_factor_failure(gs_engine *e, const gs_dcsr *S, unsigned long long key, gs_error *err)
 {
     const int32_t row = (int32_t)(key >> 32), pivot = (int32_t)(key & 0xffffffffu);
     int64_t p0 = 0, p1 = 0;
     int32_t col = 0;
     int status = GS_OK;
-    GS_TRY(fsai_read_int64(e, S->rp + row, &p0));
-    GS_TRY(fsai_read_int64(e, S->rp + row + 1, &p1));
+    GS_TRY(gs_dread_int64(e, S->rp + row, &p0));
+    GS_TRY(gs_dread_int64(e, S->rp + row + 1, &p1));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(&col, S->col + p0 + pivot, sizeof col, cudaMemcpyDeviceToHost)));
     status = gs_error_set(err, GS_ERR_NUMERIC,
                           "fsai: the local system A[P_i,P_i] of row %d (%d x %d) is not positive "
@@ -1218,7 +1218,7 @@ cleanup:
     return status;
 }
 
-int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
+int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
                      int fused, int64_t m_known, int64_t *m_max, int *plan_on_device,
                      unsigned long long **fail)
 {

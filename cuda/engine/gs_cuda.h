@@ -13,7 +13,7 @@ extern "C" {
 #include "engine.h"
 
 typedef enum gs_cuda_layout {
-    GS_CUDA_LAYOUT_AUTO = 0,        /* the rule in cuda/spmv.cu */
+    GS_CUDA_LAYOUT_AUTO = 0,        /* the rule in cuda/sparse/layout.cu */
     GS_CUDA_LAYOUT_SELL = 1,        /* SELL-32, rows in their own order */
     GS_CUDA_LAYOUT_SELL_SORTED = 2, /* SELL-32-sigma: never chosen by the rule */
     GS_CUDA_LAYOUT_CSR = 3          /* vector-CSR */
@@ -30,12 +30,12 @@ int gs_cuda_mat_create_as(gs_engine *e, const gs_csr *A, gs_precision prec,
  * (vector-CSR fallback, 2..32 lanes a row). A must come from the CUDA engine. */
 const char *gs_cuda_mat_layout(const gs_mat *A);
 
-/* Jacobi's CUDA setup (cuda/jacobi.cu): the inverse diagonal read from
+/* Jacobi's CUDA setup (cuda/precond/jacobi.cu): the inverse diagonal read from
  * pc->A on the device. Registered as jacobi's setup[GS_ENGINE_CUDA]. */
 struct gs_pc;
 int gs_jacobi_setup_cuda(struct gs_pc *pc, const gs_csr *A, gs_error *err);
 
-/* Test hook (cuda/spmv.cu): the CSR of A that the engine hands to device
+/* Test hook (cuda/sparse/csr_view.cu): the CSR of A that the engine hands to device
  * setups (gs_cuda_mat_device_csr), downloaded into out, whose arrays the
  * caller allocated for A's n_rows and nnz (values included); *owned says
  * whether the engine built it (SELL) or lent its own arrays (CSR). */

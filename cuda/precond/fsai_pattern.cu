@@ -305,8 +305,8 @@ static void pattern_geometry(int32_t n, int64_t bw, long p, pattern_work *w, uin
  * (reset by the counting pass, so that the flag speaks of the last
  * product); a fill that finds more than was counted sets w->overflow[0].
  * Both are read once, after the last product. */
-static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *At, long p,
-                           int64_t bw, pattern_work *w, fsai_dcsr *out)
+static int pattern_product(gs_engine *e, const gs_dcsr *Lin, const gs_dcsr *At, long p,
+                           int64_t bw, pattern_work *w, gs_dcsr *out)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = Lin->n;
@@ -316,50 +316,22 @@ static int pattern_product(gs_engine *e, const fsai_dcsr *Lin, const fsai_dcsr *
     int64_t nnz = 0;
     int status = GS_OK;
     pattern_geometry(n, bw, p, w, &mask, &stride, &nwarps);
-    const unsigned grid = fsai_blocks(nwarps, PATTERN_WARPS);
+    const unsigned grid = gs_dblocks(nwarps, PATTERN_WARPS);
     GS_TRY(pattern_work_reserve(e, w, stride * (size_t)nwarps, nwarps));
-    GS_TRY(fsai_dcsr_alloc_rows_counted(e, out, n, "fsai pattern: row pointers"));
+    GS_TRY(gs_dcsr_alloc_rows_counted(e, out, n, "fsai pattern: row pointers"));
     GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<false>, grid, PATTERN_THREADS, 0,
                        c->stream, n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
                        (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask, stride,
                        nwarps, out->rp, (int32_t *)NULL, w->scratch, w->overflow, 0,
                        w->overflow + 1));
-    GS_TRY(fsai_counts_to_row_ptr(e, out->rp, n, &nnz));
-    GS_TRY(fsai_dcsr_alloc_entries(e, out, nnz, 0, "fsai pattern: columns"));
+    GS_TRY(gs_dcsr_counts_to_row_ptr(e, out->rp, n, &nnz));
+    GS_TRY(gs_dcsr_alloc_entries(e, out, nnz, 0, "fsai pattern: columns"));
     GS_TRY(CUDA_LAUNCH(&e->err, pattern_product_kernel<true>, grid, PATTERN_THREADS, 0, c->stream,
                        n, (const int64_t *)Lin->rp, (const int32_t *)Lin->col,
                        (const int64_t *)At->rp, (const int32_t *)At->col, w->map, mask, stride,
                        nwarps, out->rp, out->col, (int32_t *)NULL, w->overflow, 1,
                        w->overflow + 1));
 cleanup:
-    return status;
-}
-
-/* Sort the columns of every row of P (cub segmented sort into a new array). */
-static int pattern_sort_rows(gs_engine *e, fsai_dcsr *P)
-{
-    gs_cuda_impl *c = gs_cuda_of(e);
-    int32_t *sorted = NULL;
-    void *tmp = NULL;
-    size_t tmp_bytes = 0;
-    int status = GS_OK;
-    if (P->nnz == 0) return GS_OK;
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceSegmentedSort::SortKeys(
-                                  (void *)NULL, tmp_bytes, (const int32_t *)P->col, sorted,
-                                  P->nnz, (int64_t)P->n, (const int64_t *)P->rp,
-                                  (const int64_t *)P->rp + 1, c->stream)));
-    GS_TRY(gs_cuda_alloc(e, &tmp, tmp_bytes, "fsai pattern: sort workspace"));
-    GS_TRY(gs_cuda_alloc(e, &sorted, (size_t)P->nnz * sizeof(int32_t), "fsai pattern: sorted columns"));
-    GS_TRY(CUDA_CALL(&e->err, cub::DeviceSegmentedSort::SortKeys(
-                                  tmp, tmp_bytes, (const int32_t *)P->col, sorted, P->nnz,
-                                  (int64_t)P->n, (const int64_t *)P->rp,
-                                  (const int64_t *)P->rp + 1, c->stream)));
-    gs_cuda_free(e, P->col, (size_t)P->nnz * sizeof(int32_t)); /* stream-ordered */
-    P->col = sorted;
-    sorted = NULL;
-cleanup:
-    gs_cuda_free(e, tmp, tmp_bytes);
-    gs_cuda_free(e, sorted, (size_t)P->nnz * sizeof(int32_t));
     return status;
 }
 
@@ -374,14 +346,14 @@ static void pattern_limits(gs_engine *e, pattern_work *w)
     w->max_warps = (int64_t)(per_sm > 0 ? per_sm : 1) * gs_cuda_of(e)->sm_count * PATTERN_WARPS;
 }
 
-int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, int64_t bw,
-                      fsai_dcsr *S, int64_t *m_max)
+int fsai_cuda_pattern(gs_engine *e, const gs_dcsr *At, gs_dcsr *L1, long k, int64_t bw,
+                      gs_dcsr *S, int64_t *m_max)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
-    fsai_dcsr L = *L1, next = {};
+    gs_dcsr L = *L1, next = {};
     pattern_work w = {};
     int status = GS_OK, flags[3] = {0, 0, 0}, products = 0;
-    *L1 = fsai_dcsr{};
+    *L1 = gs_dcsr{};
     *m_max = -1;
     pattern_limits(e, &w);
     { /* the maps of every product at once where they are small (a fixed
@@ -409,9 +381,9 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
         GS_TRY(pattern_product(e, &L, At, p, bw, &w, &next));
         products++;
         const int fixed = next.nnz == L.nnz;
-        fsai_dcsr_free(e, &L);
+        gs_dcsr_free(e, &L);
         L = next;
-        next = fsai_dcsr{};
+        next = gs_dcsr{};
         if (fixed) break;
     }
     if (products > 0) { /* L_1 = Low(Ã) keeps A's sorted rows */
@@ -422,13 +394,13 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
             GS_TRY(gs_error_set(&e->err, GS_ERR_INTERNAL,
                                 "fsai pattern: a row of Low(L A) outgrew its counted length "
                                 "(counting and fill passes disagree)"));
-        if (flags[1]) GS_TRY(pattern_sort_rows(e, &L)); /* rows longer than PATTERN_SORT_MAX */
+        if (flags[1]) GS_TRY(gs_dcsr_sort_rows(e, &L)); /* rows longer than PATTERN_SORT_MAX */
         *m_max = flags[2];
     }
 cleanup:
     pattern_work_free(e, &w);
-    fsai_dcsr_free(e, &next);
-    if (status != GS_OK) fsai_dcsr_free(e, &L);
+    gs_dcsr_free(e, &next);
+    if (status != GS_OK) gs_dcsr_free(e, &L);
     *S = L;
     return status;
 }

@@ -1,55 +1,17 @@
-/* fsai_cuda.h - internals shared by the CUDA setup of FSAI (cuda/fsai.cu:
- * driver, prefilter, postfilter, transpose; cuda/fsai_pattern.cu: the
- * pattern recursion; cuda/fsai_factor.cu: gather and batched Cholesky).
+/* fsai_cuda.h - internals shared by the CUDA setup of FSAI (cuda/precond/fsai.cu:
+ * driver, prefilter, postfilter, the transpose by the toolkit; fsai_pattern.cu: the
+ * pattern recursion; fsai_factor.cu: gather and batched Cholesky).
  * Bernaschi, Bisson, Fantozzi, Janna, SIAM J. Sci. Comput. 38(1) 2016,
  * section 4. C++ only (nvcc). */
 #ifndef GS_FSAI_CUDA_H
 #define GS_FSAI_CUDA_H
 
 #include "engine_cuda.h"
+#include "gs_dsparse.h"
 
 extern "C" {
 #include "fsai.h"
 #include "precond.h"
-}
-
-/* A CSR matrix or pattern on the device, owned by the setup: rp (n + 1
- * int64), col (nnz int32), val (nnz values of vsize bytes, or NULL). */
-typedef struct fsai_dcsr {
-    int32_t n;
-    int64_t nnz;
-    int64_t *rp;
-    int32_t *col;
-    void *val;
-    size_t vsize; /* 0: a pattern */
-} fsai_dcsr;
-
-/* rp for n rows (zeroed), no entries yet. */
-int fsai_dcsr_alloc_rows(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what);
-/* The same, not zeroed, for a counting kernel that writes rp[0] = 0 and
- * every row's count (each memset a host call of 1.5 to 5 us, after which
- * the device waits: the small setups are bound by such calls). */
-int fsai_dcsr_alloc_rows_counted(gs_engine *e, fsai_dcsr *m, int32_t n, const char *what);
-/* col (and val when vsize > 0) for nnz entries. */
-int fsai_dcsr_alloc_entries(gs_engine *e, fsai_dcsr *m, int64_t nnz, size_t vsize,
-                            const char *what);
-void fsai_dcsr_free(gs_engine *e, fsai_dcsr *m); /* NULL-safe, zeroes m */
-
-/* rp[1..n] holds row counts, rp[0] = 0: make it the row pointer (inclusive
- * scan in place) and return nnz = rp[n] on the host (synchronises). */
-int fsai_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz);
-
-/* out[i] = sum_{j<i} in[j] for i <= count (out has count + 1 entries). In
- * stream order. */
-int fsai_exclusive_scan(gs_engine *e, const int64_t *in, int64_t *out, int64_t count);
-
-/* Download one int64 (synchronises). */
-int fsai_read_int64(gs_engine *e, const int64_t *d, int64_t *h);
-
-/* Blocks of 256 threads covering `items` items of `per_block` each. */
-static inline unsigned fsai_blocks(int64_t items, int64_t per_block)
-{
-    return (unsigned)((items + per_block - 1) / per_block);
 }
 
 /* Warp helpers for work laid end to end over the lanes: lane l holds incl,
@@ -80,20 +42,6 @@ static __device__ inline int64_t fsai_find_col(const int32_t *__restrict__ cols,
         else b = mid - 1;
     }
     return -1;
-}
-
-/* The largest j in [lo, hi) with off[j] <= x (off nondecreasing, off[lo] <=
- * x): the row, or system, that holds position x of a row-pointer-like
- * offset array. */
-static __device__ inline int32_t fsai_last_at_or_below(const int64_t *__restrict__ off, int32_t lo,
-                                                       int32_t hi, int64_t x)
-{
-    while (hi - lo > 1) {
-        const int32_t mid = lo + (hi - lo) / 2;
-        if (off[mid] <= x) lo = mid;
-        else hi = mid;
-    }
-    return lo;
 }
 
 /* Branch-free binary searches, FSAI_SEARCH_WAYS interleaved so that their
@@ -134,8 +82,8 @@ static __device__ __forceinline__ int64_t fsai_warp_inclusive_scan(int64_t v)
  * Device workspace for the warps' maps is bounded, never all free memory.
  * *m_max: the longest row of S where a product read it back along with its
  * flags, else -1. */
-int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, int64_t bw,
-                      fsai_dcsr *S, int64_t *m_max);
+int fsai_cuda_pattern(gs_engine *e, const gs_dcsr *At, gs_dcsr *L1, long k, int64_t bw,
+                      gs_dcsr *S, int64_t *m_max);
 
 /* Ĝ on the pattern S: row i solves A[P_i,P_i] w = e_m (3.6) and keeps
  * g = w / sqrt(w_m) (3.7); S->val then holds the values (float for
@@ -149,12 +97,12 @@ int fsai_cuda_pattern(gs_engine *e, const fsai_dcsr *At, fsai_dcsr *L1, long k, 
  * ~0, or (row << 32 | pivot) of the smallest row whose system had a pivot
  * that is not positive; it is not read here, so that the postfilter's one
  * host read takes it along (fsai_factor_failure words the error). */
-int fsai_cuda_factor(gs_pc *pc, const fsai_dcsr *A, fsai_dcsr *S, gs_precision prec,
+int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
                      int fused, int64_t m_known, int64_t *m_max, int *plan_on_device,
                      unsigned long long **fail);
 
 /* GS_ERR_NUMERIC in err for the failure record key of fsai_cuda_factor,
  * naming the row (1-based) as the CPU reference does. */
-int fsai_factor_failure(gs_engine *e, const fsai_dcsr *S, unsigned long long key, gs_error *err);
+int fsai_factor_failure(gs_engine *e, const gs_dcsr *S, unsigned long long key, gs_error *err);
 
 #endif

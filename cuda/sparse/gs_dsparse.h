@@ -1,0 +1,126 @@
+/* gs_dsparse.h - the device sparse toolkit: the tools a GPU setup builds
+ * with (CSR, scans, row sorts, transpose, read-backs), on the engine's stream.
+ * No preconditioner's types here: FSAI's setup is one user, a second setup
+ * needs nothing from FSAI's files. C++ only (nvcc).
+ *
+ * Every function queues its work on the engine's stream (in stream order,
+ * no wait) unless it says it synchronises; failures go to e->err (the
+ * status is returned). Device allocations go through gs_cuda_alloc, so the
+ * engine's accounting sees them. A CSC is the gs_dcsr of the transpose
+ * (gs_dcsr_transpose gives it). */
+#ifndef GS_DSPARSE_H
+#define GS_DSPARSE_H
+
+#include "engine_cuda.h"
+
+extern "C" {
+#include "csr.h"
+}
+
+/* ----------------------------------------------------------------- CSR */
+
+/* A CSR matrix or pattern on the device, owned by its user: rp (n + 1
+ * int64), col (nnz int32), val (nnz values of vsize bytes, or NULL).
+ * Square by construction of its users (n rows, column indices < n). */
+typedef struct gs_dcsr {
+    int32_t n;
+    int64_t nnz;
+    int64_t *rp;
+    int32_t *col;
+    void *val;
+    size_t vsize; /* 0: a pattern; 4: float; 8: double */
+} gs_dcsr;
+
+/* rp for n rows (zeroed), no entries yet. */
+int gs_dcsr_alloc_rows(gs_engine *e, gs_dcsr *m, int32_t n, const char *what);
+/* The same, not zeroed, for a counting kernel that writes rp[0] = 0 and
+ * every row's count (each memset a host call of 1.5 to 5 us, after which
+ * the device waits: the small setups are bound by such calls). */
+int gs_dcsr_alloc_rows_counted(gs_engine *e, gs_dcsr *m, int32_t n, const char *what);
+/* col (and val when vsize > 0) for nnz entries. */
+int gs_dcsr_alloc_entries(gs_engine *e, gs_dcsr *m, int64_t nnz, size_t vsize, const char *what);
+void gs_dcsr_free(gs_engine *e, gs_dcsr *m); /* NULL-safe, zeroes m */
+
+/* rp[1..n] holds row counts, rp[0] = 0: make it the row pointer (inclusive
+ * scan in place). gs_dcsr_counts_to_row_ptr also returns nnz = rp[n] on the
+ * host (synchronises). */
+int gs_dcsr_counts_scan(gs_engine *e, int64_t *rp, int32_t n);
+int gs_dcsr_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz);
+
+/* The host CSR of m (n x n, values widened to fp64; a pattern gets values
+ * 1). Synchronises. out is allocated here (gs_csr_free). */
+int gs_dcsr_download(gs_engine *e, const gs_dcsr *m, gs_csr *out);
+
+/* Sort the columns of every row of P (a pattern: values are not carried),
+ * cub's segmented sort into a new column array, the old one freed. */
+int gs_dcsr_sort_rows(gs_engine *e, gs_dcsr *P);
+
+/* GT = G^T, each row of GT in increasing column order (G's rows need not
+ * be sorted). Column counts and their scan give GT's row pointers
+ * (gs_dcsr_transpose_rows: GT->rp final on return, in stream order, so that
+ * a caller may plan GT's layout from them before the entries arrive); the
+ * entries go over in chunks of chunk row-major positions (0: the default,
+ * about 256 MiB of sort buffers), each chunk stably radix-sorted by column
+ * and scattered after the entries of earlier chunks
+ * (gs_dcsr_transpose_fill). G holds values (float or double; a pattern is
+ * refused), at most INT32_MAX entries. */
+int gs_dcsr_transpose_rows(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT);
+int gs_dcsr_transpose_fill(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk);
+int gs_dcsr_transpose(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk);
+
+/* ---------------------------------------------------------------- scans */
+
+/* out[i] = in[0] + ... + in[i] for i < count; out may be in. Up to
+ * GS_DSCAN_SMALL items: one block, one launch (a setup scans a dozen small
+ * arrays, and cub's two kernels, workspace query and workspace cost several
+ * microseconds each); above, cub's device-wide scan. */
+#define GS_DSCAN_SMALL (1024 * 16)
+int gs_dscan_inclusive(gs_engine *e, const int64_t *in, int64_t *out, int64_t count);
+/* out[i] = in[0] + ... + in[i-1] for i <= count (out has count + 1
+ * entries, out[0] = 0); out must not be in. */
+int gs_dscan_exclusive(gs_engine *e, const int64_t *in, int64_t *out, int64_t count);
+
+/* ----------------------------------------------------------- read-backs */
+
+/* Runs of 8-byte words from the device in one host round trip (each copy
+ * ~3 us of the device's time and the host's, one synchronisation): run r is
+ * words[r] words at src[r] (one allocation), out gets them end to end, at
+ * most GS_DREAD_WORDS in all (more: GS_ERR_INTERNAL). Through the engine's
+ * pinned read-back buffer (gs_cuda_readback), not its scalar buffer. */
+#define GS_DREAD_WORDS (GS_CUDA_READBACK_WORDS - GS_DREAD_PARKED)
+int gs_dread_words(gs_engine *e, int runs, const void *const *src, const int *words,
+                   uint64_t *out);
+int gs_dread_int64(gs_engine *e, const int64_t *d, int64_t *h); /* one word */
+
+/* Words parked for a later round trip: gs_dread_park queues the copy of
+ * words (at most GS_DREAD_PARKED) from src into the read-back buffer's
+ * parking place, with no wait; once the caller has synchronised the stream
+ * for its own reasons, gs_dread_parked copies them out. One parked run at a
+ * time; gs_dread_words never touches it. */
+#define GS_DREAD_PARKED 8
+int gs_dread_park(gs_engine *e, const void *src, int words);
+void gs_dread_parked(gs_engine *e, uint64_t *out, int words);
+
+/* ------------------------------------------------------ launch helpers */
+
+/* Blocks of per_block threads (or items) covering items items. */
+static inline unsigned gs_dblocks(int64_t items, int64_t per_block)
+{
+    return (unsigned)((items + per_block - 1) / per_block);
+}
+
+/* The largest j in [lo, hi) with off[j] <= x (off nondecreasing, off[lo] <=
+ * x): the row, or system, that holds position x of a row-pointer-like
+ * offset array. */
+static __device__ inline int32_t gs_dsearch_last_at_or_below(const int64_t *__restrict__ off,
+                                                             int32_t lo, int32_t hi, int64_t x)
+{
+    while (hi - lo > 1) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (off[mid] <= x) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+#endif

@@ -1,0 +1,29 @@
+/* debug.c - gs_debug filled from the environment (src/debug.h says what each
+ * variable does); called by main only. */
+#include "debug.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void gs_debug_from_env(gs_debug *d)
+{
+    const char *v = getenv("GS_FSAI_POSTFILTER");
+    memset(d, 0, sizeof *d);
+    d->fsai_postfilter_search = v && strcmp(v, "search") == 0;
+    v = getenv("GS_FSAI_TRANSPOSE_CHUNK");
+    if (v && atoll(v) > 0) d->fsai_transpose_chunk = atoll(v);
+    v = getenv("GS_FSAI_PLAN");
+    if (v && strcmp(v, "host") == 0) d->fsai_plan = GS_DEBUG_PLAN_HOST;
+    if (v && strcmp(v, "device") == 0) d->fsai_plan = GS_DEBUG_PLAN_DEVICE;
+    v = getenv("GS_FSAI_CHUNK_BYTES");
+    if (v && atoll(v) > 0) d->fsai_chunk_bytes = atoll(v);
+    v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
+    if (v && *v) {
+        char *end = NULL;
+        const unsigned long long bytes = strtoull(v, &end, 10);
+        if (end && *end == '\0') {
+            d->has_stepped_min_bytes = 1;
+            d->stepped_min_bytes = (size_t)bytes;
+        }
+    }
+}

@@ -1,0 +1,38 @@
+/* debug.h - the switches that steer library code off its defaults for tests,
+ * sanitizer runs and timings, in one documented structure (no getenv in library code). */
+#ifndef GS_DEBUG_H
+#define GS_DEBUG_H
+
+#include <stddef.h>
+
+/* A zeroed gs_debug is every default. main fills one from the environment
+ * (gs_debug_from_env) and hands it to the CUDA engine
+ * (gs_engine_cuda_set_debug); tests set the fields directly. */
+typedef struct gs_debug {
+    /* GS_FSAI_POSTFILTER=search: FSAI's postfilter searches Z on every row
+     * instead of its bitmap lookups (the same G to the bit; tests, timings) */
+    int fsai_postfilter_search;
+    /* GS_FSAI_TRANSPOSE_CHUNK=N (N > 0): entries a chunk of the device
+     * transpose's sort, so that small matrices take many chunks; 0: default */
+    long long fsai_transpose_chunk;
+    /* GS_FSAI_PLAN=host|device: FSAI's factorisation plan forced to the host
+     * (1) or the device (2); 0: the rule (device for small setups) */
+    int fsai_plan;
+    /* GS_FSAI_CHUNK_BYTES=N (N > 0): the byte budget of a chunk of FSAI's
+     * dense systems, so that small matrices take many; 0: default */
+    long long fsai_chunk_bytes;
+    /* GS_CUDA_STEPPED_MIN_BYTES=N: matrices of at least N bytes of CSR
+     * entries take the stepped layout (0: every one; the sanitizer runs);
+     * only where has_stepped_min_bytes is set, else the engine's 64 MiB */
+    int has_stepped_min_bytes;
+    size_t stepped_min_bytes;
+} gs_debug;
+
+#define GS_DEBUG_PLAN_HOST 1
+#define GS_DEBUG_PLAN_DEVICE 2
+
+/* d from the environment variables above; unset or malformed ones keep
+ * the default. For main only: library code reads the structure it is given. */
+void gs_debug_from_env(gs_debug *d);
+
+#endif

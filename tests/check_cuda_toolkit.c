@@ -1,0 +1,412 @@
+/* check_cuda_toolkit.c - the device sparse toolkit (cuda/sparse/gs_dsparse.h),
+ * each function on its own against a host version (STYLE rule 7).
+ *
+ * Inputs larger than a block (and than the one-block scan's 16384 items),
+ * lengths on both sides of every size threshold, device outputs filled with
+ * 0xFF bytes before the call (read as -1 in an index, NaN in a value);
+ * patterns and integer results compared exactly, values too (the toolkit
+ * moves them without arithmetic). Without a CUDA device the suite says
+ * "skipped" and passes, after asserting that the engine refuses cleanly. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "testutil.h"
+
+#if GS_HAVE_CUDA
+#include "../cuda/engine/gs_cuda.h"
+#include "../cuda/sparse/gs_dsparse_hooks.h"
+#endif
+
+static gs_engine *gpu;
+
+START_TEST(test_device_or_clean_refusal)
+{
+    gs_error err = {0};
+    if (gs_cuda_device_count() == 0) {
+        gs_engine *e = (gs_engine *)1;
+        ck_assert_int_eq(gs_engine_cuda_create(&e, &err), GS_ERR_UNSUPPORTED);
+        ck_assert_ptr_null(e);
+        ck_assert_msg(strlen(err.msg) > 0, "refusal without a message");
+        return;
+    }
+    ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
+    gs_engine_destroy(gpu);
+    gpu = NULL;
+}
+END_TEST
+
+#if GS_HAVE_CUDA
+
+static void gpu_up(void)
+{
+    gs_error err = {0};
+    ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
+}
+
+static void gpu_down(void)
+{
+    ck_assert_msg(gpu->err.status == GS_OK, "engine: %s", gpu->err.msg);
+    gs_engine_destroy(gpu);
+    gpu = NULL;
+}
+
+/* An n x n matrix with row i holding about density * n entries in random
+ * columns, every seventh row empty, row long_row len entries, the diagonal
+ * stored in every third row; values distinct, none zero. shuffle: each
+ * row's entries in random order (the transpose and the row sort take rows
+ * unsorted), else sorted. */
+static gs_csr random_rows(tu_rng *r, int32_t n, double density, int32_t long_row, int32_t len,
+                          int shuffle)
+{
+    int64_t cap = (int64_t)(density * n * n) + 4 * (int64_t)n + len + 16;
+    int32_t *ri = calloc((size_t)cap, sizeof(int32_t));
+    int32_t *ci = calloc((size_t)cap, sizeof(int32_t));
+    double *v = calloc((size_t)cap, sizeof(double));
+    char *seen = calloc((size_t)n, 1);
+    int64_t nnz = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t want = i == long_row ? len : (int32_t)(tu_uniform(r) * 2.0 * density * n);
+        if (i % 7 == 3 && i != long_row) want = 0;
+        if (want > n) want = n;
+        memset(seen, 0, (size_t)n);
+        if (i % 3 == 0 && want > 0) {
+            seen[i] = 1;
+            ri[nnz] = i, ci[nnz] = i, v[nnz] = (double)nnz + 0.25;
+            nnz++, want--;
+        }
+        for (int32_t k = 0; k < want && nnz < cap; k++) {
+            int32_t j = (int32_t)(tu_uniform(r) * n);
+            while (seen[j]) j = (j + 1) % n;
+            seen[j] = 1;
+            ri[nnz] = i, ci[nnz] = j, v[nnz] = (double)nnz + 0.25;
+            nnz++;
+        }
+    }
+    gs_csr A = {0};
+    gs_error err = {0};
+    ck_assert_msg(gs_csr_from_coo(n, n, nnz, ri, ci, v, &A, &err) == GS_OK, "%s", err.msg);
+    /* shuffle each row's entries (gs_csr_from_coo sorts them) */
+    for (int32_t i = 0; i < n && shuffle; i++)
+        for (int64_t p = A.row_ptr[i + 1] - 1; p > A.row_ptr[i]; p--) {
+            const int64_t span = p - A.row_ptr[i] + 1;
+            const int64_t q = A.row_ptr[i] + (int64_t)(tu_uniform(r) * (double)span);
+            const int32_t c = A.col[p];
+            const double x = A.val[p];
+            A.col[p] = A.col[q], A.val[p] = A.val[q];
+            A.col[q] = c, A.val[q] = x;
+        }
+    free(ri), free(ci), free(v), free(seen);
+    return A;
+}
+
+static void assert_same_pattern(const gs_csr *want, const gs_csr *got, const char *what)
+{
+    ck_assert_msg(got->n_rows == want->n_rows && got->nnz == want->nnz,
+                  "%s: %d rows, %lld entries; expected %d, %lld", what, got->n_rows,
+                  (long long)got->nnz, want->n_rows, (long long)want->nnz);
+    for (int32_t i = 0; i <= want->n_rows; i++)
+        ck_assert_msg(got->row_ptr[i] == want->row_ptr[i], "%s: row_ptr[%d] = %lld, expected %lld",
+                      what, i, (long long)got->row_ptr[i], (long long)want->row_ptr[i]);
+    for (int64_t p = 0; p < want->nnz; p++)
+        ck_assert_msg(got->col[p] == want->col[p], "%s: col[%lld] = %d, expected %d", what,
+                      (long long)p, got->col[p], want->col[p]);
+}
+
+/* ------------------------------------------------------------------ scans */
+
+START_TEST(test_scans)
+{
+    /* one block up to 16384 items, cub above; a block is 1024 threads */
+    const int64_t counts[] = {0, 1, 2, 255, 256, 1023, 1024, 1025, 4097, 16383, 16384, 16385,
+                              100003};
+    tu_rng r = tu_rng_seed(11);
+    gpu_up();
+    for (size_t t = 0; t < sizeof counts / sizeof counts[0]; t++) {
+        const int64_t n = counts[t];
+        int64_t *in = malloc((size_t)(n + 1) * sizeof(int64_t));
+        int64_t *want = malloc((size_t)(n + 1) * sizeof(int64_t));
+        int64_t *got = malloc((size_t)(n + 2) * sizeof(int64_t));
+        want[0] = 0;
+        for (int64_t i = 0; i < n; i++) {
+            in[i] = (int64_t)(tu_uniform(&r) * 1000.0) + (i == n / 2 ? ((int64_t)1 << 40) : 0);
+            want[i + 1] = want[i] + in[i]; /* exclusive: want[0..n], inclusive: want[1..n] */
+        }
+        for (int mode = 0; mode < 3; mode++) { /* inclusive, in place, exclusive */
+            const int exclusive = mode == 2;
+            ck_assert_msg(gs_dsparse_hook_scan(gpu, in, n, exclusive, mode == 1, got) == GS_OK,
+                          "count %lld: %s", (long long)n, gpu->err.msg);
+            for (int64_t i = 0; i < n + exclusive; i++)
+                ck_assert_msg(got[i] == want[i + !exclusive],
+                              "%s scan of %lld items: out[%lld] = %lld, expected %lld",
+                              exclusive ? "exclusive" : mode ? "in-place inclusive" : "inclusive",
+                              (long long)n, (long long)i, (long long)got[i],
+                              (long long)want[i + !exclusive]);
+        }
+        free(in), free(want), free(got);
+    }
+    gpu_down();
+}
+END_TEST
+
+/* -------------------------------------------------------------- transpose */
+
+static void check_transpose(const gs_csr *G, int fp32, int64_t chunk, const char *what)
+{
+    gs_csr want = {0}, got = {0};
+    gs_error err = {0};
+    ck_assert_int_eq(gs_csr_transpose(G, &want, &err), GS_OK); /* rows sorted */
+    ck_assert_msg(gs_dsparse_hook_transpose(gpu, G, fp32, chunk, &got) == GS_OK, "%s: %s", what,
+                  gpu->err.msg);
+    char label[200];
+    snprintf(label, sizeof label, "%s (%s, chunk %lld)", what, fp32 ? "fp32" : "fp64",
+             (long long)chunk);
+    assert_same_pattern(&want, &got, label);
+    for (int64_t p = 0; p < want.nnz; p++) {
+        const double v = fp32 ? (double)(float)want.val[p] : want.val[p];
+        ck_assert_msg(got.val[p] == v, "%s: val[%lld] = %g, expected %g", label, (long long)p,
+                      got.val[p], v);
+    }
+    gs_csr_free(&want);
+    gs_csr_free(&got);
+}
+
+START_TEST(test_transpose)
+{
+    tu_rng r = tu_rng_seed(5);
+    gpu_up();
+    /* sizes around a block (256 threads) and a warp; a dense row and a
+     * dense column (the reversed shape comes from the transpose itself) */
+    const int32_t sizes[] = {1, 31, 33, 257, 3000};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        const int32_t n = sizes[t];
+        gs_csr G = random_rows(&r, n, n < 100 ? 0.2 : 0.004, n / 2, n, 1);
+        char what[64];
+        snprintf(what, sizeof what, "random %d x %d, %lld entries", n, n, (long long)G.nnz);
+        /* chunks of one entry (every column cut) only where few */
+        const int64_t chunks[] = {0, 37, G.nnz > 1 ? G.nnz - 1 : 1, G.nnz, G.nnz + 1,
+                                  G.nnz <= 5000 ? 1 : 0};
+        for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
+            for (int fp32 = 0; fp32 < 2; fp32++) check_transpose(&G, fp32, chunks[c], what);
+        gs_csr_free(&G);
+    }
+    gs_csr E = {0};
+    gs_error err = {0};
+    ck_assert_int_eq(gs_csr_alloc(40, 40, 0, 1, &E, &err), GS_OK); /* no entries at all */
+    check_transpose(&E, 0, 0, "empty 40 x 40");
+    gs_csr_free(&E);
+    gpu_down();
+}
+END_TEST
+
+/* ------------------------------------------------------------ row sorting */
+
+START_TEST(test_sort_rows)
+{
+    tu_rng r = tu_rng_seed(9);
+    gpu_up();
+    /* row lengths on both sides of a warp, a block and cub's small-segment
+     * and medium-segment sizes */
+    const int32_t long_lens[] = {31, 32, 33, 255, 256, 257, 1500, 4000};
+    for (size_t t = 0; t < sizeof long_lens / sizeof long_lens[0]; t++) {
+        gs_csr P = random_rows(&r, 4096, 0.002, 100, long_lens[t], 1);
+        gs_csr want = {0}, got = {0};
+        gs_error err = {0};
+        ck_assert_int_eq(gs_csr_copy(&P, &want, &err), GS_OK);
+        for (int32_t i = 0; i < want.n_rows; i++) /* host: insertion sort of each row */
+            for (int64_t p = want.row_ptr[i] + 1; p < want.row_ptr[i + 1]; p++)
+                for (int64_t q = p; q > want.row_ptr[i] && want.col[q - 1] > want.col[q]; q--) {
+                    const int32_t c = want.col[q];
+                    want.col[q] = want.col[q - 1], want.col[q - 1] = c;
+                }
+        free(P.val), P.val = NULL; /* a pattern */
+        ck_assert_msg(gs_dsparse_hook_sort_rows(gpu, &P, &got) == GS_OK, "%s", gpu->err.msg);
+        char what[64];
+        snprintf(what, sizeof what, "rows sorted, a row of %d", long_lens[t]);
+        assert_same_pattern(&want, &got, what);
+        gs_csr_free(&P), gs_csr_free(&want), gs_csr_free(&got);
+    }
+    gpu_down();
+}
+END_TEST
+
+/* --------------------------------------------------- CSR up and back down */
+
+START_TEST(test_round_trip)
+{
+    tu_rng r = tu_rng_seed(3);
+    gpu_up();
+    gs_csr P = random_rows(&r, 2000, 0.003, 7, 600, 1), got = {0};
+    ck_assert_msg(gs_dsparse_hook_round_trip(gpu, &P, &got) == GS_OK, "%s", gpu->err.msg);
+    assert_same_pattern(&P, &got, "values round trip");
+    for (int64_t p = 0; p < P.nnz; p++) ck_assert(got.val[p] == P.val[p]);
+    gs_csr_free(&got);
+    free(P.val), P.val = NULL;
+    ck_assert_msg(gs_dsparse_hook_round_trip(gpu, &P, &got) == GS_OK, "%s", gpu->err.msg);
+    assert_same_pattern(&P, &got, "pattern round trip");
+    for (int64_t p = 0; p < P.nnz; p++) ck_assert(got.val[p] == 1.0);
+    gs_csr_free(&got), gs_csr_free(&P);
+    gpu_down();
+}
+END_TEST
+
+/* ------------------------------------------------------------- read-backs */
+
+START_TEST(test_read_words)
+{
+    enum { TOTAL = 5000 };
+    uint64_t *w = malloc(TOTAL * sizeof(uint64_t)), out[64];
+    for (int i = 0; i < TOTAL; i++) w[i] = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+    gpu_up();
+    /* one word; runs from far apart; exactly the most one round trip takes */
+    const int64_t off[4] = {4999, 0, 2500, 1234};
+    const int len1[1] = {1}, len3[3] = {1, 5, 3}, len_max[4] = {1, 20, 20, 15};
+    ck_assert_int_eq(gs_dsparse_hook_read_words(gpu, w, TOTAL, 1, off, len1, out), GS_OK);
+    ck_assert(out[0] == w[4999]);
+    ck_assert_int_eq(gs_dsparse_hook_read_words(gpu, w, TOTAL, 3, off, len3, out), GS_OK);
+    ck_assert(out[0] == w[4999]);
+    for (int k = 0; k < 5; k++) ck_assert(out[1 + k] == w[k]);
+    for (int k = 0; k < 3; k++) ck_assert(out[6 + k] == w[2500 + k]);
+    const int64_t off_max[4] = {10, 100, 200, 300};
+    ck_assert_int_eq(gs_dsparse_hook_read_words(gpu, w, TOTAL, 4, off_max, len_max, out), GS_OK);
+    for (int r = 0, q = 0; r < 4; r++)
+        for (int k = 0; k < len_max[r]; k++, q++) ck_assert(out[q] == w[off_max[r] + k]);
+    /* one word more than a round trip holds: refused, nothing read */
+    const int len_over[4] = {1, 20, 20, 16};
+    ck_assert_int_eq(gs_dsparse_hook_read_words(gpu, w, TOTAL, 4, off_max, len_over, out),
+                     GS_ERR_INTERNAL);
+    ck_assert_msg(strstr(gpu->err.msg, "57 words") && strstr(gpu->err.msg, "at most 56"), "%s",
+                  gpu->err.msg);
+    gs_engine_destroy(gpu);
+    gpu = NULL;
+    free(w);
+}
+END_TEST
+
+/* --------------------------------------------------------- mat_diagonal */
+
+/* Tridiagonal, 4 on the diagonal but 0 in rows zero_a and zero_b. */
+static gs_csr tridiagonal(int32_t n, int32_t zero_a, int32_t zero_b)
+{
+    int32_t *ri = calloc((size_t)3 * n, sizeof(int32_t));
+    int32_t *ci = calloc((size_t)3 * n, sizeof(int32_t));
+    double *v = calloc((size_t)3 * n, sizeof(double));
+    int64_t nnz = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = i - 1; j <= i + 1; j++)
+            if (j >= 0 && j < n) {
+                ri[nnz] = i, ci[nnz] = j;
+                v[nnz++] = j != i ? -1.0 : i == zero_a || i == zero_b ? 0.0 : 4.0 + i;
+            }
+    gs_csr T = {0};
+    gs_error err = {0};
+    ck_assert_msg(gs_csr_from_coo(n, n, nnz, ri, ci, v, &T, &err) == GS_OK, "%s", err.msg);
+    free(ri), free(ci), free(v);
+    return T;
+}
+
+/* The diagonal read from each layout, plain and inverted, and the first
+ * zero-or-missing row found by the atomics across blocks. */
+static void check_diagonal(const gs_csr *A, const char *what)
+{
+    double *d = malloc((size_t)A->n_rows * sizeof(double));
+    double *got = malloc((size_t)A->n_rows * sizeof(double));
+    gs_csr_diagonal(A, d);
+    int32_t host_zero = A->n_rows + 1; /* 1-based first zero or missing row */
+    for (int32_t i = A->n_rows - 1; i >= 0; i--)
+        if (d[i] == 0.0) host_zero = i + 1;
+    const gs_cuda_layout layouts[3] = {GS_CUDA_LAYOUT_SELL, GS_CUDA_LAYOUT_SELL_SORTED,
+                                       GS_CUDA_LAYOUT_CSR};
+    for (int l = 0; l < 3; l++) {
+        gs_mat *M = NULL;
+        ck_assert_int_eq(gs_cuda_mat_create_as(gpu, A, GS_FP64, layouts[l], 64, &M), GS_OK);
+        for (int invert = 0; invert < 2; invert++) {
+            int first_zero = 0;
+            ck_assert_msg(gs_dsparse_hook_diagonal(gpu, M, invert, got, &first_zero) == GS_OK,
+                          "%s, %s: %s", what, gs_cuda_mat_layout(M), gpu->err.msg);
+            ck_assert_msg(first_zero == host_zero, "%s, %s: first zero row %d, expected %d",
+                          what, gs_cuda_mat_layout(M), first_zero, host_zero);
+            for (int32_t i = 0; i < A->n_rows; i++) {
+                const double want = !invert ? d[i] : d[i] != 0.0 ? 1.0 / d[i] : 0.0;
+                ck_assert_msg(got[i] == want, "%s, %s%s: row %d: %g, expected %g", what,
+                              gs_cuda_mat_layout(M), invert ? " inverted" : "", i, got[i], want);
+            }
+        }
+        gpu->ops->mat_destroy(gpu, M);
+    }
+    free(d), free(got);
+}
+
+START_TEST(test_mat_diagonal)
+{
+    tu_rng r = tu_rng_seed(21);
+    gpu_up();
+    /* a few thousand rows (many blocks of 256), rows of 0 to 40 entries, the
+     * diagonal stored in every third row only (row 0's set to 0) */
+    gs_csr A = random_rows(&r, 3000, 0.004, 42, 40, 0);
+    for (int32_t i = 0; i < A.n_rows; i++) {
+        const int64_t p = gs_csr_find(&A, i, i);
+        if (p >= 0) A.val[p] = i == 0 ? 0.0 : 2.0 + i;
+    }
+    check_diagonal(&A, "random 3000");
+    /* every diagonal stored: zeros in rows 2901 and 2001 (1-based), blocks
+     * 11 and 7, so the lowest comes from a block that is not the first */
+    gs_csr T = tridiagonal(3000, 2900, 2000);
+    check_diagonal(&T, "tridiagonal 3000");
+    gs_csr_free(&T);
+    T = tridiagonal(3000, -1, -1); /* none zero: n + 1 */
+    check_diagonal(&T, "tridiagonal 3000, no zero");
+    gs_csr_free(&T);
+    /* fp32 storage rounds the diagonal: refused, with the reason */
+    gs_mat *M32 = NULL;
+    int first_zero = 0;
+    double *got = malloc((size_t)A.n_rows * sizeof(double));
+    ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP32, &M32), GS_OK);
+    ck_assert_int_eq(gs_dsparse_hook_diagonal(gpu, M32, 1, got, &first_zero), GS_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(gpu->err.msg, "fp32"), "%s", gpu->err.msg);
+    gpu->ops->mat_destroy(gpu, M32);
+    gs_engine_destroy(gpu);
+    gpu = NULL;
+    free(got);
+    gs_csr_free(&A);
+}
+END_TEST
+
+#endif /* GS_HAVE_CUDA */
+
+static Suite *cuda_toolkit_suite(int have_gpu)
+{
+    Suite *s = suite_create("cuda_toolkit");
+    TCase *tc = tcase_create("cuda_toolkit");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_device_or_clean_refusal);
+#if GS_HAVE_CUDA
+    if (have_gpu) {
+        tcase_add_test(tc, test_scans);
+        tcase_add_test(tc, test_transpose);
+        tcase_add_test(tc, test_sort_rows);
+        tcase_add_test(tc, test_round_trip);
+        tcase_add_test(tc, test_read_words);
+        tcase_add_test(tc, test_mat_diagonal);
+    }
+#else
+    (void)have_gpu;
+#endif
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* CUDA cannot be used in a child forked after the parent touched it, and
+ * the device count below does touch it: run the tests in this process. */
+int main(void)
+{
+    const int have_gpu = gs_cuda_device_count() > 0;
+    if (!have_gpu) printf("check_cuda_toolkit: skipped: no CUDA device\n");
+    SRunner *sr = srunner_create(cuda_toolkit_suite(have_gpu));
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

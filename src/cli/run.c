@@ -220,7 +220,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     double t0 = gs_now();
     run->opts.deadline = cli->time_limit > 0 ? t0 + cli->time_limit : 0.0;
     const gs_pc_type *type = gs_pc_find(cli->precond);
-    if (type && type->reads_csr_of_A && e->ops->mat_create_system)
+    if (e->ops->mat_create_system) /* the engine keeps A as it likes until the setup is done */
         GS_TRY(e->ops->mat_create_system(e, &p->A, &A));
     else
         GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
@@ -229,15 +229,6 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     GS_TRY(gs_pc_create(type, e, &cli->params, &p->A, A, &pc, err));
     for (int i = 0; i < pc->stages.count; i++)
         gs_stages_add(&t->stages, pc->stages.stage[i].name, pc->stages.stage[i].seconds);
-    if (e->ops->setup_done) {
-        const double t1 = gs_now();
-        int laid_out = 0;
-        GS_TRY(e->ops->setup_done(e, A, &laid_out));
-        if (laid_out) {
-            GS_TRY(e->ops->sync(e));
-            gs_stages_add(&t->stages, "layout of A", gs_now() - t1);
-        }
-    }
     t->tp = gs_now() - t0;
     const gs_method_type *method = run_method(cli, p, pc, run);
     snprintf(run->precond_desc, sizeof run->precond_desc, "%s", pc->description);

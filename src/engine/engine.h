@@ -1,6 +1,6 @@
 /* engine.h - the engine table: every operation a Krylov method or a
  * preconditioner's apply needs, implemented once per engine (engine_cpu.c,
- * cuda/engine_cuda.cu). Krylov methods see only this table (DESIGN.md).
+ * cuda/engine/). Krylov methods see only this table (DESIGN.md).
  *
  * Scalars. Dot products never return a number to the caller: they write into
  * a slot of the engine-owned scalar array S (device memory on the GPU), and
@@ -156,8 +156,9 @@ typedef struct gs_engine_ops {
     /* mat_create in fp64 of the system matrix, whose preconditioner is set
      * up next: the engine may keep A in the form the setups read (the CUDA
      * engine: as the CSR it uploaded, which FSAI's setup reads by rows)
-     * until setup_done(e, A), which the caller issues once the setup is
-     * over and which gives A the layout its products want. *laid_out is 1
+     * until setup_done(e, A), which the preconditioner layer issues once
+     * the setup is over (gs_pc_create) and which gives A the layout its
+     * products want. *laid_out is 1
      * when setup_done did that work (time it as a stage of the setup), 0
      * when there was none; a failure leaves A unusable (destroy it). */
     int (*mat_create_system)(gs_engine *e, const gs_csr *A, gs_mat **out);

@@ -1,5 +1,5 @@
 /* jacobi.h - what the Jacobi preconditioner's two setups share
- * (src/precond/pc_jacobi.c on the host, cuda/jacobi.cu on the device): the data,
+ * (src/precond/pc_jacobi.c on the host, cuda/precond/jacobi.cu on the device): the data,
  * and the apply, save and destroy written once over the engine table. */
 #ifndef GS_JACOBI_H
 #define GS_JACOBI_H

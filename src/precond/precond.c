@@ -20,8 +20,7 @@ static const gs_pc_type registry[] = {
     {.name = "fsai",
      .summary = "factored sparse approximate inverse M = G^T G of an SPD matrix "
                 "(Bernaschi et al. 2016)",
-     .params = gs_fsai_params, .setup = {gs_fsai_setup_cpu, CUDA_SETUP(gs_fsai_setup_cuda)},
-     .reads_csr_of_A = 1},
+     .params = gs_fsai_params, .setup = {gs_fsai_setup_cpu, CUDA_SETUP(gs_fsai_setup_cuda)}},
     {.name = "spai",
      .summary = "SPAI-ME: min ||AM - I||_F by columns, pattern from thresholded entries of A "
                 "(Mehri Dehnavi et al.)",
@@ -64,8 +63,21 @@ int gs_pc_check_params(const gs_pc_type *type, const gs_params *params, gs_error
     return status;
 }
 
+/* The engine lays A out for the iterations once no setup reads it any more
+ * (the CUDA engine keeps the system matrix as the CSR it uploaded until
+ * then, so that a setup reading rows finds them without a second copy). */
+static int pc_layout_of_A(gs_pc *pc, gs_mat *A_eng)
+{
+    if (!A_eng || !pc->eng->ops->setup_done) return GS_OK;
+    const double t0 = gs_pc_stage_begin(pc);
+    int laid_out = 0;
+    int status = pc->eng->ops->setup_done(pc->eng, A_eng, &laid_out);
+    if (status == GS_OK && laid_out) status = gs_pc_stage_end(pc, "layout of A", t0);
+    return status;
+}
+
 int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
-                 const gs_csr *A, const gs_mat *A_eng, gs_pc **out, gs_error *err)
+                 const gs_csr *A, gs_mat *A_eng, gs_pc **out, gs_error *err)
 {
     *out = NULL;
     /* A type without a setup for this engine builds on the host (its CPU
@@ -82,6 +94,7 @@ int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params
     pc->A = A_eng;
     int status = gs_pc_check_params(type, params, err);
     if (status == GS_OK) status = setup(pc, A, err);
+    if (status == GS_OK) status = pc_layout_of_A(pc, A_eng);
     if (status == GS_OK) status = gs_engine_fail(eng, err);
     if (status == GS_OK && host_fallback) gs_kv_str(&pc->extra, "setup", "host");
     if (status == GS_OK && !pc->apply)

@@ -41,10 +41,6 @@ typedef struct gs_pc_type {
      * for isai). NULL: no paper method, -m auto's default rule (cg when A
      * and M are both symmetric, else bicgstab). */
     const char *paper_method;
-    /* 1: a device setup reads A by rows, so the run asks the engine to keep
-     * the CSR it uploads (mat_create_system) until the setup is done; the
-     * others leave the device to A's own layout */
-    int reads_csr_of_A;
 } gs_pc_type;
 
 struct gs_pc {
@@ -87,9 +83,12 @@ int gs_pc_check_params(const gs_pc_type *type, const gs_params *params, gs_error
 /* Create and set up a preconditioner of the given type on eng for A; the
  * setup time (every stage, synchronised) lands in (*out)->stages. A type
  * with no setup for eng's kind runs its CPU setup, whose matrices go to eng
- * (report item setup=host). */
+ * (report item setup=host). A_eng is A on eng: the setup reads the views it
+ * needs of it through the engine (rows, the diagonal); once the setup is
+ * over the engine is told so (ops->setup_done) and gives A the layout its
+ * products want, timed as the stage "layout of A" where it had work to do. */
 int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
-                 const gs_csr *A, const gs_mat *A_eng, gs_pc **out, gs_error *err);
+                 const gs_csr *A, gs_mat *A_eng, gs_pc **out, gs_error *err);
 void gs_pc_destroy(gs_pc *pc); /* NULL-safe */
 
 /* z = M r, and S[slot] = r.z when slot != GS_SLOT_NONE. */
@@ -108,8 +107,8 @@ int gs_pc_stage_end(gs_pc *pc, const char *name, double t0);
 /* Setups of the built-in types, referenced by the registry. */
 int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_jacobi_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
-int gs_jacobi_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/jacobi.cu */
-int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);   /* cuda/fsai.cu */
+int gs_jacobi_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/precond/jacobi.cu */
+int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);   /* cuda/precond/fsai.cu */
 
 /* The papers' preconditioners: parameters and CPU reference setups
  * (src/pc_<name>.c); CUDA setups (cuda/<name>.cu) are declared there. */

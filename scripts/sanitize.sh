@@ -5,7 +5,7 @@
 # solve under racecheck and synccheck (the reductions' shared memory and
 # barriers); FSAI setups that reach every setup kernel under memcheck,
 # racecheck, synccheck and initcheck; and, when built, the CUDA engine's test suite under memcheck
-# (every kernel, layouts, trisolve, graphs). Passes only if every run exits 0
+# (every kernel, layouts, trisolve, graphs) and the device toolkit's suite. Passes only if every run exits 0
 # and reports "ERROR SUMMARY: 0 errors".
 #   GPUSOLVE=build/gpusolve scripts/sanitize.sh
 set -u
@@ -62,8 +62,12 @@ check racecheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 4
 check synccheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 3
 check initcheck --generate poisson3d:12 -m cg -p fsai
 GS_FSAI_TRANSPOSE_CHUNK=999 check memcheck --generate poisson3d27:8 -m cg -p fsai --tau 0.01 --k 2
-suite=$(dirname "$GPUSOLVE")/tests/check_cuda_engine
-[ -x "$suite" ] && check memcheck --program "$suite"
+# the suites of the engine and of the device toolkit (every toolkit function
+# on both sides of its thresholds), where built
+for suite in check_cuda_toolkit check_cuda_engine; do
+    suite=$(dirname "$GPUSOLVE")/tests/$suite
+    [ -x "$suite" ] && check memcheck --program "$suite"
+done
 rm -f "$log"
 echo "sanitize: $((runs - fail)) of $runs runs clean"
 [ $fail -eq 0 ]

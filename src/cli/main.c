@@ -58,6 +58,7 @@ static void omp_passive_unless_chosen(char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
     execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY"); /* not in force here: the report must not claim it */
 }
 
 static int exit_code_for(int status)

@@ -168,7 +168,10 @@ static void min_median(double *v, int n, double out[2])
 static double scaled_norm(const double *v, int32_t n)
 {
     double big = 0.0, ss = 0.0;
-    for (int32_t i = 0; i < n; i++) big = fmax(big, fabs(v[i]));
+    for (int32_t i = 0; i < n; i++) {
+        if (isnan(v[i])) return NAN; /* fmax would skip it */
+        big = fmax(big, fabs(v[i]));
+    }
     if (!(big > 0.0) || !isfinite(big)) return big;
     for (int32_t i = 0; i < n; i++) ss += (v[i] / big) * (v[i] / big);
     return big * sqrt(ss);
@@ -239,6 +242,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
                                method->vector_accesses(&run->opts) * 8.0 * p->A.n_rows;
     if (run->opts.deadline > 0 && gs_now() > run->opts.deadline) {
         res->reason = GS_REASON_TIME_LIMIT; /* x stays x0: nothing solved */
+        res->rel_residual = NAN;            /* no method ran */
         memcpy(x_host, p->x0, (size_t)p->A.n_rows * sizeof(double));
         goto cleanup;
     }
@@ -362,7 +366,10 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
     if (getrusage(RUSAGE_SELF, &ru) == 0) run->host_peak_bytes = (size_t)ru.ru_maxrss * 1024;
     run->device_peak_bytes = e->device_bytes_peak;
 cleanup:
-    if (status != GS_OK) gs_error_prefix(err, "%s: ", p->name);
+    if (status != GS_OK) {
+        gs_error_prefix(err, "%s: ", p->name);
+        gs_run_free(run); /* the caller keeps only the runs that succeeded */
+    }
     free(tp);
     free(ts);
     free(tt);

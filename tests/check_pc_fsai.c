@@ -526,7 +526,7 @@ START_TEST(fsai_reports_what_it_built)
     tu_pc_run run;
     tu_pc_build_ok(&A, "fsai", tu_fsai_args_make(&a, 0.02, 3, 0.05, NULL), &run);
     gs_pc *pc = run.pc;
-    const char *stages[] = {"prefilter", "pattern", "gather+factorisation", "postfilter",
+    const char *stages[] = {"prefilter", "pattern", "factorisation", "postfilter",
                             "transpose", "upload", NULL};
     tu_assert_stages(pc, stages);
     ck_assert_ptr_nonnull(strstr(pc->description, "tau=0.02 k=3 delta=0.05"));

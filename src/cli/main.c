@@ -124,7 +124,8 @@ static int solve_problem(const gs_cli *cli, const char *input, engines *en, sink
         if (!x) status = gs_error_set(&err, GS_ERR_NOMEM, "out of memory for the solution");
     }
     for (int i = 0; status == GS_OK && i < en->count; i++) {
-        status = gs_run_solve(cli, &p, en->e[i], &runs[i], x, &out->progress, &err);
+        gs_progress *pg = out->progress.out ? &out->progress : NULL; /* off: no callbacks */
+        status = gs_run_solve(cli, &p, en->e[i], &runs[i], x, pg, &err);
         if (status != GS_OK) break;
         nruns++;
         if (out->history) {

@@ -1,6 +1,7 @@
 /* main.c - gpusolve's entry point: parse the command line, then for each
  * problem and each engine set up, solve and report. The only place that
  * prints errors and chooses the exit status (DESIGN.md, "Command line"). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "engine.h"
 #include "mmio.h"
 #include "options.h"
+#include "progress.h"
 #include "report.h"
 #include "run.h"
 
@@ -21,6 +23,41 @@ typedef struct engines {
     int count;
     gs_engine *e[2]; /* cpu first when both */
 } engines;
+
+/* Where a run's by-products go besides the report. */
+typedef struct sinks {
+    FILE *history;        /* --history, or NULL */
+    gs_progress progress; /* the progress line on stderr */
+} sinks;
+
+/* --history is opened (and its header written) before any matrix is read,
+ * so that a path that cannot be written fails at once, not after a solve. */
+static int sinks_open(const gs_cli *cli, sinks *s)
+{
+    gs_progress_init(&s->progress, stderr, cli->progress, cli->quiet);
+    s->history = NULL;
+    if (!cli->history) return EXIT_OK;
+    s->history = fopen(cli->history, "w");
+    if (!s->history) {
+        fprintf(stderr, "gpusolve: --history: cannot open '%s' for writing: %s\n", cli->history,
+                strerror(errno));
+        return EXIT_INPUT;
+    }
+    gs_report_history_header(s->history);
+    fflush(s->history);
+    return EXIT_OK;
+}
+
+/* A write that failed (a full disk) is a runtime failure. */
+static int sinks_close(const gs_cli *cli, sinks *s)
+{
+    if (!s->history) return EXIT_OK;
+    const int failed = ferror(s->history) | (fclose(s->history) != 0);
+    s->history = NULL;
+    if (!failed) return EXIT_OK;
+    fprintf(stderr, "gpusolve: --history: writing '%s' failed\n", cli->history);
+    return EXIT_RUNTIME;
+}
 
 static int engines_open(const gs_cli *cli, engines *en, gs_error *err)
 {
@@ -73,7 +110,8 @@ static int worse(int a, int b) /* runtime > input > not converged > ok */
 }
 
 /* Solve one problem on every engine; returns the exit code it deserves. */
-static int solve_problem(const gs_cli *cli, const char *input, engines *en, int *printed)
+static int solve_problem(const gs_cli *cli, const char *input, engines *en, sinks *out,
+                         int *printed)
 {
     gs_problem p;
     gs_error err = {0};
@@ -87,9 +125,14 @@ static int solve_problem(const gs_cli *cli, const char *input, engines *en, int 
         if (!x) status = gs_error_set(&err, GS_ERR_NOMEM, "out of memory for the solution");
     }
     for (int i = 0; status == GS_OK && i < en->count; i++) {
-        status = gs_run_solve(cli, &p, en->e[i], &runs[i], x, &err);
+        gs_progress *pg = out->progress.out ? &out->progress : NULL; /* off: no callbacks */
+        status = gs_run_solve(cli, &p, en->e[i], &runs[i], x, pg, &err);
         if (status != GS_OK) break;
         nruns++;
+        if (out->history) {
+            gs_report_history_csv(out->history, &runs[i]);
+            fflush(out->history); /* rows of a batch cut short survive it */
+        }
         if (cli->quiet) continue;
         if (cli->verbose) gs_report_history(stdout, &runs[i]);
         gs_report_print(stdout, cli->format, &runs[i], !(*printed)++);
@@ -120,6 +163,7 @@ int main(int argc, char **argv)
     gs_cli cli;
     gs_error err = {0};
     engines en = {0};
+    sinks out;
     int code = EXIT_OK, printed = 0;
     omp_passive_unless_chosen(argv);
     if (gs_cli_parse(argc, argv, &cli, &err) != GS_OK) {
@@ -143,15 +187,20 @@ int main(int argc, char **argv)
         gs_cli_free(&cli);
         return EXIT_INPUT;
     }
+    if ((code = sinks_open(&cli, &out)) != EXIT_OK) {
+        gs_cli_free(&cli);
+        return code;
+    }
     if (engines_open(&cli, &en, &err) != GS_OK) {
         fprintf(stderr, "gpusolve: %s\n", err.msg);
         code = EXIT_RUNTIME;
     } else if (cli.generate) {
-        code = solve_problem(&cli, NULL, &en, &printed);
+        code = solve_problem(&cli, NULL, &en, &out, &printed);
     } else {
         for (int i = 0; i < cli.n_inputs; i++)
-            code = worse(code, solve_problem(&cli, cli.inputs[i], &en, &printed));
+            code = worse(code, solve_problem(&cli, cli.inputs[i], &en, &out, &printed));
     }
+    code = worse(code, sinks_close(&cli, &out));
     for (int i = 0; i < en.count; i++) gs_engine_destroy(en.e[i]);
     gs_cli_free(&cli);
     return code;

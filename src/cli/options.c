@@ -40,6 +40,17 @@ static const opt_decl options[] = {
      "stop a run (setup + solve) at its next check after S seconds; reason 'time limit', "
      "exit 2; 0: no limit",
      GS_OPT_DOUBLE, F(time_limit), .lo = 0, .hi = 1e9},
+    {"history", 0, "FILE", NULL,
+     "write one CSV row per residual check of every run (matrix,engine,precond,method,"
+     "iteration,rel_residual,seconds; seconds since the solve began, iteration 0 is the "
+     "initial residual); cg and bicgstab check adaptively: add --check-every 1 for every "
+     "iteration (gmres and idr check every step)",
+     GS_OPT_STRING, F(history)},
+    {"progress", 0, "WHEN", "auto",
+     "auto|always|never: a progress line on stderr (stage, iteration, relative residual, "
+     "seconds) for a run longer than 2 s; auto: only when stderr is a terminal; always: from "
+     "the start, terminal or not; never with --quiet",
+     GS_OPT_STRING, F(progress)},
     {"rhs", 0, "ones|ax1|FILE", "ones", "right-hand side: all ones, A*1, or a vector file",
      GS_OPT_STRING, F(rhs)},
     {"x0", 0, "zero|FILE", "zero", "initial guess", GS_OPT_STRING, F(x0)},
@@ -180,6 +191,10 @@ static int cli_validate(gs_cli *cli, gs_error *err)
                             cli->precond);
     if (strcmp(cli->method, "auto") != 0 && !gs_method_find(cli->method))
         return gs_error_set(err, GS_ERR_USAGE, "--method: unknown method '%s'", cli->method);
+    if (strcmp(cli->progress, "auto") && strcmp(cli->progress, "always") &&
+        strcmp(cli->progress, "never"))
+        return gs_error_set(err, GS_ERR_USAGE, "--progress: '%s' is not one of auto|always|never",
+                            cli->progress);
     status = cli_engine(cli, err);
     if (status == GS_OK) status = cli_inputs(cli, err);
     if (status == GS_OK) status = gs_pc_check_params(type, &cli->params, err);

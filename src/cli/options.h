@@ -28,6 +28,8 @@ typedef struct gs_cli {
     gs_format format;
     long repeat;
     double time_limit;      /* seconds per run (setup + solve); 0: no limit */
+    const char *history;    /* CSV of the residual checks of every run, or NULL */
+    const char *progress;   /* auto|always|never: the progress line on stderr */
     int verbose, quiet, no_graph, help, version;
     int list;               /* --list: print the registries and exit */
     const char *generate;     /* built-in problem spec, or NULL */

@@ -187,10 +187,26 @@ void gs_report_print(FILE *out, gs_format format, const gs_run *r, int first)
 
 void gs_report_history(FILE *out, const gs_run *r)
 {
-    int step = r->opts.check_every > 0 ? r->opts.check_every : 1;
     for (long i = 0; i < r->history_len; i++)
         fprintf(out, "%s %s iteration %6ld  relative residual %.6e\n", r->engine, r->method,
-                i * step, r->history[i]);
+                r->history_iteration[i], r->history[i]);
+}
+
+void gs_report_history_header(FILE *out)
+{
+    fputs("matrix,engine,precond,method,iteration,rel_residual,seconds\n", out);
+}
+
+/* rel_residual in the report's own format (number()), so that the last row
+ * and the CSV report's field read the same. */
+void gs_report_history_csv(FILE *out, const gs_run *r)
+{
+    for (long i = 0; i < r->history_len; i++) {
+        csv_string(out, r->problem->name);
+        fprintf(out, ",%s,%s,%s,%ld,", r->engine, r->precond, r->method, r->history_iteration[i]);
+        number(out, r->history[i], 0);
+        fprintf(out, ",%.6f\n", r->history_seconds[i]);
+    }
 }
 
 /* A stage's seconds in st, or -1 where it has no stage of that name. */

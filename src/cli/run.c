@@ -213,14 +213,17 @@ static const gs_method_type *run_method(const gs_cli *cli, const gs_problem *p, 
 /* Tp: A to the engine and the preconditioner's setup; Ts: the solve. A run
  * whose setup outlasts --time-limit ends there, reason "time limit". */
 static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
-                    double *x_host, one_run *t, gs_krylov_result *res, gs_error *err)
+                    double *x_host, one_run *t, gs_krylov_result *res, gs_progress *progress,
+                    gs_error *err)
 {
+    const gs_pc_hook hook = {progress ? gs_progress_stage_done : NULL, progress};
     gs_mat *A = NULL;
     gs_pc *pc = NULL;
     gs_vec *b = NULL, *x = NULL;
     int status = GS_OK;
     memset(t, 0, sizeof *t);
     double t0 = gs_now();
+    if (progress) gs_progress_run_begin(progress);
     run->opts.deadline = cli->time_limit > 0 ? t0 + cli->time_limit : 0.0;
     const gs_pc_type *type = gs_pc_find(cli->precond);
     if (e->ops->mat_create_system) /* the engine keeps A as it likes until the setup is done */
@@ -229,7 +232,8 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
     GS_TRY(e->ops->sync(e));
     gs_stages_add(&t->stages, "transfer A", gs_now() - t0);
-    GS_TRY(gs_pc_create(type, e, &cli->params, &p->A, A, &pc, err));
+    if (progress) gs_progress_stage_done(progress, "transfer A");
+    GS_TRY(gs_pc_create_hooked(type, e, &cli->params, &p->A, A, &hook, &pc, err));
     for (int i = 0; i < pc->stages.count; i++)
         gs_stages_add(&t->stages, pc->stages.stage[i].name, pc->stages.stage[i].seconds);
     t->tp = gs_now() - t0;
@@ -263,6 +267,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
             status = pc->save(pc, cli->save_precond, err);
     }
 cleanup:
+    if (progress) gs_progress_run_end(progress);
     if (status != GS_OK) gs_engine_fail(e, err);
     gs_pc_destroy(pc);
     e->ops->vec_destroy(e, b);
@@ -285,7 +290,7 @@ static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_
     run->opts.restart = (int)cli->restart;
     run->opts.idr_s = (int)cli->idr_s;
     run->opts.check_every = cli->verbose ? 1 : (int)cli->check_every;
-    run->opts.record_history = cli->verbose;
+    run->opts.record_history = cli->verbose || cli->history;
     run->opts.use_capture = !cli->no_graph;
     run->repeat = (int)cli->repeat;
 }
@@ -322,14 +327,17 @@ static void run_record(gs_run *run, const gs_krylov_result *res)
     snprintf(run->breakdown, sizeof run->breakdown, "%s", res->breakdown);
     run->rel_residual = res->rel_residual;
     run->idr_s_used = res->idr_s;
-    free(run->history);
+    gs_run_free(run);
     run->history = res->history, run->history_len = res->history_len;
+    run->history_iteration = res->history_iteration, run->history_seconds = res->history_seconds;
 }
 
 int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
-                 double *x_out, gs_error *err)
+                 double *x_out, gs_progress *progress, gs_error *err)
 {
     run_header(cli, p, e, run);
+    run->opts.progress = progress ? gs_progress_solve : NULL;
+    run->opts.progress_ctx = progress;
     const int nrep = run->repeat;
     double *tp = calloc((size_t)nrep, sizeof(double)), *ts = calloc((size_t)nrep, sizeof(double));
     double *tt = calloc((size_t)nrep, sizeof(double));
@@ -344,7 +352,7 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
         one_run t;
         gs_krylov_result res;
         memset(&res, 0, sizeof res);
-        status = run_once(cli, p, e, run, x, &t, &res, err);
+        status = run_once(cli, p, e, run, x, &t, &res, progress, err);
         if (status != GS_OK) {
             gs_krylov_result_free(&res);
             goto cleanup;
@@ -380,5 +388,10 @@ cleanup:
 void gs_run_free(gs_run *run)
 {
     free(run->history);
+    free(run->history_iteration);
+    free(run->history_seconds);
     run->history = NULL;
+    run->history_iteration = NULL;
+    run->history_seconds = NULL;
+    run->history_len = 0;
 }

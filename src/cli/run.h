@@ -13,6 +13,7 @@
 #include "kvlist.h"
 #include "options.h"
 #include "precond.h"
+#include "progress.h"
 #include "timer.h"
 
 typedef struct gs_problem {
@@ -50,7 +51,9 @@ typedef struct gs_run {
     char breakdown[160];
     double rel_residual, true_residual;
     char verdict_note[160]; /* why a method's "converged" was not kept */
-    double *history;
+    double *history;          /* the last repeat's residual checks (gs_krylov_result) */
+    long *history_iteration;
+    double *history_seconds;
     long history_len;
     double bytes_per_iteration; /* what one iteration must move */
     double seconds_per_iteration, floor_ratio;
@@ -76,9 +79,10 @@ void gs_problem_pin(gs_problem *p, gs_engine *e);
 const char *gs_run_auto_method(const gs_problem *p, const gs_pc *pc, char *why, size_t len);
 
 /* Set up and solve cli->repeat times on e; fills run (the last run's
- * solution is written to x_out, length n, when x_out != NULL). */
+ * solution is written to x_out, length n, when x_out != NULL). progress
+ * (NULL: none) is told each setup stage and residual check. */
 int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
-                 double *x_out, gs_error *err);
+                 double *x_out, gs_progress *progress, gs_error *err);
 void gs_run_free(gs_run *run);
 
 #endif

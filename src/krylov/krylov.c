@@ -47,7 +47,11 @@ const char *gs_reason_name(gs_reason r)
 void gs_krylov_result_free(gs_krylov_result *res)
 {
     free(res->history);
+    free(res->history_iteration);
+    free(res->history_seconds);
     res->history = NULL;
+    res->history_iteration = NULL;
+    res->history_seconds = NULL;
     res->history_len = 0;
 }
 
@@ -63,6 +67,7 @@ int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_krylov
     k->res = res;
     k->bnorm = 0;
     k->history_cap = 0;
+    k->start = gs_now();
     k->seq[0] = k->seq[1] = NULL;
     k->auto_block = 1;
     k->last_it = -1;
@@ -126,21 +131,35 @@ long kr_next_block(const kr_ctx *k, long it)
     return b < left ? b : left;
 }
 
+/* Grow the three history arrays together; on failure they keep their
+ * capacity and the history stops growing (a record, not a result). */
+static void kr_history_grow(kr_ctx *k)
+{
+    gs_krylov_result *res = k->res;
+    const long cap = k->history_cap ? 2 * k->history_cap : 256;
+    double *h = realloc(res->history, (size_t)cap * sizeof(double));
+    if (h) res->history = h;
+    long *hi = realloc(res->history_iteration, (size_t)cap * sizeof(long));
+    if (hi) res->history_iteration = hi;
+    double *hs = realloc(res->history_seconds, (size_t)cap * sizeof(double));
+    if (hs) res->history_seconds = hs;
+    if (h && hi && hs) k->history_cap = cap;
+}
+
 static void kr_record(kr_ctx *k, long it, double rel)
 {
     gs_krylov_result *res = k->res;
     res->iterations = it;
     res->rel_residual = rel;
     if (!k->opts->record_history) return;
-    if (res->history_len == k->history_cap) {
-        long cap = k->history_cap ? 2 * k->history_cap : 256;
-        double *h = realloc(res->history, (size_t)cap * sizeof(double));
-        if (h) {
-            res->history = h;
-            k->history_cap = cap;
-        }
-    }
-    if (res->history_len < k->history_cap) res->history[res->history_len++] = rel;
+    long i = res->history_len;
+    if (i > 0 && res->history_iteration[i - 1] == it) i--; /* the later check stands */
+    else if (i == k->history_cap) kr_history_grow(k);
+    if (i >= k->history_cap) return;
+    res->history[i] = rel;
+    res->history_iteration[i] = it;
+    res->history_seconds[i] = gs_now() - k->start;
+    if (i == res->history_len) res->history_len++;
 }
 
 int kr_positive(double v) { return isfinite(v) && v > 0.0; }
@@ -154,6 +173,7 @@ int kr_check_breakdown(kr_ctx *k, long it, double rr, const char *what)
     gs_krylov_result *res = k->res;
     const double rel = sqrt(fabs(rr)) / k->bnorm;
     kr_record(k, it, rel);
+    if (k->opts->progress) k->opts->progress(k->opts->progress_ctx, it, rel);
     if (!isfinite(rel)) {
         res->reason = GS_REASON_NAN;
         return 1;

@@ -25,10 +25,15 @@ typedef struct gs_krylov_opts {
     int idr_s;       /* idr */
     int check_every; /* read the residual norm back every this many iterations;
                       * 0: adaptive (cg and bicgstab; the others check every step) */
-    int record_history; /* keep ||r_k|| / ||b|| per checked iteration */
+    int record_history; /* keep ||r_k|| / ||b||, k and the time of every check */
     int use_capture;    /* replay captured iteration blocks where the engine can */
     double deadline; /* gs_now() value past which the method stops at its next check with
                       * reason GS_REASON_TIME_LIMIT; 0: none */
+    /* Called at every residual check with the iteration and ||r_k|| / ||b||
+     * the check read anyway (no extra host round trip); NULL: none. The
+     * caller's, e.g. a progress line; the library itself never prints. */
+    void (*progress)(void *ctx, long it, double rel);
+    void *progress_ctx;
 } gs_krylov_opts;
 
 typedef struct gs_krylov_result {
@@ -37,7 +42,14 @@ typedef struct gs_krylov_result {
     long breakdown_iteration;
     char breakdown[160];  /* what broke down: "p'Ap <= 0 (A not positive definite)" */
     double rel_residual;  /* the method's own ||r_k|| / ||b|| at exit */
-    double *history;      /* malloc'ed when record_history (free with the result) */
+    /* One entry per residual check when record_history, iteration 0 (the
+     * initial residual) first; a check repeated at the same iteration (gmres
+     * confirming its estimate with b - A x) replaces the entry, so the
+     * iterations strictly increase and the last entry is rel_residual.
+     * Parallel arrays, malloc'ed (free with the result). */
+    double *history;            /* ||r_k|| / ||b|| */
+    long *history_iteration;    /* k */
+    double *history_seconds;    /* gs_now() at the check minus at the solve's start */
     long history_len;
     long spmv_count, pc_apply_count;
     int idr_s;            /* the s IDR(s) used (opts.idr_s, at most n - 1); 0 for the others */

@@ -79,6 +79,13 @@ static int pc_layout_of_A(gs_pc *pc, gs_mat *A_eng)
 int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
                  const gs_csr *A, gs_mat *A_eng, gs_pc **out, gs_error *err)
 {
+    return gs_pc_create_hooked(type, eng, params, A, A_eng, NULL, out, err);
+}
+
+int gs_pc_create_hooked(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
+                        const gs_csr *A, gs_mat *A_eng, const gs_pc_hook *hook, gs_pc **out,
+                        gs_error *err)
+{
     *out = NULL;
     /* A type without a setup for this engine builds on the host (its CPU
      * reference) and hands its matrices to the engine: the apply still runs
@@ -92,6 +99,7 @@ int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params
     pc->eng = eng;
     pc->params = params;
     pc->A = A_eng;
+    if (hook) pc->hook = *hook;
     int status = gs_pc_check_params(type, params, err);
     if (status == GS_OK) status = setup(pc, A, err);
     if (status == GS_OK) status = pc_layout_of_A(pc, A_eng);
@@ -145,5 +153,6 @@ int gs_pc_stage_end(gs_pc *pc, const char *name, double t0)
 {
     int status = pc->eng->ops->sync(pc->eng);
     gs_stages_add(&pc->stages, name, gs_now() - t0);
+    if (pc->hook.stage_done) pc->hook.stage_done(pc->hook.ctx, name);
     return status;
 }

@@ -19,6 +19,13 @@
 
 typedef struct gs_pc gs_pc;
 
+/* Told the name of each setup stage as it ends (gs_pc_stage_end), e.g. for
+ * a progress line; the caller's code, never the library's, prints. */
+typedef struct gs_pc_hook {
+    void (*stage_done)(void *ctx, const char *name);
+    void *ctx;
+} gs_pc_hook;
+
 /* Builds pc->data and sets pc->apply (and optionally the other hooks) for A
  * on pc->eng. A is the host matrix, pc->A the same matrix on the engine; the
  * setup times its stages with gs_pc_stage_begin/end. */
@@ -66,6 +73,7 @@ struct gs_pc {
     gs_stages stages;      /* setup stages, in order */
     gs_kvlist extra;       /* type-specific report items */
     int symmetric;         /* 1 if M is symmetric (CG may use it) */
+    gs_pc_hook hook;       /* set by gs_pc_create_hooked; zero: none */
 };
 
 /* The registry. */
@@ -89,6 +97,10 @@ int gs_pc_check_params(const gs_pc_type *type, const gs_params *params, gs_error
  * products want, timed as the stage "layout of A" where it had work to do. */
 int gs_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
                  const gs_csr *A, gs_mat *A_eng, gs_pc **out, gs_error *err);
+/* gs_pc_create with a hook called as each setup stage ends (hook may be NULL). */
+int gs_pc_create_hooked(const gs_pc_type *type, gs_engine *eng, const gs_params *params,
+                        const gs_csr *A, gs_mat *A_eng, const gs_pc_hook *hook, gs_pc **out,
+                        gs_error *err);
 void gs_pc_destroy(gs_pc *pc); /* NULL-safe */
 
 /* z = M r, and S[slot] = r.z when slot != GS_SLOT_NONE. */

@@ -255,3 +255,38 @@ def test_plot_skips_absent_data(batch_run, tmp_path, capsys):
     assert not (tmp_path / "speedup.png").exists() and not (tmp_path / "history.png").exists()
     assert_pictures(tmp_path, ["profile_tt", "setup_solve_cpu", "tp_stages_cpu"])
     assert len(written) == len(os.listdir(tmp_path))
+
+
+FAKE = r'''#!/usr/bin/env python3
+# A stand-in for a CUDA build of gpusolve: --engine both prints a cpu then a
+# cuda row a file; the cuda run of files named *gpufail* fails after the cpu row.
+import sys
+args = sys.argv[1:]
+files = [a for a in args if a.endswith(".mtx")]
+print("matrix,engine,precond,method,tp_min_s,ts_min_s,tt_min_s,converged,reason")
+for f in files:
+    if "refuse" in f:
+        print(f"gpusolve: {f}: jacobi: zero or missing diagonal entry in row 1", file=sys.stderr)
+        continue
+    print(f'"{f}","cpu","jacobi","cg",1,2,3,"yes","converged"')
+    if "gpufail" in f:
+        print(f"gpusolve: {f}: CUDA error: out of memory", file=sys.stderr)
+        continue
+    print(f'"{f}","cuda","jacobi","cg",0.5,0.5,1,"no","time limit"')
+sys.exit(3)
+'''
+
+
+def test_engine_both_rows_per_engine(tmp_path):
+    fake = tmp_path / "gpusolve"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    files = [str(tmp_path / n) for n in ("a.mtx", "gpufail.mtx", "refuse.mtx")]
+    columns, rows = batch.run_batch(str(fake), files, ["jacobi"], ["auto"], "both")
+    got = {(os.path.basename(r["matrix"]), r["engine"]): (r["status"], r["message"]) for r in rows}
+    assert len(rows) == 6 and columns[-3:] == batch.EXTRA_COLUMNS
+    assert got[("a.mtx", "cpu")] == ("solved", "") and got[("a.mtx", "cuda")] == ("not converged", "")
+    assert got[("gpufail.mtx", "cpu")][0] == "solved"
+    assert got[("gpufail.mtx", "cuda")] == ("error", "CUDA error: out of memory")
+    assert got[("refuse.mtx", "cpu")] == got[("refuse.mtx", "cuda")] == \
+        ("refused", "jacobi: zero or missing diagonal entry in row 1")

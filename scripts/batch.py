@@ -87,18 +87,22 @@ def registered_preconds(gpusolve):
 
 
 def stderr_messages(stderr, files):
-    """Map each file to the stderr message naming it; the rest go to None."""
+    """Map each file to the stderr messages naming it; return the other lines too."""
     by_file, other = {}, []
     # Longest paths first so that a.mtx does not claim the line of a.mtx.gz.
     ordered = sorted(files, key=len, reverse=True)
     for line in stderr.splitlines():
         text = line[len("gpusolve: "):] if line.startswith("gpusolve: ") else line
-        owner = next((f for f in ordered if text.startswith(f + ": ")), None)
+        # The reader names the line too: "FILE:LINE: message".
+        owner, hit = next(((f, m) for f in ordered
+                           for m in [re.match(re.escape(f) + r"(?::(\d+))?: ", text)] if m), (None, None))
         if owner is None:
             if text.strip() and not text.startswith("notice:"):
                 other.append(text.strip())
             continue
-        msg = text[len(owner) + 2:].strip()
+        msg = text[hit.end():].strip()
+        if hit.group(1):
+            msg = f"line {hit.group(1)}: {msg}"
         by_file[owner] = by_file[owner] + "; " + msg if owner in by_file else msg
     return by_file, other
 

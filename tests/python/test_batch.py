@@ -139,9 +139,11 @@ def test_stderr_lines_go_to_the_file_they_name():
     err = ("gpusolve: notice: no CUDA device found, using the CPU engine\n"
            "gpusolve: m/a.mtx.gz: fsai needs a symmetric matrix: x\n"
            "gpusolve: m/a.mtx: cannot open: No such file\n"
+           "gpusolve: m/b.mtx:7: complex matrices are not supported\n"
            "gpusolve: --engine cuda: this build has no CUDA engine\n")
     by_file, other = batch.stderr_messages(err, ["m/a.mtx", "m/a.mtx.gz", "m/b.mtx"])
-    assert by_file == {"m/a.mtx.gz": "fsai needs a symmetric matrix: x", "m/a.mtx": "cannot open: No such file"}
+    assert by_file == {"m/a.mtx.gz": "fsai needs a symmetric matrix: x", "m/a.mtx": "cannot open: No such file",
+                       "m/b.mtx": "line 7: complex matrices are not supported"}
     assert other == ["--engine cuda: this build has no CUDA engine"]
     assert batch.expected_engines("auto", err) == ["cpu"]
     assert batch.expected_engines("both", "") == ["cpu", "cuda"]

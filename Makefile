@@ -3,14 +3,16 @@
 #   make CUDA=0          CPU-only build, no CUDA toolkit needed
 #   make run             build and solve the built-in example problem
 #   make test            build and run every Check suite (GPU suites skip without a GPU)
+#                        and the pytest suites of tests/python (scripts/batch.py, plots.py)
 #   make bench           benchmarks (scripts/bench.sh)
 #   make sanitize        small solves of every method under compute-sanitizer (GPU machine)
 #   make fuzz            fuzz the Matrix Market reader for FUZZ_TIME seconds (clang, libFuzzer)
 #   make install PREFIX=/usr/local
 #   make clean
 # Missing Debian packages (zlib1g-dev; check, pkg-config for tests; clang's
-# libFuzzer for fuzz) are installed through apt-get when make runs as root,
-# else make stops with the command to run; DEPS=skip checks nothing.
+# libFuzzer for fuzz; pip's numpy, matplotlib, pytest for test) are installed
+# when make runs as root, else make stops with the command to run; DEPS=skip
+# checks nothing.
 
 PREFIX    ?= /usr/local
 BUILD     ?= build
@@ -64,10 +66,12 @@ DEPS       ?= auto
 DEPS_BUILD := zlib1g-dev:header:zlib.h
 DEPS_TEST  := pkg-config:command:pkg-config check:header:check.h
 DEPS_FUZZ   = clang:fuzzer:$(FUZZ_CC)
+DEPS_PY    := numpy:pip:numpy matplotlib:pip:matplotlib pytest:pip:pytest
 deps_check  = $(if $(filter skip,$(DEPS)),@:,@CC='$(CC)' scripts/deps.sh $(1))
-.PHONY: deps-build deps-test deps-fuzz
+.PHONY: deps-build deps-test deps-fuzz deps-python
 deps-build: ; $(call deps_check,$(DEPS_BUILD))
 deps-test: deps-build ; $(call deps_check,$(DEPS_TEST))
+deps-python: ; $(call deps_check,$(DEPS_PY))
 deps-fuzz: ; $(call deps_check,$(DEPS_FUZZ))
 
 $(BUILD)/gpusolve: $(BUILD)/src/cli/main.o $(BUILD)/libgpusolve.a
@@ -96,8 +100,8 @@ $(BUILD)/src $(BUILD)/cuda $(BUILD)/tests:
 run: $(BUILD)/gpusolve
 	$(BUILD)/gpusolve --generate poisson3d:64 -p jacobi -m cg
 
-test: $(BUILD)/gpusolve $(TEST_BIN)
-	GPUSOLVE=$(BUILD)/gpusolve scripts/run_tests.sh $(TEST_BIN)
+test: $(BUILD)/gpusolve $(TEST_BIN) | deps-python
+	GPUSOLVE=$(BUILD)/gpusolve PYTEST_DIR=tests/python scripts/run_tests.sh $(TEST_BIN)
 
 bench: $(BUILD)/gpusolve
 	GPUSOLVE=$(BUILD)/gpusolve scripts/bench.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# deps.sh - make sure the Debian packages a make target needs are installed.
-# Quiet when all are there; installs the missing ones through apt-get when run
-# as root on a machine with apt-get; otherwise stops with the one command to run.
+# deps.sh - make sure the Debian (and Python) packages a make target needs are installed.
+# Quiet when all are there; installs the missing ones through apt-get (pip for
+# the pip kind) when run as root; otherwise stops with the one command to run.
 #
 # usage: scripts/deps.sh [--dry-run] PACKAGE:KIND:WHAT ...
 #   KIND header   WHAT is a C header that $CC (default cc) must find
@@ -9,13 +9,17 @@
 #        fuzzer   WHAT is a compiler that must link -fsanitize=fuzzer; when the
 #                 compiler is there but cannot, the package is its runtime,
 #                 libclang-rt-<major>-dev
+#        pip      WHAT is a Python module that $PYTHON (default python3) must
+#                 import; PACKAGE is its name on PyPI, installed with pip
 #   --dry-run     say what would be installed, change nothing
 # Example: scripts/deps.sh zlib1g-dev:header:zlib.h pkg-config:command:pkg-config
+#          scripts/deps.sh matplotlib:pip:matplotlib pytest:pip:pytest
 set -uo pipefail
 
 dry_run=0
 if [ "${1:-}" = --dry-run ]; then dry_run=1; shift; fi
 cc=${CC:-cc}
+python=${PYTHON:-python3}
 command -v "$cc" >/dev/null 2>&1 || cc=cc
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -35,16 +39,23 @@ fuzzer_package() {
     echo "libclang-rt-${major:-14}-dev"
 }
 
-# The packages among the specs whose test fails, each once.
+has_module() { "$python" -c "import $1" >/dev/null 2>&1; }
+
+# The packages among the specs whose test fails, each once; the pip kind's
+# packages come from a different installer, so $1 picks: debian or pip.
 missing_packages() {
-    local spec package kind what need
+    local want=$1 spec package kind what need
+    shift
     for spec in "$@"; do
         IFS=: read -r package kind what <<<"$spec"
         need=
+        if [ "$kind" = pip ]; then [ "$want" = pip ] || continue
+        else [ "$want" = debian ] || continue; fi
         case $kind in
         header) has_header "$what" || need=$package ;;
         command) command -v "$what" >/dev/null 2>&1 || need=$package ;;
         fuzzer) need=$(fuzzer_package "$what" "$package") ;;
+        pip) has_module "$what" || need=$package ;;
         esac
         [ -n "$need" ] && echo "$need"
     done | awk '!seen[$0]++' | tr '\n' ' ' | sed 's/ $//'
@@ -52,11 +63,32 @@ missing_packages() {
 
 for spec in "$@"; do
     case $spec in
-    *:header:?* | *:command:?* | *:fuzzer:?*) ;;
-    *) echo "deps.sh: bad requirement '$spec' (PACKAGE:header|command|fuzzer:WHAT)" >&2; exit 2 ;;
+    *:header:?* | *:command:?* | *:fuzzer:?* | *:pip:?*) ;;
+    *) echo "deps.sh: bad requirement '$spec' (PACKAGE:header|command|fuzzer|pip:WHAT)" >&2; exit 2 ;;
     esac
 done
-missing=$(missing_packages "$@")
+
+# pip packages: the same rule as the Debian ones below (root installs, anyone
+# else is told the command), through the interpreter that must import them.
+pip_missing=$(missing_packages pip "$@")
+if [ -n "$pip_missing" ]; then
+    command="$python -m pip install $pip_missing"
+    if [ "$(id -u)" != 0 ]; then
+        echo "Missing Python packages: $pip_missing. Install them with:" >&2
+        echo "    $python -m pip install --user $pip_missing" >&2
+        [ $dry_run = 1 ] || exit 1
+    elif [ $dry_run = 1 ]; then
+        echo "deps.sh: missing: $pip_missing; would run: $command"
+    else
+        echo "deps.sh: installing missing Python packages: $pip_missing"
+        $python -m pip install -q $pip_missing >"$scratch/pip.log" 2>&1 ||
+            { cat "$scratch/pip.log" >&2; echo "deps.sh: could not install: $pip_missing" >&2; exit 1; }
+        still=$(missing_packages pip "$@")
+        [ -n "$still" ] && { echo "deps.sh: installed, but still missing: $still" >&2; exit 1; }
+    fi
+fi
+
+missing=$(missing_packages debian "$@")
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -70,7 +102,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq >"$scratch/apt.log" 2>&1 &&
         apt-get install -y -qq $missing >>"$scratch/apt.log" 2>&1 ||
         { cat "$scratch/apt.log" >&2; echo "deps.sh: could not install: $missing" >&2; exit 1; }
-    still=$(missing_packages "$@")
+    still=$(missing_packages debian "$@")
     [ -z "$still" ] && exit 0
     echo "deps.sh: installed, but still missing: $still" >&2
     exit 1

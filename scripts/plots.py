@@ -17,7 +17,6 @@ A picture whose data is absent (no cuda rows, no history file) is skipped
 with a message.
 """
 import argparse
-import csv
 import math
 import os
 import sys
@@ -28,21 +27,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
+from batch import fnum, read_csv  # noqa: E402  (the batch CSV's own reader, beside this file)
+
 FORMATS = ("png", "svg")
 PROFILE_METRICS = {"tt": ("tt_min_s", "total time Tt"), "iterations": ("iterations", "iterations"),
                    "tp": ("tp_min_s", "setup time Tp")}
-
-
-def read_csv(path):
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def fnum(text):
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def performance_profile(values):

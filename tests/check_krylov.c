@@ -319,9 +319,9 @@ START_TEST(check_every_and_history)
     ck_assert(every4.res.iterations < every1.res.iterations + 4);
     /* one history entry per check, the initial residual included; CG's
      * residual is not monotone, but the last entry is the final one */
-    ck_assert_int_eq(every1.res.history_len, every1.res.iterations + 1);
-    ck_assert_double_eq(every1.res.history[0], 1.0); /* x0 = 0: r0 = b */
-    ck_assert_double_eq(every1.res.history[every1.res.history_len - 1], every1.res.rel_residual);
+    ck_assert_int_eq(every1.res.history.len, every1.res.iterations + 1);
+    ck_assert_double_eq(every1.res.history.rel[0], 1.0); /* x0 = 0: r0 = b */
+    ck_assert_double_eq(every1.res.history.rel[every1.res.history.len - 1], every1.res.rel_residual);
     gs_krylov_result_free(&every1.res);
     gs_krylov_result_free(&every4.res);
     free(every1.x);

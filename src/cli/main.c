@@ -182,11 +182,6 @@ int main(int argc, char **argv)
         gs_cli_free(&cli);
         return EXIT_OK;
     }
-    if (cli.output && cli.n_inputs > 1) {
-        fprintf(stderr, "gpusolve: --output needs a single matrix (%d given)\n", cli.n_inputs);
-        gs_cli_free(&cli);
-        return EXIT_INPUT;
-    }
     if ((code = sinks_open(&cli, &out)) != EXIT_OK) {
         gs_cli_free(&cli);
         return code;

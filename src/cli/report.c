@@ -187,9 +187,9 @@ void gs_report_print(FILE *out, gs_format format, const gs_run *r, int first)
 
 void gs_report_history(FILE *out, const gs_run *r)
 {
-    for (long i = 0; i < r->history_len; i++)
+    for (long i = 0; i < r->history.len; i++)
         fprintf(out, "%s %s iteration %6ld  relative residual %.6e\n", r->engine, r->method,
-                r->history_iteration[i], r->history[i]);
+                r->history.iteration[i], r->history.rel[i]);
 }
 
 void gs_report_history_header(FILE *out)
@@ -201,11 +201,11 @@ void gs_report_history_header(FILE *out)
  * and the CSV report's field read the same. */
 void gs_report_history_csv(FILE *out, const gs_run *r)
 {
-    for (long i = 0; i < r->history_len; i++) {
+    for (long i = 0; i < r->history.len; i++) {
         csv_string(out, r->problem->name);
-        fprintf(out, ",%s,%s,%s,%ld,", r->engine, r->precond, r->method, r->history_iteration[i]);
-        number(out, r->history[i], 0);
-        fprintf(out, ",%.6f\n", r->history_seconds[i]);
+        fprintf(out, ",%s,%s,%s,%ld,", r->engine, r->precond, r->method, r->history.iteration[i]);
+        number(out, r->history.rel[i], 0);
+        fprintf(out, ",%.6f\n", r->history.seconds[i]);
     }
 }
 

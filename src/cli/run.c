@@ -327,9 +327,8 @@ static void run_record(gs_run *run, const gs_krylov_result *res)
     snprintf(run->breakdown, sizeof run->breakdown, "%s", res->breakdown);
     run->rel_residual = res->rel_residual;
     run->idr_s_used = res->idr_s;
-    gs_run_free(run);
-    run->history = res->history, run->history_len = res->history_len;
-    run->history_iteration = res->history_iteration, run->history_seconds = res->history_seconds;
+    gs_krylov_history_free(&run->history);
+    run->history = res->history; /* taken over */
 }
 
 int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
@@ -387,11 +386,5 @@ cleanup:
 
 void gs_run_free(gs_run *run)
 {
-    free(run->history);
-    free(run->history_iteration);
-    free(run->history_seconds);
-    run->history = NULL;
-    run->history_iteration = NULL;
-    run->history_seconds = NULL;
-    run->history_len = 0;
+    gs_krylov_history_free(&run->history);
 }

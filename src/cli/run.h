@@ -51,10 +51,7 @@ typedef struct gs_run {
     char breakdown[160];
     double rel_residual, true_residual;
     char verdict_note[160]; /* why a method's "converged" was not kept */
-    double *history;          /* the last repeat's residual checks (gs_krylov_result) */
-    long *history_iteration;
-    double *history_seconds;
-    long history_len;
+    gs_krylov_history history; /* the last repeat's residual checks (gs_krylov_result) */
     double bytes_per_iteration; /* what one iteration must move */
     double seconds_per_iteration, floor_ratio;
     size_t host_peak_bytes, device_peak_bytes;

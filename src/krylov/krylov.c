@@ -46,13 +46,15 @@ const char *gs_reason_name(gs_reason r)
 
 void gs_krylov_result_free(gs_krylov_result *res)
 {
-    free(res->history);
-    free(res->history_iteration);
-    free(res->history_seconds);
-    res->history = NULL;
-    res->history_iteration = NULL;
-    res->history_seconds = NULL;
-    res->history_len = 0;
+    gs_krylov_history_free(&res->history);
+}
+
+void gs_krylov_history_free(gs_krylov_history *h)
+{
+    free(h->rel);
+    free(h->iteration);
+    free(h->seconds);
+    memset(h, 0, sizeof *h);
 }
 
 int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_krylov_opts *opts,
@@ -137,12 +139,13 @@ static void kr_history_grow(kr_ctx *k)
 {
     gs_krylov_result *res = k->res;
     const long cap = k->history_cap ? 2 * k->history_cap : 256;
-    double *h = realloc(res->history, (size_t)cap * sizeof(double));
-    if (h) res->history = h;
-    long *hi = realloc(res->history_iteration, (size_t)cap * sizeof(long));
-    if (hi) res->history_iteration = hi;
-    double *hs = realloc(res->history_seconds, (size_t)cap * sizeof(double));
-    if (hs) res->history_seconds = hs;
+    gs_krylov_history *hist = &res->history;
+    double *h = realloc(hist->rel, (size_t)cap * sizeof(double));
+    if (h) hist->rel = h;
+    long *hi = realloc(hist->iteration, (size_t)cap * sizeof(long));
+    if (hi) hist->iteration = hi;
+    double *hs = realloc(hist->seconds, (size_t)cap * sizeof(double));
+    if (hs) hist->seconds = hs;
     if (h && hi && hs) k->history_cap = cap;
 }
 
@@ -152,14 +155,15 @@ static void kr_record(kr_ctx *k, long it, double rel)
     res->iterations = it;
     res->rel_residual = rel;
     if (!k->opts->record_history) return;
-    long i = res->history_len;
-    if (i > 0 && res->history_iteration[i - 1] == it) i--; /* the later check stands */
+    gs_krylov_history *hist = &res->history;
+    long i = hist->len;
+    if (i > 0 && hist->iteration[i - 1] == it) i--; /* the later check stands */
     else if (i == k->history_cap) kr_history_grow(k);
     if (i >= k->history_cap) return;
-    res->history[i] = rel;
-    res->history_iteration[i] = it;
-    res->history_seconds[i] = gs_now() - k->start;
-    if (i == res->history_len) res->history_len++;
+    hist->rel[i] = rel;
+    hist->iteration[i] = it;
+    hist->seconds[i] = gs_now() - k->start;
+    if (i == hist->len) hist->len++;
 }
 
 int kr_positive(double v) { return isfinite(v) && v > 0.0; }

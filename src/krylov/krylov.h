@@ -36,21 +36,25 @@ typedef struct gs_krylov_opts {
     void *progress_ctx;
 } gs_krylov_opts;
 
+/* One entry per residual check when opts.record_history, iteration 0 (the
+ * initial residual) first; a check repeated at the same iteration (gmres
+ * confirming its estimate with b - A x) replaces the entry, so the
+ * iterations strictly increase and the last entry is the result's
+ * rel_residual. Parallel arrays, malloc'ed; gs_krylov_history_free. */
+typedef struct gs_krylov_history {
+    double *rel;     /* ||r_k|| / ||b|| */
+    long *iteration; /* k */
+    double *seconds; /* gs_now() at the check minus at the solve's start */
+    long len;
+} gs_krylov_history;
+
 typedef struct gs_krylov_result {
     long iterations;
     gs_reason reason;
     long breakdown_iteration;
     char breakdown[160];  /* what broke down: "p'Ap <= 0 (A not positive definite)" */
     double rel_residual;  /* the method's own ||r_k|| / ||b|| at exit */
-    /* One entry per residual check when record_history, iteration 0 (the
-     * initial residual) first; a check repeated at the same iteration (gmres
-     * confirming its estimate with b - A x) replaces the entry, so the
-     * iterations strictly increase and the last entry is rel_residual.
-     * Parallel arrays, malloc'ed (free with the result). */
-    double *history;            /* ||r_k|| / ||b|| */
-    long *history_iteration;    /* k */
-    double *history_seconds;    /* gs_now() at the check minus at the solve's start */
-    long history_len;
+    gs_krylov_history history; /* freed with the result */
     long spmv_count, pc_apply_count;
     int idr_s;            /* the s IDR(s) used (opts.idr_s, at most n - 1); 0 for the others */
 } gs_krylov_result;
@@ -77,6 +81,7 @@ const gs_method_type *gs_method_type_at(int i);
 
 const char *gs_reason_name(gs_reason r);
 void gs_krylov_result_free(gs_krylov_result *res);
+void gs_krylov_history_free(gs_krylov_history *h); /* frees the arrays, zeroes h */
 
 /* The methods' vector accesses per iteration (gs_method_type). */
 double gs_cg_vector_accesses(const gs_krylov_opts *opts);

@@ -19,7 +19,7 @@ typedef struct kr_ctx {
     gs_krylov_result *res;
     double bnorm;
     long history_cap;
-    double start;    /* gs_now() when the method began (history_seconds) */
+    double start;    /* gs_now() when the method began (history.seconds) */
     void *seq[2];    /* captured iterations, by key (see kr_run_iteration) */
     long auto_block; /* iterations until the next check when check_every = 0 */
     long last_it;    /* the previous check, for the convergence rate */

@@ -422,6 +422,25 @@ START_TEST(a_failed_step_stops_the_run)
     ck_assert(tu_csv_field(o.text, 0, "reason", v, sizeof v));
     ck_assert_str_eq(v, "iteration limit reached"); /* the fixed set batch scripts count */
     free(o.text);
+    /* a failure in mid-run: CG + Jacobi needs 1 iteration a step until rounding
+     * brings in other components (here after a few steps at 31^3) */
+    o = run_csv("-e cpu --generate heat3d:31 -p jacobi --maxit 1", 2);
+    const double k = csv_number(&o, "failed_step"), dt = 0.1 / 150;
+    ck_assert_msg(k > 1 && k < 150, "failed_step %g", k);
+    ck_assert_double_eq(csv_number(&o, "steps_run"), k);
+    ck_assert_double_eq_tol(csv_number(&o, "time_reached"), k * dt, 1e-8 * k * dt); /* 9 digits */
+    ck_assert_double_eq(csv_number(&o, "step_iterations_max"), 1);
+    /* ER is measured at the time reached (at t = 0.1 this u would be 2.3 off) */
+    ck_assert_msg(csv_number(&o, "er") < 1e-3, "ER %g: not measured at t = %g",
+                  csv_number(&o, "er"), k * dt);
+    free(o.text);
+    char want[128];
+    snprintf(want, sizeof want,
+             "converged  no (iteration limit reached at time step %.0f of 150)", k);
+    o = tu_run("-e cpu --generate heat3d:31 -p jacobi --maxit 1");
+    tu_assert_exit(o, 2);
+    TU_ASSERT_HAS(o, want);
+    free(o.text);
     /* a tolerance no step can meet: the first step fails, never "converged" */
     o = tu_run("-e cpu --generate heat3d:6 -p jacobi --tol 1e-17 --maxit 50");
     tu_assert_exit(o, 2);

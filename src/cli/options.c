@@ -8,10 +8,14 @@
 #include <string.h>
 
 #include "gen.h"
+#include "heat3d.h"
 #include "krylov.h"
 #include "precond.h"
 
 typedef gs_option opt_decl;
+
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 
 #define F(field) .offset = offsetof(gs_cli, field)
 static const opt_decl options[] = {
@@ -62,6 +66,24 @@ static const opt_decl options[] = {
      F(repeat), .lo = 1, .hi = 10000},
     {"generate", 'g', "SPEC", NULL, "solve a built-in problem instead of a file (below)",
      GS_OPT_STRING, F(generate)},
+    {"steps", 0, "N", STRINGIFY(GS_HEAT3D_DEFAULT_STEPS),
+     "heat3d: implicit time steps to --end-time, dt = end-time / N (docs/heat3d.md says why "
+     "this default)",
+     GS_OPT_LONG, F(steps), .lo = 1, .hi = 1e7},
+    {"dt", 0, "X", NULL,
+     "heat3d: the time step, instead of --steps (--end-time / X must be a whole number of "
+     "steps); with --steps, the end time is N X",
+     GS_OPT_DOUBLE, F(dt), .lo = 1e-12, .hi = 100},
+    {"end-time", 0, "T", STRINGIFY(GS_HEAT3D_DEFAULT_END),
+     "heat3d: the time the error ER is measured at (the paper's Table 2: t = 0.1)",
+     GS_OPT_DOUBLE, F(end_time), .lo = 1e-12, .hi = 100},
+    {"time-scheme", 0, "NAME", "crank-nicolson",
+     "heat3d: crank-nicolson (2nd order in time, the paper's DVDM scheme) | backward-euler "
+     "(1st order)",
+     GS_OPT_STRING, F(time_scheme)},
+    {"step-x0", 0, "WHAT", "previous",
+     "heat3d: each step's initial guess: previous (the last step's solution) | zero",
+     GS_OPT_STRING, F(step_x0)},
     {"write-matrix", 0, "FILE", NULL, "write the input matrix (e.g. a generated one) and go on",
      GS_OPT_STRING, F(write_matrix)},
     {"save-precond", 0, "PREFIX", NULL, "write the preconditioner's matrices as PREFIX_*.mtx",
@@ -83,6 +105,15 @@ static const opt_decl options[] = {
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
 int gs_cli_option_count(void) { return (int)N_OPTIONS; }
+
+_Static_assert(N_OPTIONS <= 64, "gs_cli.given has one bit per option");
+
+int gs_cli_given(const gs_cli *cli, const char *name)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (strcmp(options[i].name, name) == 0) return (int)((cli->given >> i) & 1u);
+    return 0;
+}
 
 const gs_option *gs_cli_option_at(int i) { return &options[i]; }
 
@@ -179,6 +210,55 @@ static int cli_inputs(const gs_cli *cli, gs_error *err)
     return cli->generate ? gs_generate_check(cli->generate, err) : GS_OK;
 }
 
+/* heat3d's options: refused for other problems; --rhs and --x0 refused for
+ * heat3d (the scheme makes each step's right-hand side, the previous step
+ * its initial guess); the time grid from whichever of --steps, --dt and
+ * --end-time were given, so that steps * dt = end_time afterwards. */
+static int cli_time_steps(gs_cli *cli, gs_error *err)
+{
+    static const char *time_options[] = {"steps", "dt", "end-time", "time-scheme", "step-x0"};
+    const int heat = cli->generate && gs_heat3d_is_spec(cli->generate);
+    for (size_t i = 0; i < sizeof time_options / sizeof time_options[0]; i++)
+        if (!heat && gs_cli_given(cli, time_options[i]))
+            return gs_error_set(err, GS_ERR_USAGE,
+                                "--%s: only for a time-stepped problem (--generate heat3d:...)",
+                                time_options[i]);
+    if (!heat) return GS_OK;
+    if (gs_cli_given(cli, "rhs"))
+        return gs_error_set(err, GS_ERR_USAGE, "--rhs: heat3d makes each step's right-hand "
+                            "side from the previous solution");
+    if (gs_cli_given(cli, "x0"))
+        return gs_error_set(err, GS_ERR_USAGE, "--x0: heat3d starts from u(x,y,z,0) = 3 sin(pi "
+                            "x) sin(pi y) sin(pi z); --step-x0 chooses each step's guess");
+    if (strcmp(cli->time_scheme, "crank-nicolson") && strcmp(cli->time_scheme, "backward-euler"))
+        return gs_error_set(err, GS_ERR_USAGE,
+                            "--time-scheme: '%s' is not one of crank-nicolson|backward-euler",
+                            cli->time_scheme);
+    if (strcmp(cli->step_x0, "previous") && strcmp(cli->step_x0, "zero"))
+        return gs_error_set(err, GS_ERR_USAGE, "--step-x0: '%s' is not one of previous|zero",
+                            cli->step_x0);
+    if (gs_cli_given(cli, "dt") && gs_cli_given(cli, "steps")) {
+        const double end = (double)cli->steps * cli->dt;
+        if (gs_cli_given(cli, "end-time") && fabs(end - cli->end_time) > 1e-9 * cli->end_time)
+            return gs_error_set(err, GS_ERR_USAGE, "--steps %ld x --dt %g = %g is not --end-time "
+                                "%g (give two of the three)", cli->steps, cli->dt, end,
+                                cli->end_time);
+        if (end > 100.0)
+            return gs_error_set(err, GS_ERR_USAGE, "--steps %ld x --dt %g: the end time %g is "
+                                "past 100", cli->steps, cli->dt, end);
+        cli->end_time = end;
+    } else if (gs_cli_given(cli, "dt")) {
+        const double q = cli->end_time / cli->dt, whole = nearbyint(q);
+        if (whole < 1 || whole > 1e7 || fabs(q - whole) > 1e-9 * q)
+            return gs_error_set(err, GS_ERR_USAGE, "--dt %g: --end-time %g / --dt is %.9g steps, "
+                                "not a whole number in [1, 1e7] (give --steps instead)",
+                                cli->dt, cli->end_time, q);
+        cli->steps = (long)whole;
+    }
+    cli->dt = cli->end_time / (double)cli->steps;
+    return GS_OK;
+}
+
 /* Everything a range check per option cannot see, so that every usage
  * error is found before a matrix is read or generated. */
 static int cli_validate(gs_cli *cli, gs_error *err)
@@ -197,6 +277,7 @@ static int cli_validate(gs_cli *cli, gs_error *err)
                             cli->progress);
     status = cli_engine(cli, err);
     if (status == GS_OK) status = cli_inputs(cli, err);
+    if (status == GS_OK) status = cli_time_steps(cli, err);
     if (status == GS_OK) status = gs_pc_check_params(type, &cli->params, err);
     return status;
 }
@@ -221,6 +302,7 @@ static int cli_parse_one(int argc, char **argv, int *i, gs_cli *cli, gs_error *e
     }
     const int is_param = !o && a[1] == '-' && gs_pc_is_param(name);
     if (!o && !is_param) return gs_error_set(err, GS_ERR_USAGE, "unknown option '%s'", a);
+    if (o) cli->given |= 1ull << (o - options);
     if (o && o->kind == GS_OPT_FLAG) {
         if (value) return gs_error_set(err, GS_ERR_USAGE, "--%s takes no value", o->name);
         return opt_store(o, NULL, cli, err);
@@ -308,5 +390,6 @@ void gs_cli_print_help(FILE *out)
     fprintf(out, "\nmethods (-m):\n");
     for (int i = 0; i < gs_method_type_count(); i++)
         fprintf(out, "  %-12s %s\n", gs_method_type_at(i)->name, gs_method_type_at(i)->summary);
-    fprintf(out, "\nbuilt-in problems (--generate KIND:N or KIND:NXxNYxNZ):\n%s", gs_generate_help());
+    fprintf(out, "\nbuilt-in problems (--generate KIND:N or KIND:NXxNYxNZ):\n%s%s",
+            gs_generate_help(), gs_heat3d_help());
 }

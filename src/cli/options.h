@@ -33,11 +33,18 @@ typedef struct gs_cli {
     int verbose, quiet, no_graph, help, version;
     int list;               /* --list: print the registries and exit */
     const char *generate;     /* built-in problem spec, or NULL */
+    /* heat3d (a time-stepped problem): after parsing, steps * dt = end_time
+     * whichever two were given (docs/heat3d.md) */
+    long steps;
+    double dt, end_time;
+    const char *time_scheme;  /* crank-nicolson|backward-euler */
+    const char *step_x0;      /* previous|zero: each step's initial guess */
     const char *write_matrix; /* write the (read or generated) matrix here */
     const char *save_precond; /* prefix, or NULL */
     gs_params params;         /* per-preconditioner --name value pairs */
     int n_inputs;
     char **inputs;            /* matrix files (argv entries) */
+    unsigned long long given; /* bit i: option i of the table was on the command line */
 } gs_cli;
 
 typedef enum gs_opt_kind { GS_OPT_FLAG, GS_OPT_LONG, GS_OPT_DOUBLE, GS_OPT_STRING } gs_opt_kind;
@@ -59,6 +66,9 @@ typedef struct gs_option {
 } gs_option;
 
 int gs_cli_option_count(void);
+/* 1 if the option (its long name) was given on the command line, not
+ * defaulted. */
+int gs_cli_given(const gs_cli *cli, const char *name);
 const gs_option *gs_cli_option_at(int i);
 
 /* Parse argv. GS_ERR_USAGE with a message naming the option for anything

@@ -28,6 +28,34 @@ static void print_extra_table(FILE *out, const gs_kvlist *l)
     fputc('\n', out);
 }
 
+static const char *scheme_name(const gs_heat3d *h)
+{
+    return h->theta == 1.0 ? "backward-euler" : "crank-nicolson";
+}
+
+/* A time-stepped run: its steps, iterations per step and the paper's errors. */
+static void report_steps_table(FILE *out, const gs_run *r)
+{
+    const gs_heat3d *h = r->problem->heat;
+    const gs_steps_record *st = &r->steps;
+    fprintf(out, "time steps %ld of %ld, dt = %.6g to t = %.6g (%s), x0 = %s\n", st->steps_run,
+            st->steps, h->dt, h->end_time, scheme_name(h),
+            st->warm_start ? "previous step's solution" : "zero");
+    if (st->steps_run > 0)
+        fprintf(out, "           iterations per step: min %ld  mean %.2f  max %ld;"
+                " true residual checks %.6f s (outside Ts)\n", st->it_min,
+                (double)st->it_total / (double)st->steps_run, st->it_max, st->check_seconds);
+    fprintf(out, "error      ER = max |u - u~| over the grid = %.4e at t = %.6g\n", r->er,
+            r->time_reached);
+    fprintf(out, "           at x = y = 0.5 (interpolated)  z =");
+    for (int i = 0; i < GS_HEAT3D_POINTS; i++) fprintf(out, " %11.1f", gs_heat3d_point_z(i));
+    fprintf(out, "\n           %-37s", "exact u");
+    for (int i = 0; i < GS_HEAT3D_POINTS; i++) fprintf(out, " %11.4e", r->point_exact[i]);
+    fprintf(out, "\n           %-37s", "|u - u~|");
+    for (int i = 0; i < GS_HEAT3D_POINTS; i++) fprintf(out, " %11.4e", r->point_error[i]);
+    fputc('\n', out);
+}
+
 static void report_table(FILE *out, const gs_run *r)
 {
     const gs_problem *p = r->problem;
@@ -63,8 +91,13 @@ static void report_table(FILE *out, const gs_run *r)
     print_time_row(out, r, label, r->ts);
     print_time_row(out, r, "Tt  total", r->tt);
     fputc('\n', out);
+    if (p->heat) report_steps_table(out, r);
     fprintf(out, "converged  %s", yes_no(r->reason == GS_REASON_CONVERGED));
-    if (r->reason != GS_REASON_CONVERGED) fprintf(out, " (%s)", gs_reason_name(r->reason));
+    if (r->reason != GS_REASON_CONVERGED && r->steps.failed_step > 0)
+        fprintf(out, " (%s at time step %ld of %ld)", gs_reason_name(r->reason),
+                r->steps.failed_step, r->steps.steps);
+    else if (r->reason != GS_REASON_CONVERGED)
+        fprintf(out, " (%s)", gs_reason_name(r->reason));
     fprintf(out, "  relative residual %.3e  true relative residual %.3e\n", r->rel_residual,
             r->true_residual);
     if (r->reason == GS_REASON_BREAKDOWN)
@@ -87,9 +120,15 @@ static void report_table(FILE *out, const gs_run *r)
 typedef enum { V_STR, V_NUM, V_INT } vkind;
 typedef struct field { const char *name; vkind kind; const char *s; double d; long long i; } field;
 
+/* Names of the five points' error fields: er_z0.1 ... er_z0.9. */
+static const char *point_field[GS_HEAT3D_POINTS] = {"er_z0.1", "er_z0.3", "er_z0.5", "er_z0.7",
+                                                    "er_z0.9"};
+
 static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char *extra, size_t elen)
 {
     const gs_problem *p = r->problem;
+    const gs_heat3d *h = p->heat;
+    const gs_steps_record *st = &r->steps;
     size_t used = 0;
     stages[0] = extra[0] = '\0';
     for (int i = 0; i < r->stages.count && used < slen; i++)
@@ -124,13 +163,23 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     D("true_rel_residual", r->true_residual); D("s_per_iteration", r->seconds_per_iteration);
     D("bytes_per_iteration", r->bytes_per_iteration); D("floor_ratio", r->floor_ratio);
     I("host_peak_bytes", r->host_peak_bytes); I("device_peak_bytes", r->device_peak_bytes);
+    /* a time-stepped problem's (heat3d); empty strings, 0 and NaN for others */
+    I("time_steps", st->steps); I("steps_run", st->steps_run); I("failed_step", st->failed_step);
+    D("dt", h ? h->dt : NAN); D("end_time", h ? h->end_time : NAN);
+    S("time_scheme", h ? scheme_name(h) : "");
+    S("step_x0", !h ? "" : st->warm_start ? "previous" : "zero");
+    I("step_iterations_min", st->it_min);
+    D("step_iterations_mean", st->steps_run ? (double)st->it_total / (double)st->steps_run : NAN);
+    I("step_iterations_max", st->it_max); D("step_check_s", h ? st->check_seconds : NAN);
+    D("time_reached", r->time_reached); D("er", r->er);
+    for (int i = 0; i < GS_HEAT3D_POINTS; i++) D(point_field[i], r->point_error[i]);
 #undef S
 #undef D
 #undef I
     return n;
 }
 
-#define MAX_FIELDS 56
+#define MAX_FIELDS 80
 
 static void csv_string(FILE *out, const char *s)
 {

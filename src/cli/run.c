@@ -54,6 +54,36 @@ static int problem_vectors(const gs_cli *cli, gs_problem *p, gs_error *err)
     return GS_OK;
 }
 
+/* heat3d: A = I + theta dt L_h for the time grid of the options, x0 =
+ * u(x,y,z,0), b = the first step's right-hand side (the loop makes every
+ * step's own on the engine). */
+static int heat3d_load(const gs_cli *cli, gs_problem *p, gs_error *err)
+{
+    gs_heat3d *h = gs_calloc(1, sizeof *h, "heat3d problem", err);
+    if (!h) return GS_ERR_NOMEM;
+    p->heat = h;
+    int status = gs_heat3d_parse(cli->generate, h, err);
+    if (status != GS_OK) return status;
+    h->theta = strcmp(cli->time_scheme, "backward-euler") == 0 ? 1.0 : 0.5;
+    h->steps = cli->steps;
+    h->dt = cli->dt;
+    h->end_time = cli->end_time;
+    gs_heat3d_name(h, p->name, sizeof p->name);
+    p->field = "generated";
+    status = gs_heat3d_matrix(h, &p->A, err);
+    if (status != GS_OK) return status;
+    const size_t n = (size_t)p->A.n_rows;
+    p->x0 = gs_malloc(n * sizeof(double), "initial condition", err);
+    p->b = gs_malloc(n * sizeof(double), "right-hand side", err);
+    if (!p->x0 || !p->b) return GS_ERR_NOMEM;
+    gs_heat3d_exact_grid(h, 0.0, p->x0);
+    double c[2];
+    gs_heat3d_rhs_coefs(h->theta, c);
+    gs_csr_spmv(&p->A, p->x0, p->b);
+    for (size_t i = 0; i < n; i++) p->b[i] = c[0] * p->x0[i] + c[1] * p->b[i];
+    return GS_OK;
+}
+
 int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_error *err)
 {
     memset(p, 0, sizeof *p);
@@ -68,6 +98,9 @@ int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_erro
         if (p->A.n_rows != p->A.n_cols)
             return gs_error_set(err, GS_ERR_INPUT, "%s: matrix is %d x %d, not square", input,
                                 (int)p->A.n_rows, (int)p->A.n_cols);
+    } else if (gs_heat3d_is_spec(cli->generate)) {
+        status = heat3d_load(cli, p, err);
+        if (status != GS_OK) return status;
     } else {
         status = gs_generate(cli->generate, &p->A, p->name, sizeof p->name, err);
         if (status != GS_OK) return status;
@@ -81,7 +114,7 @@ int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_erro
         status = gs_mm_write_csr(cli->write_matrix, &p->A, p->symmetric, p->name, err);
         if (status != GS_OK) return status;
     }
-    return problem_vectors(cli, p, err);
+    return p->heat ? GS_OK : problem_vectors(cli, p, err);
 }
 
 /* *slot (bytes) moved to page-aligned memory of whole pages and page-locked
@@ -133,6 +166,7 @@ void gs_problem_free(gs_problem *p)
     gs_csr_free(&p->A);
     free(p->b);
     free(p->x0);
+    free(p->heat);
     memset(p, 0, sizeof *p);
 }
 
@@ -195,6 +229,7 @@ static int true_residual(const gs_csr *A, const double *b, const double *x, doub
 typedef struct one_run {
     double tp, ts;
     gs_stages stages;
+    gs_steps_record steps; /* a time-stepped problem's */
 } one_run;
 
 /* The method of this run: the one asked for, or -m auto's choice now that
@@ -210,11 +245,26 @@ static const gs_method_type *run_method(const gs_cli *cli, const gs_problem *p, 
     return gs_method_find(name);
 }
 
-/* Tp: A to the engine and the preconditioner's setup; Ts: the solve. A run
- * whose setup outlasts --time-limit ends there, reason "time limit". */
+/* The solve of a time-stepped problem: every step from x = u^0 on, the
+ * last step's right-hand side left in b; its Ts leaves out the steps' true
+ * residual checks (t->steps.check_seconds). */
+static int solve_steps(const gs_cli *cli, const gs_problem *p, gs_engine *e, const gs_mat *A,
+                       gs_pc *pc, const gs_method_type *method, gs_run *run, gs_vec *b,
+                       gs_vec *x, one_run *t, gs_krylov_result *res)
+{
+    gs_steps_plan plan = {p->heat->steps, {0, 0}, strcmp(cli->step_x0, "previous") == 0,
+                          GS_TRUE_RESIDUAL_FACTOR};
+    gs_heat3d_rhs_coefs(p->heat->theta, plan.rhs_coef);
+    return gs_steps_run(e, A, pc, method, &run->opts, &plan, x, b, &t->steps, res);
+}
+
+/* Tp: A to the engine and the preconditioner's setup; Ts: the solve (every
+ * step of a time-stepped problem, whose last right-hand side goes to
+ * b_host). A run whose setup outlasts --time-limit ends there, reason
+ * "time limit". */
 static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
-                    double *x_host, one_run *t, gs_krylov_result *res, gs_progress *progress,
-                    gs_error *err)
+                    double *x_host, double *b_host, one_run *t, gs_krylov_result *res,
+                    gs_progress *progress, gs_error *err)
 {
     const gs_pc_hook hook = {progress ? gs_progress_stage_done : NULL, progress};
     gs_mat *A = NULL;
@@ -248,6 +298,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         res->reason = GS_REASON_TIME_LIMIT; /* x stays x0: nothing solved */
         res->rel_residual = NAN;            /* no method ran */
         memcpy(x_host, p->x0, (size_t)p->A.n_rows * sizeof(double));
+        if (b_host) memcpy(b_host, p->b, (size_t)p->A.n_rows * sizeof(double));
         goto cleanup;
     }
     double ts0 = gs_now();
@@ -255,10 +306,14 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &x));
     GS_TRY(e->ops->vec_upload(e, b, p->b));
     GS_TRY(e->ops->vec_upload(e, x, p->x0));
-    GS_TRY(method->solve(e, A, pc, b, x, &run->opts, res));
+    if (p->heat)
+        GS_TRY(solve_steps(cli, p, e, A, pc, method, run, b, x, t, res));
+    else
+        GS_TRY(method->solve(e, A, pc, b, x, &run->opts, res));
     GS_TRY(e->ops->sync(e));
-    t->ts = gs_now() - ts0;
+    t->ts = gs_now() - ts0 - t->steps.check_seconds;
     GS_TRY(e->ops->vec_download(e, x, x_host));
+    if (p->heat) GS_TRY(e->ops->vec_download(e, b, b_host));
     if (cli->save_precond) {
         if (!pc->save)
             status = gs_error_set(err, GS_ERR_UNSUPPORTED, "--save-precond: '%s' has nothing to save",
@@ -293,6 +348,8 @@ static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_
     run->opts.record_history = cli->verbose || cli->history;
     run->opts.use_capture = !cli->no_graph;
     run->repeat = (int)cli->repeat;
+    run->time_reached = run->er = NAN;
+    for (int i = 0; i < GS_HEAT3D_POINTS; i++) run->point_exact[i] = run->point_error[i] = NAN;
 }
 
 /* The verdict rests on the true residual (docs/verdicts.md): a method that
@@ -331,6 +388,36 @@ static void run_record(gs_run *run, const gs_krylov_result *res)
     run->history = res->history; /* taken over */
 }
 
+/* A time-stepped run's verdict and errors: the true residual is the worst
+ * of the steps' (engine) and the last step's recomputed on the host from
+ * the original matrix; a failed step is named in the verdict; ER and the
+ * five points' errors at the time u reached. */
+static void run_steps_finish(gs_run *run, const gs_heat3d *h, const double *x,
+                             double host_true_residual)
+{
+    const gs_steps_record *st = &run->steps;
+    const double worst = st->true_rel_max;
+    run->true_residual = isnan(worst) || worst > host_true_residual ? worst : host_true_residual;
+    const gs_reason before = run->reason;
+    run_verdict(run, x, run->problem->A.n_rows);
+    if (before == GS_REASON_CONVERGED && run->reason != GS_REASON_CONVERGED)
+        run->steps.failed_step = st->steps_run; /* the host disagreed on the last step */
+    run->time_reached = (double)st->steps_run * h->dt;
+    if (st->failed_step > 0) {
+        char note[sizeof run->verdict_note];
+        snprintf(note, sizeof note, "time step %ld of %ld did not converge (%s)%s%.160s; the run "
+                 "stopped at t = %.6g", st->failed_step, st->steps, gs_reason_name(run->reason),
+                 run->verdict_note[0] ? ": " : "", run->verdict_note, run->time_reached);
+        snprintf(run->verdict_note, sizeof run->verdict_note, "%s", note);
+    }
+    run->er = gs_heat3d_max_error(h, x, run->time_reached);
+    for (int i = 0; i < GS_HEAT3D_POINTS; i++) {
+        const double pt[3] = {0.5, 0.5, gs_heat3d_point_z(i)};
+        run->point_exact[i] = gs_heat3d_exact(pt[0], pt[1], pt[2], run->time_reached);
+        run->point_error[i] = fabs(run->point_exact[i] - gs_heat3d_interpolate(h, x, pt));
+    }
+}
+
 int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
                  double *x_out, gs_progress *progress, gs_error *err)
 {
@@ -341,8 +428,9 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
     double *tp = calloc((size_t)nrep, sizeof(double)), *ts = calloc((size_t)nrep, sizeof(double));
     double *tt = calloc((size_t)nrep, sizeof(double));
     double *x = x_out ? x_out : malloc((size_t)p->A.n_rows * sizeof(double));
+    double *b_last = p->heat ? malloc((size_t)p->A.n_rows * sizeof(double)) : NULL;
     int status = GS_OK;
-    if (!tp || !ts || !tt || !x) {
+    if (!tp || !ts || !tt || !x || (p->heat && !b_last)) {
         status = gs_error_set(err, GS_ERR_NOMEM, "out of host memory for run records");
         goto cleanup;
     }
@@ -351,7 +439,7 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
         one_run t;
         gs_krylov_result res;
         memset(&res, 0, sizeof res);
-        status = run_once(cli, p, e, run, x, &t, &res, progress, err);
+        status = run_once(cli, p, e, run, x, b_last, &t, &res, progress, err);
         if (status != GS_OK) {
             gs_krylov_result_free(&res);
             goto cleanup;
@@ -359,12 +447,16 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
         tp[i] = t.tp, ts[i] = t.ts, tt[i] = t.tp + t.ts;
         if (tt[i] < best) best = tt[i], run->stages = t.stages;
         run_record(run, &res);
+        run->steps = t.steps;
     }
     min_median(tp, nrep, run->tp);
     min_median(ts, nrep, run->ts);
     min_median(tt, nrep, run->tt);
-    GS_TRY(true_residual(&p->A, p->b, x, &run->true_residual, err));
-    run_verdict(run, x, p->A.n_rows);
+    GS_TRY(true_residual(&p->A, p->heat ? b_last : p->b, x, &run->true_residual, err));
+    if (p->heat)
+        run_steps_finish(run, p->heat, x, run->true_residual);
+    else
+        run_verdict(run, x, p->A.n_rows);
     run->mu = p->A.nnz ? (double)run->precond_nnz / (double)p->A.nnz : 0;
     if (run->iterations > 0) run->seconds_per_iteration = run->ts[0] / (double)run->iterations;
     if (run->bandwidth > 0 && run->iterations > 0)
@@ -380,6 +472,7 @@ cleanup:
     free(tp);
     free(ts);
     free(tt);
+    free(b_last);
     if (x != x_out) free(x);
     return status;
 }

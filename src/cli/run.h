@@ -9,12 +9,14 @@
 
 #include "csr.h"
 #include "engine.h"
+#include "heat3d.h"
 #include "krylov.h"
 #include "kvlist.h"
 #include "options.h"
 #include "precond.h"
 #include "progress.h"
 #include "timer.h"
+#include "timestep.h"
 
 typedef struct gs_problem {
     char name[256];      /* file path or generated spec */
@@ -22,7 +24,8 @@ typedef struct gs_problem {
     int symmetric;       /* numerically symmetric (relative 1e-12) */
     const char *field;   /* "real", "integer", "pattern", "generated" */
     double read_seconds; /* reading (or generating) A, and page-locking it, outside Tt */
-    double *b, *x0;
+    double *b, *x0;      /* heat3d: the first step's right-hand side and u(x,y,z,0) */
+    gs_heat3d *heat;     /* a time-stepped problem (--generate heat3d), else NULL */
 #define GS_PROBLEM_ARRAYS 5 /* A's row_ptr, col, val; b, x0 */
     void *pinned[GS_PROBLEM_ARRAYS]; /* those page-locked by pinned_by */
     gs_engine *pinned_by;
@@ -50,11 +53,19 @@ typedef struct gs_run {
     long breakdown_iteration;
     char breakdown[160];
     double rel_residual, true_residual;
-    char verdict_note[160]; /* why a method's "converged" was not kept */
+    char verdict_note[320]; /* why a method's "converged" was not kept */
     gs_krylov_history history; /* the last repeat's residual checks (gs_krylov_result) */
     double bytes_per_iteration; /* what one iteration must move */
     double seconds_per_iteration, floor_ratio;
     size_t host_peak_bytes, device_peak_bytes;
+    /* A time-stepped problem (problem->heat): the last repeat's steps, and
+     * the paper's errors of its solution at the time it reached (NaN for
+     * other problems). The point errors are at x = y = 0.5, z =
+     * gs_heat3d_point_z(i), interpolated (gs_heat3d_interpolate). */
+    gs_steps_record steps;
+    double time_reached;
+    double er; /* max over the grid |u - u~| */
+    double point_exact[GS_HEAT3D_POINTS], point_error[GS_HEAT3D_POINTS];
 } gs_run;
 
 /* Read (input != NULL) or generate (cli->generate) a problem; sets up b and

@@ -2,6 +2,7 @@
  * Standard second-order central differences and first-order upwinding (LeVeque,
  * "Finite Difference Methods for ODEs and PDEs", 2007); see docs/problems.md. */
 #include "gen.h"
+#include "heat3d.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +74,30 @@ static int parse_size(const char **s, int64_t *value)
     return 1;
 }
 
+int gs_generate_dims(const char *spec, const char *kind, const char *sizes, int64_t dims[3],
+                     gs_error *err)
+{
+    const char *p = sizes;
+    int ok = parse_size(&p, &dims[0]);
+    if (ok && *p == '\0') {
+        dims[1] = dims[2] = dims[0];
+    } else {
+        ok = ok && *p++ == 'x' && parse_size(&p, &dims[1]);
+        ok = ok && *p++ == 'x' && parse_size(&p, &dims[2]) && *p == '\0';
+    }
+    if (!ok)
+        return gs_error_set(err, GS_ERR_USAGE,
+                            "--generate '%s': size must be N or NXxNYxNZ with positive "
+                            "integers below 2^31 (e.g. %s:64 or %s:64x32x16)",
+                            spec, kind, kind);
+    if (dims[0] * dims[1] > INT32_MAX || dims[0] * dims[1] * dims[2] > INT32_MAX)
+        return gs_error_set(err, GS_ERR_USAGE,
+                            "--generate '%s': %lld x %lld x %lld unknowns exceed the %d rows "
+                            "a matrix may have", spec, (long long)dims[0], (long long)dims[1],
+                            (long long)dims[2], INT32_MAX);
+    return GS_OK;
+}
+
 /* "KIND:NX" or "KIND:NXxNYxNZ" -> stencil and grid sizes. */
 static int parse_spec(const char *spec, const gen_stencil **stencil, int64_t dims[3],
                       gs_error *err)
@@ -87,26 +112,8 @@ static int parse_spec(const char *spec, const gen_stencil **stencil, int64_t dim
     if (!*stencil)
         return gs_error_set(err, GS_ERR_USAGE,
                             "--generate '%s': unknown problem kind (known: poisson3d, "
-                            "poisson3d27, aniso3d, convdiff3d)", spec);
-    const char *p = colon ? colon + 1 : "";
-    int ok = parse_size(&p, &dims[0]);
-    if (ok && *p == '\0') {
-        dims[1] = dims[2] = dims[0];
-    } else {
-        ok = ok && *p++ == 'x' && parse_size(&p, &dims[1]);
-        ok = ok && *p++ == 'x' && parse_size(&p, &dims[2]) && *p == '\0';
-    }
-    if (!ok)
-        return gs_error_set(err, GS_ERR_USAGE,
-                            "--generate '%s': size must be N or NXxNYxNZ with positive "
-                            "integers below 2^31 (e.g. %s:64 or %s:64x32x16)",
-                            spec, (*stencil)->kind, (*stencil)->kind);
-    if (dims[0] * dims[1] > INT32_MAX || dims[0] * dims[1] * dims[2] > INT32_MAX)
-        return gs_error_set(err, GS_ERR_USAGE,
-                            "--generate '%s': %lld x %lld x %lld unknowns exceed the %d rows "
-                            "a matrix may have", spec, (long long)dims[0], (long long)dims[1],
-                            (long long)dims[2], INT32_MAX);
-    return GS_OK;
+                            "poisson3d27, aniso3d, convdiff3d, heat3d)", spec);
+    return gs_generate_dims(spec, (*stencil)->kind, colon ? colon + 1 : "", dims, err);
 }
 
 /* The stencil's entries as offsets, in (dk, dj, di) order: visiting them in
@@ -117,13 +124,13 @@ typedef struct gen_offsets {
     double w[27];
 } gen_offsets;
 
-static void stencil_offsets(const gen_stencil *st, gen_offsets *off)
+static void stencil_offsets(const double w3[3][3][3], gen_offsets *off)
 {
     off->count = 0;
     for (int dk = -1; dk <= 1; dk++)
         for (int dj = -1; dj <= 1; dj++)
             for (int di = -1; di <= 1; di++) {
-                double w = st->w[dk + 1][dj + 1][di + 1];
+                double w = w3[dk + 1][dj + 1][di + 1];
                 if (w == 0.0 && (di != 0 || dj != 0 || dk != 0)) continue;
                 off->d[off->count][0] = di;
                 off->d[off->count][1] = dj;
@@ -151,14 +158,14 @@ static int64_t stencil_row(const gen_offsets *off, const int64_t dims[3], int64_
     return count;
 }
 
-static int generate_stencil(const gen_stencil *st, const int64_t dims[3], gs_csr *out,
-                            gs_error *err)
+int gs_generate_stencil(const double w[3][3][3], const int64_t dims[3], gs_csr *out,
+                        gs_error *err)
 {
     gs_csr A = {0};
     gen_offsets off;
     int status = GS_OK;
     int64_t n = dims[0] * dims[1] * dims[2], planes = dims[1] * dims[2];
-    stencil_offsets(st, &off);
+    stencil_offsets(w, &off);
     GS_TRY(gs_csr_alloc((int32_t)n, (int32_t)n, 0, 0, &A, err));
 
 #pragma omp parallel for schedule(static) if (n > 4096)
@@ -192,7 +199,9 @@ int gs_generate_check(const char *spec, gs_error *err)
 {
     const gen_stencil *stencil = NULL;
     int64_t dims[3];
+    gs_heat3d heat;
     if (!spec) return gs_error_set(err, GS_ERR_USAGE, "--generate: no problem given");
+    if (gs_heat3d_is_spec(spec)) return gs_heat3d_parse(spec, &heat, err);
     return parse_spec(spec, &stencil, dims, err);
 }
 
@@ -203,8 +212,15 @@ int gs_generate(const char *spec, gs_csr *A, char *name, size_t name_len, gs_err
     int status = GS_OK;
     memset(A, 0, sizeof *A);
     if (!spec) return gs_error_set(err, GS_ERR_USAGE, "--generate: no problem given");
+    if (gs_heat3d_is_spec(spec)) { /* its first step's matrix, at the default time step */
+        gs_heat3d heat;
+        GS_TRY(gs_heat3d_parse(spec, &heat, err));
+        GS_TRY(gs_heat3d_matrix(&heat, A, err));
+        gs_heat3d_name(&heat, name, name_len);
+        goto cleanup;
+    }
     GS_TRY(parse_spec(spec, &stencil, dims, err));
-    GS_TRY(generate_stencil(stencil, dims, A, err));
+    GS_TRY(gs_generate_stencil(stencil->w, dims, A, err));
     if (name && name_len > 0)
         snprintf(name, name_len, "%s:%lldx%lldx%lld", stencil->kind, (long long)dims[0],
                  (long long)dims[1], (long long)dims[2]);

@@ -5,6 +5,7 @@
 #define GS_GEN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "csr.h"
 #include "error.h"
@@ -18,6 +19,19 @@ int gs_generate(const char *spec, gs_csr *A, char *name, size_t name_len, gs_err
 /* The checks of gs_generate without generating: the command line calls it
  * so that a bad spec fails before any work. */
 int gs_generate_check(const char *spec, gs_error *err);
+
+/* The grid of a spec: sizes is the text after "KIND:" ("64" or
+ * "64x32x16"), checked as gs_generate checks it (positive sizes, at most
+ * 2^31 - 1 unknowns); GS_ERR_USAGE naming spec and showing kind's forms. */
+int gs_generate_dims(const char *spec, const char *kind, const char *sizes, int64_t dims[3],
+                     gs_error *err);
+
+/* The matrix of a stencil on an NX x NY x NZ interior grid: w[dk+1][dj+1][di+1]
+ * couples unknown (i,j,k), row i + NX*(j + NY*k), to (i+di, j+dj, k+dk); a zero
+ * weight off the centre means no entry, off-grid neighbours (Dirichlet
+ * values) are dropped. Columns sorted, the diagonal always stored. */
+int gs_generate_stencil(const double w[3][3][3], const int64_t dims[3], gs_csr *A,
+                        gs_error *err);
 
 /* One line per kind for --help. */
 const char *gs_generate_help(void);

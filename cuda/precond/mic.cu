@@ -87,8 +87,9 @@ static int mic_cuda_save(gs_pc *pc, const char *prefix, gs_error *err)
     GS_TRY(gs_dcsr_download(e, &m->f.L, &L));
     d = (double *)gs_malloc(((size_t)m->f.n + 1) * sizeof(double), "mic D", err);
     if (!d) GS_TRY(GS_ERR_NOMEM);
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(d, m->f.d, (size_t)m->f.n * sizeof(double),
-                                         cudaMemcpyDeviceToHost)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d, m->f.d, (size_t)m->f.n * sizeof(double),
+                                              cudaMemcpyDeviceToHost, gs_cuda_of(e)->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(gs_cuda_of(e)->stream)));
     snprintf(what, sizeof what, "gpusolve mic (cuda setup): M = L D L^T, L unit lower, "
              "omega=%g shift=%g", m->omega, m->shift);
     snprintf(path, sizeof path, "%s_L.mtx", prefix);

@@ -5,7 +5,8 @@
  * lengths on both sides of every size threshold, device outputs filled with
  * 0xFF bytes before the call (read as -1 in an index, NaN in a value);
  * patterns and integer results compared exactly, values too (the toolkit
- * moves them without arithmetic). Without a CUDA device the suite says
+ * moves them without arithmetic; the triangular solves, which add, within a
+ * bound argued at check_trisolve_on). Without a CUDA device the suite says
  * "skipped" and passes, after asserting that the engine refuses cleanly. */
 #include <math.h>
 #include <stdlib.h>
@@ -373,6 +374,145 @@ START_TEST(test_mat_diagonal)
 }
 END_TEST
 
+
+/* ---------------------------------------------- triangular solves (gs_dtri) */
+
+/* A lower (or upper) triangular n x n matrix: row i holds its diagonal and up to
+ * `width` off-diagonal entries among the `span` rows before (after) it, each with
+ * probability density, plus neighbour i -+ 1 always when chain; diagonally dominant
+ * (t_ii = 1 + sum |t_ij|), so the substitution is well conditioned. */
+static gs_csr random_triangle(tu_rng *r, int32_t n, int upper, int32_t span, double density,
+                              int chain)
+{
+    gs_csr T = {0};
+    int64_t cap = (int64_t)n * (span + 2), nnz = 0;
+    T.n_rows = T.n_cols = n;
+    T.row_ptr = malloc(((size_t)n + 1) * sizeof(int64_t));
+    T.col = malloc((size_t)cap * sizeof(int32_t));
+    T.val = malloc((size_t)cap * sizeof(double));
+    ck_assert(T.row_ptr && T.col && T.val);
+    for (int32_t i = 0; i < n; i++) {
+        T.row_ptr[i] = nnz;
+        double sum = 0;
+        int64_t diag = -1;
+        for (int32_t o = upper ? 0 : span; o >= 0 && o <= span; o += upper ? 1 : -1) {
+            const int32_t j = upper ? i + o : i - o;
+            if (j < 0 || j >= n) continue;
+            const int keep = o == 0 || (chain && o == 1) || tu_uniform(r) < density;
+            if (!keep) continue;
+            if (o == 0) diag = nnz;
+            T.col[nnz] = j;
+            T.val[nnz] = o == 0 ? 0.0 : tu_uniform(r) - 0.5;
+            sum += fabs(T.val[nnz]);
+            nnz++;
+        }
+        T.val[diag] = 1.0 + sum;
+    }
+    T.row_ptr[n] = nnz;
+    T.nnz = nnz;
+    return T;
+}
+
+/* Host reference: levels and x = T^-1 (s .* b). */
+static int32_t host_levels(const gs_csr *T, int upper, int32_t *level)
+{
+    const int32_t n = T->n_rows;
+    int32_t top = 0;
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t i = upper ? n - 1 - k : k;
+        int32_t lv = 0;
+        for (int64_t p = T->row_ptr[i]; p < T->row_ptr[i + 1]; p++) {
+            const int32_t j = T->col[p];
+            if (upper ? j > i : j < i) lv = lv > level[j] ? lv : level[j];
+        }
+        level[i] = lv + 1;
+        top = top > lv + 1 ? top : lv + 1;
+    }
+    return top;
+}
+
+static void host_trisolve(const gs_csr *T, int upper, int unit, const double *s, const double *b,
+                          double *x)
+{
+    const int32_t n = T->n_rows;
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t i = upper ? n - 1 - k : k;
+        double sum = (s ? s[i] : 1.0) * b[i], d = 1.0;
+        for (int64_t p = T->row_ptr[i]; p < T->row_ptr[i + 1]; p++) {
+            const int32_t j = T->col[p];
+            if (j == i) d = unit ? 1.0 : T->val[p];
+            else if (upper ? j > i : j < i) sum -= T->val[p] * x[j];
+        }
+        x[i] = sum / d;
+    }
+}
+
+/* Both schemes against the host on T: levels exactly, x within 64 (row length) u max|x|
+ * (both substitute the same rows in another summation order; T diagonally dominant
+ * keeps the forward error of that size), after three solves (the sync-free epoch). */
+static void check_trisolve_on(const gs_csr *T, int upper, const char *what)
+{
+    const int32_t n = T->n_rows;
+    int32_t *lv = malloc(((size_t)n + 1) * sizeof(int32_t)), *lv_gpu = malloc(((size_t)n + 1) * sizeof(int32_t));
+    double *b = malloc(((size_t)n + 1) * sizeof(double)), *s = malloc(((size_t)n + 1) * sizeof(double));
+    double *x = malloc(((size_t)n + 1) * sizeof(double)), *xh = malloc(((size_t)n + 1) * sizeof(double));
+    ck_assert(lv && lv_gpu && b && s && x && xh);
+    tu_rng r = tu_rng_seed(99);
+    for (int32_t i = 0; i < n; i++) b[i] = tu_uniform(&r) - 0.5, s[i] = 0.5 + tu_uniform(&r);
+    const int32_t levels = host_levels(T, upper, lv);
+    int32_t maxlen = 1;
+    for (int32_t i = 0; i < n; i++)
+        if (T->row_ptr[i + 1] - T->row_ptr[i] > maxlen) maxlen = (int32_t)(T->row_ptr[i + 1] - T->row_ptr[i]);
+    for (int scheme = 0; scheme < 2; scheme++)
+        for (int unit = 0; unit < 2; unit++) {
+            const double *sc = unit ? s : NULL;
+            int32_t got_levels = -1;
+            ck_assert_msg(gs_dsparse_hook_trisolve(gpu, T, upper, scheme, unit, sc, b, 3, x, lv_gpu,
+                                                   &got_levels) == GS_OK,
+                          "%s: %s", what, gpu->err.msg);
+            ck_assert_msg(got_levels == levels, "%s: %d levels, host %d", what, got_levels, levels);
+            for (int32_t i = 0; i < n; i++)
+                ck_assert_msg(lv_gpu[i] == lv[i], "%s: level of row %d: %d, host %d", what, i + 1,
+                              lv_gpu[i], lv[i]);
+            host_trisolve(T, upper, unit, sc, b, xh);
+            double xmax = 0;
+            for (int32_t i = 0; i < n; i++) xmax = fmax(xmax, fabs(xh[i]));
+            for (int32_t i = 0; i < n; i++)
+                ck_assert_msg(fabs(x[i] - xh[i]) <= 64.0 * maxlen * DBL_EPSILON * xmax,
+                              "%s (%s, unit %d): x_%d = %.17g, host %.17g", what,
+                              scheme ? "levels" : "syncfree", unit, i + 1, x[i], xh[i]);
+        }
+    free(lv), free(lv_gpu), free(b), free(s), free(x), free(xh);
+}
+
+/* Many levels (a chain: n levels), one level (diagonal), short rows (1, 2, 4 lanes of
+ * the level kernel), rows near and past a warp (span 40 dense: up to 41 entries, 32
+ * lanes, two passes of a warp), sizes below and above a block of rows (8) and of
+ * threads (256), lower and upper. */
+START_TEST(test_trisolve)
+{
+    tu_rng r = tu_rng_seed(12);
+    gpu_up();
+    const struct {
+        int32_t n, span;
+        double density;
+        int chain;
+    } cases[] = {{5, 2, 0.5, 1}, {3000, 1, 0.0, 1}, {4000, 0, 0.0, 0}, {700, 3, 0.4, 0},
+                 {20000, 12, 0.25, 0}, {1500, 40, 1.0, 0}, {9000, 300, 0.05, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int upper = 0; upper < 2; upper++) {
+            char what[96];
+            snprintf(what, sizeof what, "n %d span %d density %g chain %d %s", cases[c].n,
+                     cases[c].span, cases[c].density, cases[c].chain, upper ? "upper" : "lower");
+            gs_csr T = random_triangle(&r, cases[c].n, upper, cases[c].span, cases[c].density,
+                                       cases[c].chain);
+            check_trisolve_on(&T, upper, what);
+            gs_csr_free(&T);
+        }
+    gpu_down();
+}
+END_TEST
+
 #endif /* GS_HAVE_CUDA */
 
 static Suite *cuda_toolkit_suite(int have_gpu)
@@ -389,6 +529,7 @@ static Suite *cuda_toolkit_suite(int have_gpu)
         tcase_add_test(tc, test_round_trip);
         tcase_add_test(tc, test_read_words);
         tcase_add_test(tc, test_mat_diagonal);
+        tcase_add_test(tc, test_trisolve);
     }
 #else
     (void)have_gpu;

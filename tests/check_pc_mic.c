@@ -361,12 +361,14 @@ START_TEST(bad_input_named)
         gs_csr_free(&A);
     }
 
-    /* not positive definite, positive diagonal: [[1 2] [2 1]], d_2 = -3 */
+    /* not positive definite, positive diagonal: [[1 2] [2 1]], d_2 = -3 with the
+     * shift fixed at 0 (the automatic shift cures it: see shift_sequence) */
     const int32_t r2[] = {0, 0, 1, 1}, c2[] = {0, 1, 0, 1};
     const double v2[] = {1, 2, 2, 1};
     gs_csr S = tu_from_triplets(2, 2, 4, r2, c2, v2);
-    const char *ic[] = {"omega", "0", NULL};
-    expect_failure(&S, NULL, GS_ERR_NUMERIC, "non-positive pivot d = -3 in row 2");
+    const char *fixed[] = {"mic-shift", "0", NULL};
+    const char *ic[] = {"omega", "0", "mic-shift", "0", NULL};
+    expect_failure(&S, fixed, GS_ERR_NUMERIC, "non-positive pivot d = -3 in row 2");
     expect_failure(&S, ic, GS_ERR_NUMERIC, "non-positive pivot d = -3 in row 2");
     gs_csr_free(&S);
 
@@ -374,7 +376,7 @@ START_TEST(bad_input_named)
     gs_csr B = tu_generated("poisson3d:5");
     for (int64_t p = 0; p < B.nnz; p++)
         if (B.val[p] < 0) B.val[p] = -2.0;
-    expect_failure(&B, NULL, GS_ERR_NUMERIC, "non-positive pivot");
+    expect_failure(&B, fixed, GS_ERR_NUMERIC, "non-positive pivot");
     expect_failure(&B, ic, GS_ERR_NUMERIC, "in row ");
     /* NaN off the diagonal (symmetrically) */
     gs_csr_free(&B);
@@ -390,8 +392,110 @@ START_TEST(bad_input_named)
     expect_failure(&A, NULL, GS_ERR_INPUT, "row 1 has diagonal entry");
     gs_csr_free(&A);
     if (!tu_real_matrix("1138_bus", &A)) return;
-    expect_failure(&A, NULL, GS_ERR_NUMERIC, "--mic-shift");
+    expect_failure(&A, fixed, GS_ERR_NUMERIC, "--mic-shift");
     gs_csr_free(&A);
+}
+END_TEST
+
+/* ---- the automatic shift (Manteuffel): alpha = 0, then 1e-3 doubling up to 1e3 ---- */
+
+static double extra_num(const gs_pc *pc, const char *key)
+{
+    const gs_kv *kv = tu_pc_extra(pc, key);
+    ck_assert_msg(kv != NULL, "report item %s missing", key);
+    return kv->num;
+}
+
+/* [[1 b] [b 1]] (+ alpha diag): d_2 = (1 + alpha) - b^2 / (1 + alpha) > 0 iff alpha > b - 1. */
+static gs_csr two_by_two(double b)
+{
+    const int32_t r[] = {0, 0, 1, 1}, c[] = {0, 1, 0, 1};
+    const double v[] = {1, b, b, 1};
+    return tu_from_triplets(2, 2, 4, r, c, v);
+}
+
+START_TEST(shift_sequence)
+{
+    /* b = 2: alpha > 1 first at 1e-3 2^10 = 1.024, after alpha = 0 and 1e-3 2^0..2^9 */
+    gs_csr S = two_by_two(2.0);
+    gs_params none = {0};
+    tu_pc_run r;
+    tu_pc_build_ok(&S, "mic", &none, &r);
+    ck_assert_double_eq_tol(extra_num(r.pc, "shift"), 1.024, 1e-15);
+    ck_assert_int_eq((int)extra_num(r.pc, "shift_tries"), 12);
+    ck_assert_ptr_nonnull(strstr(r.pc->description, "shift=1.024"));
+    tu_pc_release(&r);
+    check_mic_on(&S, "1", "1.024", "[[1 2] [2 1]]");
+    gs_csr_free(&S);
+    /* b = 1e4 needs alpha > 9999, past the bound: 21 tries, the last at 1e-3 2^19 */
+    S = two_by_two(1e4);
+    expect_failure(&S, NULL, GS_ERR_NUMERIC, "21 shifts up to alpha = 524.288 tried");
+    expect_failure(&S, NULL, GS_ERR_NUMERIC, "non-positive pivot d = ");
+    gs_csr_free(&S);
+    /* a fixed shift is kept even where it breaks down (no retries) */
+    S = two_by_two(2.0);
+    const char *half[] = {"mic-shift", "0.5", NULL};
+    expect_failure(&S, half, GS_ERR_NUMERIC, "non-positive pivot d = ");
+    gs_csr_free(&S);
+}
+END_TEST
+
+/* The shift the setup settles on gives the factorisation of A + X diag(A) (the identity
+ * with (1 + X) a_ii), the same factors as --mic-shift X given, on matrices that break
+ * down unshifted; and no retry where none is needed. */
+START_TEST(automatic_shift_is_the_shifted_factorisation)
+{
+    gs_csr A = tu_generated("poisson3d:6");
+    gs_params none = {0};
+    tu_pc_run r;
+    tu_pc_build_ok(&A, "mic", &none, &r);
+    ck_assert(extra_num(r.pc, "shift") == 0 && extra_num(r.pc, "shift_tries") == 1);
+    tu_pc_release(&r);
+    gs_csr_free(&A);
+    const char *names[] = {"1138_bus", "bcsstk13", "Trefethen_500"};
+    for (int m = 0; m < 3; m++) {
+        if (!tu_real_matrix(names[m], &A)) return;
+        tu_pc_build_ok(&A, "mic", &none, &r);
+        const double X = extra_num(r.pc, "shift");
+        ck_assert_msg(X > 0 && extra_num(r.pc, "shift_tries") > 1, "%s: shift %g", names[m], X);
+        factors automatic;
+        save_and_read(r.pc, &automatic);
+        tu_pc_release(&r);
+        char text[64];
+        snprintf(text, sizeof text, "%.17g", X);
+        factors given = factor_ok(&A, "1", text);
+        ck_assert_int_eq(given.L.nnz, automatic.L.nnz);
+        for (int64_t p = 0; p < given.L.nnz; p++)
+            ck_assert(given.L.val[p] == automatic.L.val[p]); /* the same computation */
+        check_ldlt(&A, &automatic, 1.0, X, names[m]);
+        check_row_sums(&A, &automatic, X, names[m]);
+        factors_free(&automatic), factors_free(&given);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* MIC (omega = 1, the default shift) sets up on every SPD matrix of the shared set
+ * (MANIFEST.tsv's kind SPD), and its pivots are positive. */
+START_TEST(sets_up_on_every_spd_matrix)
+{
+    static const char *const spd[] = {
+        "1138_bus", "494_bus",  "662_bus",  "685_bus",  "bcsstk01", "bcsstk02",  "bcsstk03",
+        "bcsstk04", "bcsstk05", "bcsstk06", "bcsstk08", "bcsstk09", "bcsstk10",  "bcsstk13",
+        "bcsstk14", "bcsstk15", "bcsstk16", "bcsstk19", "bcsstk20", "bcsstk21",  "bcsstk22",
+        "bcsstm07", "bcsstm12", "bcsstm25", "lund_a",   "mesh1e1",  "nos3",      "nos4",
+        "plat362",  "s3rmt3m3", "gr_30_30", "Trefethen_500", NULL};
+    for (int m = 0; spd[m]; m++) {
+        gs_csr A;
+        if (!tu_real_matrix(spd[m], &A)) return;
+        gs_params none = {0};
+        tu_pc_run r;
+        gs_error err = {0};
+        ck_assert_msg(tu_pc_build(&A, "mic", &none, &r, &err) == GS_OK, "%s: %s", spd[m], err.msg);
+        ck_assert_msg(extra_num(r.pc, "min_pivot_ratio") > 0, "%s", spd[m]);
+        tu_pc_release(&r);
+        gs_csr_free(&A);
+    }
 }
 END_TEST
 
@@ -401,6 +505,7 @@ START_TEST(bad_parameters_named)
     static const tu_bad_param bad[] = {
         {"omega", "1.5", NULL},    {"omega", "-0.1", NULL}, {"omega", "one", NULL},
         {"mic-shift", "-1", NULL}, {"mic-shift", "x", NULL}, {"isai-power", "1", NULL},
+        {"trisolve", "isai", NULL}, {"trisolve", "fast", NULL},
         {NULL, NULL, NULL}};
     tu_pc_expect_bad_params(&A, "mic", bad);
     gs_csr_free(&A);
@@ -420,6 +525,7 @@ START_TEST(report_items)
     ck_assert(r.pc->symmetric);
     ck_assert_ptr_nonnull(strstr(r.pc->description, "MIC(0)"));
     ck_assert(tu_pc_extra(r.pc, "shift") && tu_pc_extra(r.pc, "shift")->num == 0);
+    ck_assert(tu_pc_extra(r.pc, "shift_tries") && tu_pc_extra(r.pc, "shift_tries")->num == 1);
     ck_assert(tu_pc_extra(r.pc, "omega") && tu_pc_extra(r.pc, "omega")->num == 1);
     ck_assert(tu_pc_extra(r.pc, "dropped_fill") && tu_pc_extra(r.pc, "dropped_fill")->num > 0);
     tu_pc_release(&r);
@@ -448,6 +554,9 @@ int main(void)
     tcase_add_test(t, apply_solves_ldlt);
     tcase_add_test(t, fewer_iterations_than_jacobi);
     tcase_add_test(t, bad_input_named);
+    tcase_add_test(t, shift_sequence);
+    tcase_add_test(t, automatic_shift_is_the_shifted_factorisation);
+    tcase_add_test(t, sets_up_on_every_spd_matrix);
     tcase_add_test(t, bad_parameters_named);
     tcase_add_test(t, report_items);
     tcase_add_test(t, allocation_failures_reported);

@@ -101,6 +101,52 @@ int gs_dread_int64(gs_engine *e, const int64_t *d, int64_t *h); /* one word */
 int gs_dread_park(gs_engine *e, const void *src, int words);
 void gs_dread_parked(gs_engine *e, uint64_t *out, int words);
 
+/* ------------------------------------- triangular solves without cuSPARSE */
+
+/* A triangular pattern on the device analysed for substitutions (the
+ * wavefronts of the MIC paper's GPUFBS, found for any pattern): row i
+ * depends on the rows j of its stored columns below it (lower) or above it
+ * (upper); level[i] = 1 + max level[j] (1 for a row with none), found on
+ * the device by a sync-free pass (trisolve_levels.cu). rp and col are the
+ * caller's (sorted columns; entries on the wrong side of the diagonal are
+ * ignored) and must outlive the analysis; values come with each solve, so
+ * one analysis serves every factorisation on the pattern. */
+typedef struct gs_dtri {
+    int32_t n;
+    int upper;                /* 0: lower, rows solved upwards; 1: upper, downwards */
+    int64_t nnz;
+    const int64_t *rp;        /* the caller's, n + 1 */
+    const int32_t *col;       /* the caller's, nnz */
+    int32_t n_levels;
+    int32_t *level;           /* device, n: each row's level, from 1 */
+    int32_t *level_rows;      /* device, n: rows by level, increasing within one */
+    int64_t *level_ptr;       /* host, n_levels + 1: level l is level_rows[ptr[l - 1], ptr[l]) */
+    int lanes;                /* lanes a row in the level kernels: 1..32, from the mean row */
+    unsigned *ready;          /* device, n: the solve (epoch) that last finished each row */
+    unsigned *state;          /* device, 3: the epoch, the block ticket, blocks done */
+} gs_dtri;
+
+/* Levels of the triangular pattern (rp, col) of n rows, in t (synchronises:
+ * the level pointers come to the host). */
+int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, const int32_t *col,
+                    int upper, gs_dtri *t);
+void gs_dtri_free(gs_engine *e, gs_dtri *t); /* NULL-safe, zeroes t */
+
+typedef enum gs_dtri_scheme {
+    GS_DTRI_SYNCFREE = 0, /* one launch: a warp a row, blocks in ticket order wait on ready flags */
+    GS_DTRI_LEVELS = 1    /* a launch a level, rows of one level in parallel */
+} gs_dtri_scheme;
+
+/* x = T^-1 (s .* b), T = (rp, col, val) of the analysis; unit: the
+ * diagonal taken as 1 (a stored one is skipped); s NULL: no scaling.
+ * b and x distinct, n doubles each. In stream order, capturable. */
+int gs_dtri_solve(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, const double *val,
+                  int unit, const double *s, const double *b, double *x);
+int gs_dtri_solve_syncfree(gs_engine *e, const gs_dtri *t, const double *val, int unit,
+                           const double *s, const double *b, double *x);
+int gs_dtri_solve_levels(gs_engine *e, const gs_dtri *t, const double *val, int unit,
+                         const double *s, const double *b, double *x);
+
 /* ------------------------------------------------------ launch helpers */
 
 /* Blocks of per_block threads (or items) covering items items. */

@@ -43,6 +43,14 @@ int gs_dsparse_hook_read_words(gs_engine *e, const uint64_t *words, int64_t tota
 int gs_dsparse_hook_diagonal(gs_engine *e, const gs_mat *A, int invert, double *out,
                              int *first_zero);
 
+/* T (triangular: lower, or upper where upper) analysed by gs_dtri_analyse and solved
+ * solves times by gs_dtri_solve (levels: the level scheme, else the sync-free one),
+ * x = T^-1 (s .* b) (s may be NULL; unit: T's diagonal taken as 1), the device x
+ * filled with 0xFF bytes before every solve; level[0..n) and *n_levels the analysis's. */
+int gs_dsparse_hook_trisolve(gs_engine *e, const gs_csr *T, int upper, int levels, int unit,
+                             const double *s, const double *b, int solves, double *x,
+                             int32_t *level, int32_t *n_levels);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,7 +10,13 @@
  * Then (L D L^T)_ij = a_ij on the pattern off the diagonal, and the row sums
  * of L D L^T - A are (1 - omega) times those of the dropped fill: omega = 1
  * (MIC) gives L D L^T e = A e, omega = 0 is IC(0) with (L D L^T)_ii = a_ii.
- * Apply: z = L^-T (D^-1 (L^-1 r)), two triangular solves on the engine. */
+ * Apply: z = L^-T (D^-1 (L^-1 r)), two triangular solves on the engine.
+ *
+ * Shift (Manteuffel, Math. Comp. 34 (1980)): a non-positive pivot makes the
+ * default setup factorise A + alpha diag(A) instead, alpha = MIC_SHIFT_START
+ * first, doubled after each further breakdown, up to MIC_SHIFT_MAX; for
+ * alpha -> infinity L -> I and every pivot (1 + alpha) a_kk - O(1/alpha) is
+ * positive, so the retries end. --mic-shift X fixes alpha = X, no retries. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +25,19 @@
 #include "mmio.h"
 #include "precond.h"
 
+#define MIC_SHIFT_START 1e-3 /* the first alpha tried after a breakdown */
+#define MIC_SHIFT_MAX 1e3    /* alpha beyond which the setup gives up: M ~ (1 + alpha) diag(A) */
+
 const gs_param_decl gs_mic_params[] = {
     GS_PARAM_DOUBLE_DECL("omega", 0, 1, "1",
                          "share of the dropped fill added to the diagonal: 1 = MIC, 0 = IC(0)"),
     GS_PARAM_DOUBLE_DECL("mic-shift", 0, 1e6, "0",
-                         "factorise A + X diag(A) instead of A (a cure for non-positive pivots)"),
+                         "fix the shift: factorise A + X diag(A), no retries (not given: X = 0, "
+                         "and on a non-positive pivot X = 1e-3, doubled per retry up to 1e3)"),
+    GS_PARAM_CHOICE_DECL("trisolve", "auto|syncfree|levels|exact", "auto",
+                         "cuda: substitutions without cuSPARSE, sync-free or by levels, auto "
+                         "times both at setup and keeps the faster; exact: cuSPARSE's SpSV "
+                         "(the cpu engine always substitutes serially)"),
     GS_PARAM_DECL_END,
 };
 
@@ -34,6 +48,7 @@ typedef struct mic_data {
     gs_mat *L_eng, *LT_eng;
     gs_vec *dinv, *t, *u;
     double omega, shift;
+    int tries; /* factorisations made (1: no breakdown) */
 } mic_data;
 
 /* Upper triangle R = triu(A) (= L^T's pattern, row k = column k of tril(A)),
@@ -115,6 +130,58 @@ static int mic_factorise(gs_pc *pc, gs_csr *R, double *d, double omega, gs_error
     return status;
 }
 
+/* What the setups require of A, with the messages the CPU setup gives (the
+ * CUDA setup calls it when its device check fails, to word the message). */
+int gs_mic_check_input(const gs_csr *A, gs_error *err)
+{
+    if (A->n_rows != A->n_cols)
+        return gs_error_set(err, GS_ERR_INPUT, "the matrix is %d x %d, not square",
+                            (int)A->n_rows, (int)A->n_cols);
+    if (!A->val) return gs_error_set(err, GS_ERR_INPUT, "the matrix has no values");
+    int status = gs_csr_require_symmetric(A, GS_SYMMETRY_RTOL, "mic", err);
+    for (int32_t i = 0; i < A->n_rows && status == GS_OK; i++) {
+        const int64_t p = gs_csr_find(A, i, i);
+        if (p < 0)
+            return gs_error_set(err, GS_ERR_INPUT, "row %d has no diagonal entry: A is not "
+                                "positive definite", (int)i + 1);
+        if (!(A->val[p] > 0.0) || !isfinite(A->val[p]))
+            return gs_error_set(err, GS_ERR_INPUT, "row %d has diagonal entry %g: A is not "
+                                "positive definite", (int)i + 1, A->val[p]);
+    }
+    return status;
+}
+
+/* The next shift after a breakdown at alpha, or 0 when the bound is passed. */
+double gs_mic_next_shift(double alpha)
+{
+    const double next = alpha > 0 ? 2.0 * alpha : MIC_SHIFT_START;
+    return next <= MIC_SHIFT_MAX ? next : 0.0;
+}
+
+/* L^T and D of A + alpha diag(A): alpha = m->shift, and where not fixed
+ * and a pivot is not positive, the next shift (gs_mic_next_shift) until
+ * one factorises or the bound is passed (then the last breakdown's
+ * message, with the shifts tried). m->shift, m->tries: what was used. */
+static int mic_factorise_shifted(gs_pc *pc, const gs_csr *A, mic_data *m, int fixed,
+                                 gs_error *err)
+{
+    int status;
+    for (m->tries = 1;; m->tries++) {
+        status = mic_upper(A, m->shift, &m->LT, err);
+        if (status == GS_OK) status = mic_factorise(pc, &m->LT, m->d, m->omega, err);
+        if (status != GS_ERR_NUMERIC || fixed) return status;
+        const double next = gs_mic_next_shift(m->shift);
+        gs_csr_free(&m->LT);
+        if (next == 0.0) {
+            gs_error_prefix(err, "%d shifts up to alpha = %g tried (the bound is %g), the last: ",
+                            m->tries, m->shift, MIC_SHIFT_MAX);
+            return status;
+        }
+        gs_error_clear(err);
+        m->shift = next;
+    }
+}
+
 static int mic_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
 {
     mic_data *m = pc->data;
@@ -190,15 +257,21 @@ static void mic_describe(gs_pc *pc, const mic_data *m)
              m->shift);
     gs_kv_num(&pc->extra, "omega", m->omega);
     gs_kv_num(&pc->extra, "shift", m->shift);
+    gs_kv_num(&pc->extra, "shift_tries", m->tries);
 }
 
 int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
 {
     mic_data *m = NULL;
     double omega, shift, t0;
+    const char *trisolve;
     int status = GS_OK;
+    /* --mic-shift given: that shift, no retries */
+    const int fixed = gs_params_lookup(pc->params, "mic-shift") != NULL;
     GS_TRY(gs_params_double(pc->params, gs_mic_params, "omega", &omega, err));
     GS_TRY(gs_params_double(pc->params, gs_mic_params, "mic-shift", &shift, err));
+    GS_TRY(gs_params_choice(pc->params, gs_mic_params, "trisolve", &trisolve, err));
+    (void)trisolve; /* the cpu engine substitutes serially whatever is asked */
     if (A->n_rows != A->n_cols)
         GS_TRY(gs_error_set(err, GS_ERR_INPUT, "the matrix is %d x %d, not square",
                             (int)A->n_rows, (int)A->n_cols));
@@ -212,8 +285,7 @@ int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     if (!m->d) GS_TRY(GS_ERR_NOMEM);
     t0 = gs_pc_stage_begin(pc);
     GS_TRY(gs_csr_require_symmetric(A, GS_SYMMETRY_RTOL, "mic", err));
-    GS_TRY(mic_upper(A, shift, &m->LT, err));
-    GS_TRY(mic_factorise(pc, &m->LT, m->d, omega, err));
+    GS_TRY(mic_factorise_shifted(pc, A, m, fixed, err));
     GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     t0 = gs_pc_stage_begin(pc);
     GS_TRY(gs_csr_transpose(&m->LT, &m->L, err));

@@ -34,7 +34,7 @@ static const gs_pc_type registry[] = {
      .setup = {gs_isai_setup_cpu, NULL}, .paper_method = "idr"},
     {.name = "mic",
      .summary = "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",
-     .params = gs_mic_params, .setup = {gs_mic_setup_cpu, NULL}},
+     .params = gs_mic_params, .setup = {gs_mic_setup_cpu, CUDA_SETUP(gs_mic_setup_cuda)}},
     /* registry end: add new types above this line */
 };
 

@@ -135,5 +135,12 @@ int gs_spai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_gspai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_isai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
+int gs_mic_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/precond/mic.cu */
+/* mic's shift sequence (pc_mic.c), shared by both setups: the shift to try
+ * after a breakdown at alpha (0: the first), or 0 past the bound. */
+double gs_mic_next_shift(double alpha);
+/* mic's input checks with the CPU setup's messages (square, values,
+ * symmetric, a positive finite diagonal). */
+int gs_mic_check_input(const gs_csr *A, gs_error *err);
 
 #endif

@@ -89,7 +89,8 @@ def test_shared_refusals(batch_run):
     west = {r["precond"]: r for r in rows if r["name"] == "west0067"}
     assert west["jacobi"]["status"] == "refused" and "diagonal" in west["jacobi"]["message"]
     bcs = {r["precond"]: r for r in rows if r["name"] == "bcsstk01"}
-    assert bcs["mic"]["status"] == "refused" and "pivot" in bcs["mic"]["message"]
+    # MIC breaks down on bcsstk01 unshifted; the automatic shift (alpha = 2.048) sets it up
+    assert bcs["mic"]["status"] == "solved"
     assert bcs["jacobi"]["status"] == "solved"
 
 

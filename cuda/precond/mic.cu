@@ -1,0 +1,348 @@
+/* mic.cu - mic's CUDA setup, M = L D L^T (modified incomplete Cholesky), factorised and
+ * applied on the device: the MICPCGA paper (../shared/papers/mic-pcg-heat3d.txt, its
+ * GPUFBS of Section 3.3) for any pattern; reference src/precond/pc_mic.c.
+ *
+ * Stages, named as the CPU setup's where they do the same work:
+ *   csr of A / transfer  A's CSR on the device (the engine's copy, or uploaded)
+ *   factorisation        checks, L's and L^T's patterns, L's levels (device analysis), the
+ *                        level-scheduled elimination (mic_factor.cu), retried with the
+ *                        shift sequence of the reference (gs_mic_next_shift)
+ *   transpose            L's values gathered from L^T's (the elimination writes L^T)
+ *   layout               the substitutions: L^T's levels and the choice of scheme, or
+ *                        cuSPARSE's matrices (--trisolve exact)
+ * Apply: y = L^-1 r, then z = L^-T (D^-1 y) with D^-1 fused into the backward solve; by
+ * the toolkit's sync-free or level-scheduled substitution (cuda/sparse/trisolve_*.cu).
+ * --trisolve auto times both on the factors once (after a warm-up) and keeps the faster. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mic_cuda.h"
+
+extern "C" {
+#include "mmio.h"
+}
+
+typedef struct mic_cuda_data {
+    mic_factor f;      /* L, L^T (values), D, L's levels */
+    gs_dtri upper;     /* L^T's levels */
+    double *dinv;      /* device, n */
+    double *y;         /* device, n: L^-1 r */
+    gs_dtri_scheme how;
+    int exact;         /* --trisolve exact: cuSPARSE on L_eng, LT_eng */
+    gs_mat *L_eng, *LT_eng;
+    gs_vec *t, *u, *w; /* exact: L \ r, D^-1, D^-1 (L \ r) */
+    double omega, shift;
+    int tries;
+} mic_cuda_data;
+
+static void mic_cuda_destroy(gs_pc *pc)
+{
+    mic_cuda_data *m = (mic_cuda_data *)pc->data;
+    if (!m) return;
+    gs_engine *e = pc->eng;
+    const size_t bytes = ((size_t)m->f.n + 1) * sizeof(double);
+    if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
+    gs_dtri_free(e, &m->upper);
+    gs_cuda_free(e, m->dinv, bytes);
+    gs_cuda_free(e, m->y, bytes);
+    e->ops->mat_destroy(e, m->L_eng);
+    e->ops->mat_destroy(e, m->LT_eng);
+    e->ops->vec_destroy(e, m->t);
+    e->ops->vec_destroy(e, m->u);
+    e->ops->vec_destroy(e, m->w);
+    mic_factor_free(e, &m->f);
+    free(m);
+    pc->data = NULL;
+}
+
+/* z = L^-T (D^-1 (L^-1 r)). */
+static int mic_cuda_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
+{
+    mic_cuda_data *m = (mic_cuda_data *)pc->data;
+    gs_engine *e = pc->eng;
+    if (m->exact) { /* as the reference's apply, on cuSPARSE's SpSV: t = L \ r, w = D^-1 t */
+        int status = e->ops->trisolve(e, m->L_eng, 1, r, m->t);
+        if (status == GS_OK) status = e->ops->pointwise_mult_dot(e, m->u, m->t, m->w, GS_SLOT_NONE);
+        if (status == GS_OK) status = e->ops->trisolve(e, m->LT_eng, 1, m->w, z);
+        return status;
+    }
+    int status = gs_dtri_solve(e, &m->f.lower, m->how, (const double *)m->f.L.val, 1, NULL, r->d,
+                               m->y);                                     /* y = L \ r */
+    if (status == GS_OK)
+        status = gs_dtri_solve(e, &m->upper, m->how, (const double *)m->f.U.val, 1, m->dinv,
+                               m->y, z->d);                               /* z = L^T \ (D^-1 y) */
+    return status;
+}
+
+/* PREFIX_L.mtx (unit lower, diagonal stored) and PREFIX_D.mtx, as the reference's. */
+static int mic_cuda_save(gs_pc *pc, const char *prefix, gs_error *err)
+{
+    mic_cuda_data *m = (mic_cuda_data *)pc->data;
+    gs_engine *e = pc->eng;
+    gs_csr L = {};
+    double *d = NULL;
+    char path[4096], what[160];
+    int status = GS_OK;
+    GS_TRY(gs_dcsr_download(e, &m->f.L, &L));
+    d = (double *)gs_malloc(((size_t)m->f.n + 1) * sizeof(double), "mic D", err);
+    if (!d) GS_TRY(GS_ERR_NOMEM);
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d, m->f.d, (size_t)m->f.n * sizeof(double),
+                                              cudaMemcpyDeviceToHost, gs_cuda_of(e)->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(gs_cuda_of(e)->stream)));
+    snprintf(what, sizeof what, "gpusolve mic (cuda setup): M = L D L^T, L unit lower, "
+             "omega=%g shift=%g", m->omega, m->shift);
+    snprintf(path, sizeof path, "%s_L.mtx", prefix);
+    GS_TRY(gs_mm_write_csr(path, &L, 0, what, err));
+    snprintf(what, sizeof what, "gpusolve mic (cuda setup): D of M = L D L^T, omega=%g shift=%g",
+             m->omega, m->shift);
+    snprintf(path, sizeof path, "%s_D.mtx", prefix);
+    GS_TRY(gs_mm_write_vector(path, d, m->f.n, what, err));
+cleanup:
+    if (status != GS_OK && e->err.status != GS_OK) gs_engine_fail(e, err);
+    gs_csr_free(&L);
+    free(d);
+    return status;
+}
+
+/* ------------------------------------------------------------ the stages */
+
+static int mic_upload(gs_engine *e, const gs_csr *A, gs_dcsr *dA)
+{
+    int status = GS_OK;
+    GS_TRY(gs_dcsr_alloc_rows(e, dA, A->n_rows, "mic: row pointers of A"));
+    GS_TRY(gs_dcsr_alloc_entries(e, dA, A->nnz, sizeof(double), "mic: A"));
+    GS_TRY(gs_cuda_upload(e, dA->rp, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof(int64_t)));
+    if (A->nnz > 0) {
+        GS_TRY(gs_cuda_upload(e, dA->col, A->col, (size_t)A->nnz * sizeof(int32_t)));
+        GS_TRY(gs_cuda_upload(e, dA->val, A->val, (size_t)A->nnz * sizeof(double)));
+    }
+cleanup:
+    return status;
+}
+
+/* A's CSR on the device: the engine's fp64 copy of this A when there is one, else
+ * uploaded. dA aliases view's arrays in the first case (mic_release_A frees either). */
+static int mic_device_A(gs_pc *pc, const gs_csr *A, gs_dcsr *dA, gs_cuda_csr_view *view)
+{
+    gs_engine *e = pc->eng;
+    const gs_mat *Ae = pc->A;
+    const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
+    double t0 = gs_pc_stage_begin(pc);
+    int status = GS_OK;
+    if (Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows && Ai.n_cols == A->n_cols &&
+        Ai.nnz == A->nnz) {
+        GS_TRY(gs_cuda_mat_device_csr(e, Ae, view));
+        dA->n = view->n_rows, dA->nnz = view->nnz;
+        dA->rp = (int64_t *)view->row_ptr, dA->col = (int32_t *)view->col;
+        dA->val = (void *)view->val, dA->vsize = sizeof(double);
+        GS_TRY(gs_pc_stage_end(pc, "csr of A", t0));
+    } else {
+        GS_TRY(mic_upload(e, A, dA));
+        GS_TRY(gs_pc_stage_end(pc, "transfer", t0));
+    }
+cleanup:
+    return status;
+}
+
+static void mic_release_A(gs_engine *e, gs_dcsr *dA, gs_cuda_csr_view *view)
+{
+    if (dA->rp && dA->rp == view->row_ptr) {
+        gs_cuda_csr_view_free(e, view);
+        *dA = gs_dcsr{};
+    } else {
+        gs_dcsr_free(e, dA);
+    }
+}
+
+/* Factorisations of A + alpha diag(A) until the pivots are positive: alpha = m->shift,
+ * then (unless fixed) the reference's sequence up to its bound; the reference's message. */
+static int mic_factorise_shifted(gs_pc *pc, const gs_dcsr *dA, mic_cuda_data *m, int fixed,
+                                 gs_error *err)
+{
+    gs_engine *e = pc->eng;
+    int status = GS_OK;
+    for (m->tries = 1;; m->tries++) {
+        GS_TRY(mic_cuda_factorise(e, dA, m->shift, m->omega, &m->f));
+        if (m->f.fail_row == m->f.n) return GS_OK;
+        const double next = fixed ? 0.0 : gs_mic_next_shift(m->shift);
+        if (next == 0.0) break;
+        m->shift = next;
+    }
+    status = gs_error_set(err, GS_ERR_NUMERIC,
+                          "non-positive pivot d = %g in row %d (A is not positive definite, or "
+                          "the incomplete factorisation broke down; --mic-shift X factorises "
+                          "A + X diag(A) instead)", m->f.fail_pivot, (int)m->f.fail_row + 1);
+    if (!fixed)
+        gs_error_prefix(err, "%d shifts up to alpha = %g tried (the bound is %g), the last: ",
+                        m->tries, m->shift, 1e3);
+cleanup:
+    return status;
+}
+
+/* D^-1 on the device. */
+__global__ void mic_invert_kernel(int32_t n, const double *__restrict__ d, double *__restrict__ dinv)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dinv[i] = 1.0 / d[i];
+}
+
+/* One forward and one backward substitution by how, timed on the stream (ms). */
+static int mic_time_scheme(gs_engine *e, mic_cuda_data *m, gs_dtri_scheme how, const double *r,
+                           double *z, float *ms)
+{
+    cudaStream_t s = gs_cuda_of(e)->stream;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    int status = GS_OK;
+    GS_TRY(CUDA_CALL(&e->err, cudaEventCreate(&ev[0])));
+    GS_TRY(CUDA_CALL(&e->err, cudaEventCreate(&ev[1])));
+    for (int rep = 0; rep < 2; rep++) { /* the first warms up, the second is timed */
+        GS_TRY(CUDA_CALL(&e->err, cudaEventRecord(ev[0], s)));
+        GS_TRY(gs_dtri_solve(e, &m->f.lower, how, (const double *)m->f.L.val, 1, NULL, r, m->y));
+        GS_TRY(gs_dtri_solve(e, &m->upper, how, (const double *)m->f.U.val, 1, m->dinv, m->y, z));
+        GS_TRY(CUDA_CALL(&e->err, cudaEventRecord(ev[1], s)));
+        GS_TRY(CUDA_CALL(&e->err, cudaEventSynchronize(ev[1])));
+    }
+    GS_TRY(CUDA_CALL(&e->err, cudaEventElapsedTime(ms, ev[0], ev[1])));
+cleanup:
+    if (ev[0]) cudaEventDestroy(ev[0]);
+    if (ev[1]) cudaEventDestroy(ev[1]);
+    return status;
+}
+
+/* The substitutions: cuSPARSE's matrices (exact), or L^T's levels and the scheme, chosen
+ * by choice ("syncfree", "levels") or, for "auto", by timing both once on the factors. */
+static int mic_layout(gs_pc *pc, mic_cuda_data *m, const char *choice)
+{
+    gs_engine *e = pc->eng;
+    const int32_t n = m->f.n;
+    int status = GS_OK;
+    float ms[2] = {0.0f, 0.0f};
+    gs_vec *probe = NULL, *out = NULL;
+    if (m->exact) {
+        GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.L.nnz, m->f.L.rp, m->f.L.col,
+                                           (const double *)m->f.L.val, GS_FP64, GS_CUDA_TRI_LOWER,
+                                           &m->L_eng));
+        GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.U.nnz, m->f.U.rp, m->f.U.col,
+                                           (const double *)m->f.U.val, GS_FP64, GS_CUDA_TRI_UPPER,
+                                           &m->LT_eng));
+        GS_TRY(e->ops->vec_create(e, n, &m->t));
+        GS_TRY(e->ops->vec_create(e, n, &m->u)); /* D^-1 */
+        GS_TRY(e->ops->vec_create(e, n, &m->w));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->u->d, m->dinv, (size_t)n * sizeof(double),
+                                                  cudaMemcpyDeviceToDevice,
+                                                  gs_cuda_of(e)->stream)));
+        gs_kv_str(&pc->extra, "trisolve", "exact");
+        goto cleanup;
+    }
+    GS_TRY(gs_dtri_analyse(e, n, m->f.U.nnz, m->f.U.rp, m->f.U.col, 1, &m->upper));
+    m->how = strcmp(choice, "levels") == 0 ? GS_DTRI_LEVELS : GS_DTRI_SYNCFREE;
+    if (strcmp(choice, "auto") == 0 && n > 0) {
+        GS_TRY(e->ops->vec_create(e, n, &probe));
+        GS_TRY(e->ops->vec_create(e, n, &out));
+        GS_TRY(e->ops->set(e, probe, 1.0));
+        GS_TRY(mic_time_scheme(e, m, GS_DTRI_SYNCFREE, probe->d, out->d, &ms[0]));
+        GS_TRY(mic_time_scheme(e, m, GS_DTRI_LEVELS, probe->d, out->d, &ms[1]));
+        m->how = ms[1] < ms[0] ? GS_DTRI_LEVELS : GS_DTRI_SYNCFREE;
+        gs_kv_num(&pc->extra, "fbs_syncfree_ms", ms[0]);
+        gs_kv_num(&pc->extra, "fbs_levels_ms", ms[1]);
+    }
+    gs_kv_str(&pc->extra, "trisolve", m->how == GS_DTRI_LEVELS ? "levels" : "syncfree");
+cleanup:
+    e->ops->vec_destroy(e, probe);
+    e->ops->vec_destroy(e, out);
+    return status;
+}
+
+static double mic_stream_bytes(const gs_dcsr *M)
+{
+    return (double)M->nnz * 12.0 + ((double)M->n + 1.0) * 8.0;
+}
+
+static void mic_cuda_describe(gs_pc *pc, const mic_cuda_data *m)
+{
+    const double n8 = 8.0 * m->f.n;
+    pc->nnz = m->f.L.nnz;
+    /* L \ r: r, y; L^T \ (D^-1 y): y, D^-1, z (cuSPARSE's: the reference's 7 vectors) */
+    pc->apply_bytes = mic_stream_bytes(&m->f.L) + mic_stream_bytes(&m->f.U) + (m->exact ? 7 : 5) * n8;
+    pc->symmetric = 1;
+    snprintf(pc->description, sizeof pc->description, "%s, omega=%g, shift=%g",
+             m->omega == 0 ? "IC(0)" : m->omega == 1 ? "MIC(0)" : "relaxed MIC(0)", m->omega,
+             m->shift);
+    gs_kv_num(&pc->extra, "dropped_fill", (double)m->f.dropped);
+    gs_kv_num(&pc->extra, "min_pivot_ratio", m->f.min_ratio);
+    gs_kv_num(&pc->extra, "omega", m->omega);
+    gs_kv_num(&pc->extra, "shift", m->shift);
+    gs_kv_num(&pc->extra, "shift_tries", m->tries);
+    gs_kv_num(&pc->extra, "levels_L", m->f.lower.n_levels);
+    if (!m->exact) gs_kv_num(&pc->extra, "levels_LT", m->upper.n_levels);
+}
+
+/* The stages after A is on the device. */
+static int mic_cuda_build(gs_pc *pc, const gs_csr *A, const gs_dcsr *dA, mic_cuda_data *m,
+                          int fixed, gs_error *err)
+{
+    gs_engine *e = pc->eng;
+    const size_t bytes = ((size_t)A->n_rows + 1) * sizeof(double);
+    int status = GS_OK;
+    double t0 = gs_pc_stage_begin(pc);
+    GS_TRY(mic_cuda_patterns(e, A, dA, &m->f, err));
+    GS_TRY(mic_factorise_shifted(pc, dA, m, fixed, err));
+    GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(mic_cuda_gather_L(e, &m->f));
+    GS_TRY(gs_cuda_alloc(e, &m->dinv, bytes, "mic: D^-1"));
+    GS_TRY(gs_cuda_alloc(e, &m->y, bytes, "mic: L^-1 r"));
+    GS_TRY(CUDA_LAUNCH(&e->err, mic_invert_kernel, gs_dblocks(A->n_rows, 256), 256, 0,
+                       gs_cuda_of(e)->stream, A->n_rows, (const double *)m->f.d, m->dinv));
+    GS_TRY(gs_pc_stage_end(pc, "transpose", t0));
+cleanup:
+    return status;
+}
+
+extern "C" int gs_mic_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
+{
+    gs_engine *e = pc->eng;
+    if (e->ops->kind != GS_ENGINE_CUDA) return gs_mic_setup_cpu(pc, A, err);
+    const int fixed = gs_params_lookup(pc->params, "mic-shift") != NULL;
+    const char *choice = NULL;
+    gs_dcsr dA = {};
+    gs_cuda_csr_view view = {};
+    mic_cuda_data *m = NULL;
+    double t0 = 0.0;
+    int status = GS_OK;
+    m = (mic_cuda_data *)gs_calloc(1, sizeof *m, "mic", err);
+    if (!m) return GS_ERR_NOMEM;
+    pc->data = m;
+    pc->destroy = mic_cuda_destroy;
+    GS_TRY(gs_params_double(pc->params, gs_mic_params, "omega", &m->omega, err));
+    GS_TRY(gs_params_double(pc->params, gs_mic_params, "mic-shift", &m->shift, err));
+    GS_TRY(gs_params_choice(pc->params, gs_mic_params, "trisolve", &choice, err));
+    m->exact = strcmp(choice, "exact") == 0;
+    if (A->n_rows != A->n_cols || !A->val || A->n_rows == 0) GS_TRY(gs_mic_check_input(A, err));
+    if (A->n_rows == 0) GS_TRY(gs_error_set(err, GS_ERR_INPUT, "the matrix has no rows"));
+    GS_TRY(mic_device_A(pc, A, &dA, &view));
+    status = mic_cuda_build(pc, A, &dA, m, fixed, err);
+    mic_release_A(e, &dA, &view);
+    if (status == GS_ERR_UNSUPPORTED) {
+        /* a pattern this setup does not take (mic_cuda_patterns): the reference's setup,
+         * reported as setup=host */
+        mic_cuda_destroy(pc);
+        pc->destroy = NULL;
+        gs_error_clear(err);
+        gs_error_clear(&e->err);
+        status = gs_mic_setup_cpu(pc, A, err);
+        if (status == GS_OK) gs_kv_str(&pc->extra, "setup", "host");
+        return status;
+    }
+    GS_TRY(status);
+    t0 = gs_pc_stage_begin(pc);
+    GS_TRY(mic_layout(pc, m, choice));
+    GS_TRY(gs_pc_stage_end(pc, "layout", t0));
+    mic_cuda_describe(pc, m);
+    pc->apply = mic_cuda_apply;
+    pc->save = mic_cuda_save;
+cleanup:
+    mic_release_A(e, &dA, &view);
+    return gs_pc_setup_exit(pc, status, err);
+}

@@ -1,0 +1,55 @@
+/* hooks_trisolve.cu - C-callable test hook of the toolkit's triangular solves
+ * (gs_dsparse_hooks.h): T and b up, outputs poisoned, analysis and one solve, results down. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_dsparse.h"
+#include "gs_dsparse_hooks.h"
+
+extern "C" int gs_dsparse_hook_trisolve(gs_engine *e, const gs_csr *T, int upper, int levels,
+                                        int unit, const double *s, const double *b, int solves,
+                                        double *x, int32_t *level, int32_t *n_levels)
+{
+    cudaStream_t st = gs_cuda_of(e)->stream;
+    const int32_t n = T->n_rows;
+    const size_t vec = ((size_t)n + 1) * sizeof(double);
+    gs_dcsr d = {};
+    gs_dtri t = {};
+    double *db = NULL, *dx = NULL, *ds = NULL;
+    int status = GS_OK;
+    GS_TRY(gs_dcsr_alloc_rows(e, &d, n, "hook: rows of T"));
+    GS_TRY(gs_dcsr_alloc_entries(e, &d, T->nnz, sizeof(double), "hook: T"));
+    GS_TRY(gs_cuda_upload(e, d.rp, T->row_ptr, ((size_t)n + 1) * sizeof(int64_t)));
+    if (T->nnz > 0) {
+        GS_TRY(gs_cuda_upload(e, d.col, T->col, (size_t)T->nnz * sizeof(int32_t)));
+        GS_TRY(gs_cuda_upload(e, d.val, T->val, (size_t)T->nnz * sizeof(double)));
+    }
+    GS_TRY(gs_cuda_alloc(e, &db, vec, "hook: b"));
+    GS_TRY(gs_cuda_alloc(e, &dx, vec, "hook: x"));
+    if (n > 0) GS_TRY(gs_cuda_upload(e, db, b, (size_t)n * sizeof(double)));
+    if (s) {
+        GS_TRY(gs_cuda_alloc(e, &ds, vec, "hook: s"));
+        if (n > 0) GS_TRY(gs_cuda_upload(e, ds, s, (size_t)n * sizeof(double)));
+    }
+    GS_TRY(gs_dtri_analyse(e, n, T->nnz, d.rp, d.col, upper, &t));
+    for (int k = 0; k < solves; k++) { /* x poisoned (NaN bytes) before every solve */
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(dx, 0xFF, vec, st)));
+        GS_TRY(gs_dtri_solve(e, &t, levels ? GS_DTRI_LEVELS : GS_DTRI_SYNCFREE,
+                             (const double *)d.val, unit, ds, db, dx));
+    }
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(st)));
+    if (n > 0) {
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(x, dx, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(level, t.level, (size_t)n * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost)));
+    }
+    *n_levels = t.n_levels;
+cleanup:
+    if (st) cudaStreamSynchronize(st);
+    gs_dtri_free(e, &t);
+    gs_dcsr_free(e, &d);
+    gs_cuda_free(e, db, vec);
+    gs_cuda_free(e, dx, vec);
+    gs_cuda_free(e, ds, vec);
+    return status;
+}

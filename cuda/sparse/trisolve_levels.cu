@@ -1,0 +1,248 @@
+/* trisolve_levels.cu - level analysis of a triangular pattern on the device and the
+ * level-scheduled substitution (wavefronts: Anderson & Saad, "Solving sparse triangular
+ * linear systems on parallel computers", Int. J. High Speed Comput. 1 (1989); on a 3D grid
+ * the planes i + j + k = const of the MIC paper's Fig. 2).
+ *
+ * Analysis: level[i] = 1 + max level[j] over the rows j that row i depends on. The rows are
+ * taken in dependency order by blocks that draw a ticket (a global counter) when they
+ * start, a warp a row: a row waits only on rows earlier in that order, which belong to
+ * blocks that started earlier (so are resident) or to its own block, so every wait ends.
+ * The level doubles as the ready flag (0: not yet). Then the rows are sorted by level
+ * (cub's stable radix sort: increasing within a level) and the level pointers are found
+ * where the sorted level changes; they come to the host, one launch a level. */
+#include <cuda/atomic>
+
+#include <cub/cub.cuh>
+
+#include "gs_dsparse.h"
+
+#define LEVEL_WARPS 8 /* rows (warps) a 256-thread block of the analysis */
+#define FULL_MASK 0xffffffffu
+
+/* The rows of t, in dependency order, at position pos (< n). */
+static __device__ inline int32_t tri_row_at(int32_t n, bool upper, int64_t pos)
+{
+    return upper ? (int32_t)(n - 1 - pos) : (int32_t)pos;
+}
+
+/* Whether column j is a dependency of row i. */
+static __device__ inline bool tri_depends(bool upper, int32_t i, int32_t j)
+{
+    return upper ? j > i : j < i;
+}
+
+__global__ void tri_levels_kernel(int32_t n, bool upper, const int64_t *__restrict__ rp,
+                                  const int32_t *__restrict__ col, int32_t *level,
+                                  unsigned *ticket, int32_t *max_level)
+{
+    __shared__ unsigned block;
+    if (threadIdx.x == 0) block = atomicAdd(ticket, 1u);
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const int64_t pos = (int64_t)block * LEVEL_WARPS + (threadIdx.x >> 5);
+    if (pos >= n) return; /* no __syncthreads below */
+    const int32_t i = tri_row_at(n, upper, pos);
+    int32_t lv = 0;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32) {
+        const int32_t j = col[p];
+        if (!tri_depends(upper, i, j)) continue;
+        cuda::atomic_ref<int32_t, cuda::thread_scope_device> flag(level[j]);
+        int32_t v;
+        while ((v = flag.load(cuda::memory_order_acquire)) == 0) __nanosleep(20);
+        lv = max(lv, v);
+    }
+    for (int o = 16; o > 0; o >>= 1) lv = max(lv, __shfl_xor_sync(FULL_MASK, lv, o));
+    if (lane == 0) {
+        cuda::atomic_ref<int32_t, cuda::thread_scope_device>(level[i])
+            .store(lv + 1, cuda::memory_order_release);
+        /* a plain read first: most rows find a level as high already there */
+        if (lv + 1 > *(volatile int32_t *)max_level) atomicMax(max_level, lv + 1);
+    }
+}
+
+__global__ void tri_iota_kernel(int32_t n, int32_t *__restrict__ out)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (int32_t)i;
+}
+
+/* ptr[l] = the first sorted position of level l + 1 (levels 1..L all occur:
+ * a row of level l > 1 depends on one of level l - 1); ptr[L] = n. */
+__global__ void tri_level_ptr_kernel(int32_t n, const int32_t *__restrict__ sorted_level,
+                                     int64_t *__restrict__ ptr)
+{
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    const int32_t l = sorted_level[p];
+    if (p == 0 || sorted_level[p - 1] != l) ptr[l - 1] = p;
+    if (p == n - 1) ptr[l] = n;
+}
+
+static int tri_bits(int32_t v)
+{
+    int b = 1;
+    while (b < 31 && (1 << b) <= v) b++;
+    return b;
+}
+
+/* Sort the rows by level into t->level_rows, and the level pointers to the host. */
+static int tri_sort_levels(gs_engine *e, gs_dtri *t)
+{
+    cudaStream_t s = gs_cuda_of(e)->stream;
+    const int32_t n = t->n;
+    int32_t *iota = NULL, *keys = NULL;
+    int64_t *ptr = NULL;
+    void *tmp = NULL;
+    size_t tmp_bytes = 0;
+    int status = GS_OK;
+    GS_TRY(gs_cuda_alloc(e, &iota, (size_t)n * sizeof(int32_t), "trisolve levels: rows"));
+    GS_TRY(gs_cuda_alloc(e, &keys, (size_t)n * sizeof(int32_t), "trisolve levels: sorted levels"));
+    GS_TRY(gs_cuda_alloc(e, &ptr, ((size_t)t->n_levels + 1) * sizeof(int64_t),
+                         "trisolve levels: level pointers"));
+    GS_TRY(CUDA_LAUNCH(&e->err, tri_iota_kernel, gs_dblocks(n, 256), 256, 0, s, n, iota));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(
+                                  tmp, tmp_bytes, (const int32_t *)t->level, keys,
+                                  (const int32_t *)iota, t->level_rows, (int64_t)n, 0,
+                                  tri_bits(t->n_levels), s)));
+    GS_TRY(gs_cuda_alloc(e, &tmp, tmp_bytes, "trisolve levels: sort buffer"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs(
+                                  tmp, tmp_bytes, (const int32_t *)t->level, keys,
+                                  (const int32_t *)iota, t->level_rows, (int64_t)n, 0,
+                                  tri_bits(t->n_levels), s)));
+    GS_TRY(CUDA_LAUNCH(&e->err, tri_level_ptr_kernel, gs_dblocks(n, 256), 256, 0, s, n,
+                       (const int32_t *)keys, ptr));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(t->level_ptr, ptr,
+                                              ((size_t)t->n_levels + 1) * sizeof(int64_t),
+                                              cudaMemcpyDeviceToHost, s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s)));
+cleanup:
+    gs_cuda_free(e, iota, (size_t)n * sizeof(int32_t));
+    gs_cuda_free(e, keys, (size_t)n * sizeof(int32_t));
+    gs_cuda_free(e, ptr, ((size_t)t->n_levels + 1) * sizeof(int64_t));
+    gs_cuda_free(e, tmp, tmp_bytes);
+    return status;
+}
+
+/* The level kernels' lanes a row: the power of two at or above the mean
+ * row length, 1 to 32. */
+static int tri_lanes(int32_t n, int64_t nnz)
+{
+    const double mean = n > 0 ? (double)nnz / n : 1.0;
+    int lanes = 1;
+    while (lanes < 32 && lanes < mean) lanes *= 2;
+    return lanes;
+}
+
+int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, const int32_t *col,
+                    int upper, gs_dtri *t)
+{
+    cudaStream_t s = gs_cuda_of(e)->stream;
+    unsigned *ticket = NULL;
+    int32_t *max_level = NULL;
+    int status = GS_OK;
+    *t = gs_dtri{};
+    t->n = n, t->nnz = nnz, t->upper = upper ? 1 : 0, t->rp = rp, t->col = col;
+    t->lanes = tri_lanes(n, nnz);
+    GS_TRY(gs_cuda_alloc(e, &t->level, ((size_t)n + 1) * sizeof(int32_t), "trisolve: levels"));
+    GS_TRY(gs_cuda_alloc(e, &t->level_rows, ((size_t)n + 1) * sizeof(int32_t),
+                         "trisolve: rows by level"));
+    GS_TRY(gs_cuda_alloc(e, &t->ready, ((size_t)n + 1) * sizeof(unsigned), "trisolve: ready flags"));
+    GS_TRY(gs_cuda_alloc(e, &t->state, 3 * sizeof(unsigned), "trisolve: epoch and tickets"));
+    GS_TRY(gs_cuda_alloc(e, &ticket, 2 * sizeof(unsigned), "trisolve levels: ticket"));
+    max_level = (int32_t *)(ticket + 1);
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->level, 0, ((size_t)n + 1) * sizeof(int32_t), s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->ready, 0, ((size_t)n + 1) * sizeof(unsigned), s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 3 * sizeof(unsigned), s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(ticket, 0, 2 * sizeof(unsigned), s)));
+    if (n == 0) goto cleanup;
+    GS_TRY(CUDA_LAUNCH(&e->err, tri_levels_kernel, gs_dblocks(n, LEVEL_WARPS), 32 * LEVEL_WARPS,
+                       0, s, n, (bool)t->upper, rp, col, t->level, ticket, max_level));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&t->n_levels, max_level, sizeof(int32_t),
+                                              cudaMemcpyDeviceToHost, s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s)));
+    if (t->n_levels < 1 || t->n_levels > n)
+        GS_TRY(gs_error_set(&e->err, GS_ERR_INTERNAL, "trisolve levels: %d levels for %d rows",
+                            (int)t->n_levels, (int)n));
+    t->level_ptr = (int64_t *)malloc(((size_t)t->n_levels + 1) * sizeof(int64_t));
+    if (!t->level_ptr)
+        GS_TRY(gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve levels: %d level pointers",
+                            (int)t->n_levels));
+    GS_TRY(tri_sort_levels(e, t));
+cleanup:
+    gs_cuda_free(e, ticket, 2 * sizeof(unsigned));
+    if (status != GS_OK) gs_dtri_free(e, t);
+    return status;
+}
+
+void gs_dtri_free(gs_engine *e, gs_dtri *t)
+{
+    if (!t) return;
+    gs_cuda_free(e, t->level, ((size_t)t->n + 1) * sizeof(int32_t));
+    gs_cuda_free(e, t->level_rows, ((size_t)t->n + 1) * sizeof(int32_t));
+    gs_cuda_free(e, t->ready, ((size_t)t->n + 1) * sizeof(unsigned));
+    gs_cuda_free(e, t->state, 3 * sizeof(unsigned));
+    free(t->level_ptr);
+    *t = gs_dtri{};
+}
+
+/* ------------------------------------------------------------- the solve */
+
+/* Rows level_rows[first, first + count) of one level, LANES lanes a row:
+ * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit). */
+template <int LANES>
+__global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
+                                       const int32_t *__restrict__ rows,
+                                       const int64_t *__restrict__ rp,
+                                       const int32_t *__restrict__ col,
+                                       const double *__restrict__ val, bool unit,
+                                       const double *__restrict__ s, const double *__restrict__ b,
+                                       double *x)
+{
+    const int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    const int lane = threadIdx.x % LANES;
+    /* whole groups of LANES leave together, so the shuffles below see full groups */
+    if (g >= count) return;
+    const int32_t i = rows[first + g];
+    double sum = 0.0, diag = 0.0;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES) {
+        const int32_t j = col[p];
+        if (j == i) diag = val[p];
+        else if (tri_depends(upper, i, j)) sum += val[p] * x[j];
+    }
+    const unsigned mask = LANES == 32 ? FULL_MASK
+                                      : ((1u << LANES) - 1u) << ((threadIdx.x & 31) / LANES * LANES);
+    for (int o = LANES / 2; o > 0; o >>= 1) {
+        sum += __shfl_down_sync(mask, sum, o, LANES);
+        diag += __shfl_down_sync(mask, diag, o, LANES);
+    }
+    if (lane == 0) x[i] = ((s ? s[i] : 1.0) * b[i] - sum) / (unit ? 1.0 : diag);
+}
+
+template <int LANES>
+static int tri_level_launch(gs_engine *e, const gs_dtri *t, int64_t first, int64_t count,
+                            const double *val, int unit, const double *s, const double *b,
+                            double *x)
+{
+    const int64_t per_block = 256 / LANES;
+    return CUDA_LAUNCH(&e->err, tri_level_solve_kernel<LANES>, gs_dblocks(count, per_block), 256,
+                       0, gs_cuda_of(e)->stream, first, count, (bool)t->upper,
+                       (const int32_t *)t->level_rows, t->rp, t->col, val, (bool)unit, s, b, x);
+}
+
+int gs_dtri_solve_levels(gs_engine *e, const gs_dtri *t, const double *val, int unit,
+                         const double *s, const double *b, double *x)
+{
+    int status = GS_OK;
+    for (int32_t l = 0; l < t->n_levels && status == GS_OK; l++) {
+        const int64_t first = t->level_ptr[l], count = t->level_ptr[l + 1] - first;
+        switch (t->lanes) {
+        case 1: status = tri_level_launch<1>(e, t, first, count, val, unit, s, b, x); break;
+        case 2: status = tri_level_launch<2>(e, t, first, count, val, unit, s, b, x); break;
+        case 4: status = tri_level_launch<4>(e, t, first, count, val, unit, s, b, x); break;
+        case 8: status = tri_level_launch<8>(e, t, first, count, val, unit, s, b, x); break;
+        case 16: status = tri_level_launch<16>(e, t, first, count, val, unit, s, b, x); break;
+        default: status = tri_level_launch<32>(e, t, first, count, val, unit, s, b, x); break;
+        }
+    }
+    return status;
+}

@@ -624,18 +624,28 @@ cleanup:
     return status;
 }
 
-/* The shared stride a group of class cls may use: the device's opt-in
- * shared memory per block split among the block's groups (SPAI_BLOCK / q
- * of them for q <= 32, one otherwise), or less where no column needs more.
+/* The shared stride a group of class cls may use (the decision tree's
+ * threshold, from the device's properties): half the multiprocessor's
+ * shared memory (capped by the opt-in limit per block) split among the
+ * block's groups (SPAI_BLOCK / q of them for q <= 32, one otherwise), or
+ * less where no column needs more.
  * debug->spai_shared_cap (tests) lowers it, 1: everything global. */
 static int64_t spai_stride(gs_engine *e, int cls, int64_t need_max)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
-    int optin = 0;
+    int optin = 0, per_sm = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->device) != cudaSuccess)
         optin = 48 * 1024;
+    if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, c->device) != cudaSuccess)
+        per_sm = optin;
+    /* a block may take at most half a multiprocessor's shared memory (two
+     * blocks resident at least: a few outsized columns must not cost every
+     * block its occupancy; they take the global kernel instead), less 1 KiB
+     * the runtime reserves a block and the block kernel's own scratch */
+    int64_t block_bytes = (int64_t)(per_sm / 2 < optin ? per_sm / 2 : optin) - 1024 - 256;
+    if (block_bytes < 0) block_bytes = 0;
     const int q = 4 << cls;
-    int64_t cap = q <= 32 ? optin / (SPAI_BLOCK / q) : optin;
+    int64_t cap = q <= 32 ? block_bytes / (SPAI_BLOCK / q) : block_bytes;
     cap &= ~(int64_t)15;
     const long long forced = gs_cuda_debug(e)->spai_shared_cap;
     if (forced > 0 && forced < cap) cap = forced;

@@ -13,7 +13,9 @@
  * The arithmetic does not depend on either: every dot product is summed by
  * one thread in row order (a lane owns a column of Â in the reflector
  * updates, lane 0 the norms), every fma explicit, so M is the same to the bit
- * whatever group, kernel or strategy computed a column (the tests use that).
+ * whatever group, kernel or strategy computed a column (the tests use that):
+ * products and differences that the compiler could fuse differently in two
+ * instantiations are written as __dmul_rn / __dsub_rn, which it never fuses.
  * The QR is the CPU reference's (src/sparse/lsq.c: LAPACK's dlarfg
  * convention, the same rank test |r_jj| <= n1 eps ||Â(:,j)||), except that
  * norms are plain sums of squares (no overflow scaling) and the back
@@ -51,6 +53,7 @@ namespace cg = cooperative_groups;
 #define SPAI_WS_HEADER 32
 #define SPAI_NONE 0x7f7f7f7f   /* an empty marker (cudaMemset byte 0x7f) */
 #define SPAI_N1_EXACT 4096     /* sizes: n1 counted exactly up to this many candidates */
+#define SPAI_N1_WORK (1 << 18) /* and while nc n2 (the binary searches' bound) stays below */
 #define SPAI_NO_FAIL (~0ull)
 /* stats words of spai_sizes_kernel */
 enum { ST_N2MAX = 0, ST_NCMAX, ST_N2SUM, ST_N1MAX, ST_NEEDMAX, ST_CLASS_NEED = 5,
@@ -290,14 +293,14 @@ static __device__ void spai_column(const Group &g, int32_t k, const spai_lsq_arg
             break;
         }
         const double scale = hdr[0], tau = hdr[1];
-        for (int32_t i = j + 1 + t; i < n1; i += G) v[i] *= scale;
+        for (int32_t i = j + 1 + t; i < n1; i += G) v[i] = __dmul_rn(v[i], scale);
         g.sync();
         for (int32_t l = j + 1 + t; l <= n2; l += G) {   /* y = (I - tau v v^T) y */
             double *y = l < n2 ? Ahat + (int64_t)l * n1 : b;
             double s = y[j];
             for (int32_t i = j + 1; i < n1; i++) s = fma(v[i], y[i], s);
-            s *= tau;
-            y[j] -= s;
+            s = __dmul_rn(s, tau);                /* never contracted: see the top */
+            y[j] = __dsub_rn(y[j], s);
             for (int32_t i = j + 1; i < n1; i++) y[i] = fma(-s, v[i], y[i]);
         }
         g.sync();
@@ -365,7 +368,8 @@ __global__ void spai_lsq_block_kernel(int32_t count, const int32_t *__restrict__
 }
 
 /* Pre-GSPAI, one warp a column (grid-stride): n2_k, nc_k = the candidates,
- * n1_k (exactly up to SPAI_N1_EXACT candidates, else nc_k stands for it),
+ * n1_k (exactly up to SPAI_N1_EXACT candidates and SPAI_N1_WORK searches,
+ * else nc_k, an upper bound, stands for it in the workspace need),
  * the workspace need[k], the class cls[k] = log2(q_k) - 2 with
  * 2^(s-1) < n2_k <= 2^s, q_k = min(max(2^s, 4), 256) (the paper's (3)-(4));
  * the stats words (maxima, sums, per class) by one atomic per warp. */
@@ -390,7 +394,7 @@ __global__ void spai_sizes_kernel(int32_t n, const int64_t *__restrict__ at_rp,
         for (int32_t a = lane; a < n2; a += 32) nc += at_rp[J[a] + 1] - at_rp[J[a]];
         for (int o = 16; o > 0; o >>= 1) nc += __shfl_xor_sync(FULL_MASK, nc, o);
         int64_t n1 = -1;
-        if (nc <= SPAI_N1_EXACT) {
+        if (nc <= SPAI_N1_EXACT && nc * n2 <= SPAI_N1_WORK) {
             int64_t count = 0;
             for (int32_t a = 0; a < n2; a++) {
                 const int32_t *rows = at_col + at_rp[J[a]];

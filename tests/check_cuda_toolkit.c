@@ -232,6 +232,39 @@ START_TEST(test_sort_rows)
 }
 END_TEST
 
+/* ---------------------------------------------------------- pattern power */
+
+/* (E + |P|)^k and |P|^k against the host's gs_csr_pattern_power: rows of
+ * every length class (empty, a warp, a block, a long row), unsorted input. */
+START_TEST(test_pattern_power)
+{
+    tu_rng r = tu_rng_seed(21);
+    gpu_up();
+    const int32_t long_lens[] = {0, 33, 300};
+    for (size_t t = 0; t < sizeof long_lens / sizeof long_lens[0]; t++)
+        for (int k = 1; k <= 3; k++)
+            for (int ident = 0; ident <= 1; ident++) {
+                gs_csr P = random_rows(&r, 700, 0.004, 50, long_lens[t], 0), want = {0}, got = {0};
+                gs_error err = {0};
+                ck_assert_int_eq(gs_csr_pattern_power(&P, k, ident, &want, &err), GS_OK);
+                for (int32_t i = 0; i < P.n_rows; i++) /* the device takes rows unsorted */
+                    for (int64_t p = P.row_ptr[i], q = P.row_ptr[i + 1] - 1; p < q; p++, q--) {
+                        const int32_t c = P.col[p];
+                        P.col[p] = P.col[q], P.col[q] = c;
+                    }
+                free(P.val), P.val = NULL;
+                ck_assert_msg(gs_dsparse_hook_pattern_power(gpu, &P, k, ident, &got) == GS_OK,
+                              "%s", gpu->err.msg);
+                char what[80];
+                snprintf(what, sizeof what, "pattern power k %d identity %d long row %d", k,
+                         ident, long_lens[t]);
+                assert_same_pattern(&want, &got, what);
+                gs_csr_free(&P), gs_csr_free(&want), gs_csr_free(&got);
+            }
+    gpu_down();
+}
+END_TEST
+
 /* --------------------------------------------------- CSR up and back down */
 
 START_TEST(test_round_trip)
@@ -526,6 +559,7 @@ static Suite *cuda_toolkit_suite(int have_gpu)
         tcase_add_test(tc, test_scans);
         tcase_add_test(tc, test_transpose);
         tcase_add_test(tc, test_sort_rows);
+        tcase_add_test(tc, test_pattern_power);
         tcase_add_test(tc, test_round_trip);
         tcase_add_test(tc, test_read_words);
         tcase_add_test(tc, test_mat_diagonal);

@@ -68,6 +68,14 @@ int gs_dcsr_transpose_rows(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT);
 int gs_dcsr_transpose_fill(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk);
 int gs_dcsr_transpose(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk);
 
+/* out = the pattern of (E + |P|)^k when add_identity, of |P|^k otherwise
+ * (k >= 1; P's values are ignored), rows sorted, no values (vsize 0): the
+ * host's gs_csr_pattern_power on the device. k - 1 symbolic products, each
+ * expanded whole before its rows are sorted and deduplicated: device memory
+ * about 8 bytes per entry of the expansion (sum over rows i of X of the
+ * lengths of the rows it meets). Synchronises for each product's size. */
+int gs_dcsr_pattern_power(gs_engine *e, const gs_dcsr *P, int k, int add_identity, gs_dcsr *out);
+
 /* ---------------------------------------------------------------- scans */
 
 /* out[i] = in[0] + ... + in[i] for i < count; out may be in. Up to

@@ -29,6 +29,11 @@ int gs_dsparse_hook_transpose(gs_engine *e, const gs_csr *G, int fp32, int64_t c
  * are not carried (S's are 1). */
 int gs_dsparse_hook_sort_rows(gs_engine *e, const gs_csr *P, gs_csr *S);
 
+/* out = the pattern of (E + |P|)^k (add_identity) or |P|^k
+ * (gs_dcsr_pattern_power); values 1. */
+int gs_dsparse_hook_pattern_power(gs_engine *e, const gs_csr *P, int k, int add_identity,
+                                  gs_csr *out);
+
 /* P uploaded into a gs_dcsr (values fp64, or none where P has none) and
  * brought back by gs_dcsr_download. */
 int gs_dsparse_hook_round_trip(gs_engine *e, const gs_csr *P, gs_csr *out);

@@ -92,6 +92,21 @@ cleanup:
     return status;
 }
 
+extern "C" int gs_dsparse_hook_pattern_power(gs_engine *e, const gs_csr *P, int k,
+                                             int add_identity, gs_csr *out)
+{
+    gs_dcsr d = {}, q = {};
+    int status = GS_OK;
+    GS_TRY(upload_csr(e, P, 0, &d));
+    GS_TRY(poison_pool(e, (size_t)P->nnz * 64 + 4096));
+    GS_TRY(gs_dcsr_pattern_power(e, &d, k, add_identity, &q));
+    GS_TRY(gs_dcsr_download(e, &q, out));
+cleanup:
+    gs_dcsr_free(e, &d);
+    gs_dcsr_free(e, &q);
+    return status;
+}
+
 extern "C" int gs_dsparse_hook_round_trip(gs_engine *e, const gs_csr *P, gs_csr *out)
 {
     gs_dcsr d = {};

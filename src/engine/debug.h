@@ -24,6 +24,10 @@ typedef struct gs_debug {
     /* GS_CUDA_STEPPED_MIN_BYTES=N: matrices of at least N bytes of CSR
      * entries take the stepped layout (0: every one; the sanitizer runs);
      * only where has_stepped_min_bytes is set, else the engine's 64 MiB */
+    /* GS_SPAI_SHARED_CAP=N (N > 0): spai's and gspai-opt's shared-memory
+     * kernels give a thread group at most N bytes, so that larger columns
+     * take the global-memory kernel; 1: every column global; 0: the device's */
+    long long spai_shared_cap;
     int has_stepped_min_bytes;
     size_t stepped_min_bytes;
 } gs_debug;

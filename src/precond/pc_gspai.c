@@ -43,6 +43,15 @@ static int ceil_log2(double x)
  * Table 4 from the column counts of Table 3). */
 static int strategy_auto(int alpha, int beta) { return alpha - beta >= 2 ? 2 : 1; }
 
+int gs_gspai_strategy(double n2max, double n2avg, const char *strategy_param, int *alpha,
+                      int *beta)
+{
+    *alpha = ceil_log2(n2max), *beta = ceil_log2(n2avg);
+    if (strcmp(strategy_param, "s1") == 0) return 1;
+    if (strcmp(strategy_param, "s2") == 0) return 2;
+    return strategy_auto(*alpha, *beta);
+}
+
 /* Pre-GSPAI: n1_k, n2_k, alpha, beta and the strategy, into the report. */
 static int gspai_dimensions(gs_pc *pc, const gs_csr *AT, const gs_csr *MT,
                             const char *strategy_param, int *strategy_out, gs_error *err)
@@ -51,10 +60,8 @@ static int gspai_dimensions(gs_pc *pc, const gs_csr *AT, const gs_csr *MT,
     int status = gs_spai_n1_sizes(AT, MT, &sizes, err);
     if (status != GS_OK) return status;
     gs_spai_n2_sizes(MT, &sizes);
-    const int alpha = ceil_log2(sizes.n2max), beta = ceil_log2(sizes.n2avg);
-    int strategy = strategy_auto(alpha, beta);
-    if (strcmp(strategy_param, "s1") == 0) strategy = 1;
-    if (strcmp(strategy_param, "s2") == 0) strategy = 2;
+    int alpha, beta;
+    const int strategy = gs_gspai_strategy(sizes.n2max, sizes.n2avg, strategy_param, &alpha, &beta);
     gs_spai_report_sizes(pc, &sizes);
     gs_kv_num(&pc->extra, "alpha", alpha);
     gs_kv_num(&pc->extra, "beta", beta);

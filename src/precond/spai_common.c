@@ -99,13 +99,11 @@ int gs_spai_n1_sizes(const gs_csr *AT, const gs_csr *MT, gs_spai_sizes *sizes, g
     return GS_OK;
 }
 
-/* How column k failed (0: it did not). */
-enum { COLUMN_OK = 0, COLUMN_NOMEM, COLUMN_RANK, COLUMN_ZERO };
 
 typedef struct column_failure {
     int32_t k;      /* column of M, INT32_MAX when none failed */
     int kind;
-    int32_t a_col;  /* COLUMN_RANK: the dependent column of A */
+    int32_t a_col;  /* GS_SPAI_COLUMN_RANK: the dependent column of A */
     int32_t n1, n2;
 } column_failure;
 
@@ -115,15 +113,15 @@ static int column_solve(const gs_csr *AT, int32_t k, const int32_t *J, int32_t n
 {
     const int32_t n1 = row_set_build(AT, J, n2, w);
     size_t need = (size_t)n1 * (size_t)n2;
-    int kind = COLUMN_OK;
+    int kind = GS_SPAI_COLUMN_OK;
     f->n1 = n1, f->n2 = n2;
     if (need > w->ahat_capacity) {
         free(w->Ahat);
         w->Ahat = malloc(need * sizeof(double));
         w->ahat_capacity = w->Ahat ? need : 0;
-        if (!w->Ahat) kind = COLUMN_NOMEM;
+        if (!w->Ahat) kind = GS_SPAI_COLUMN_NOMEM;
     }
-    if (kind == COLUMN_OK) {
+    if (kind == GS_SPAI_COLUMN_OK) {
         if (need) memset(w->Ahat, 0, need * sizeof(double));
         for (int32_t jj = 0; jj < n2; jj++)                     /* Ahat = A(I,J) */
             for (int64_t p = AT->row_ptr[J[jj]]; p < AT->row_ptr[J[jj] + 1]; p++)
@@ -132,51 +130,57 @@ static int column_solve(const gs_csr *AT, int32_t k, const int32_t *J, int32_t n
         if (w->local[k] >= 0) w->rhs[w->local[k]] = 1.0;        /* e_k(I) */
         int rc = gs_lsq_solve(n1, n2, w->Ahat, w->rhs, mk);
         if (rc > 0)
-            kind = COLUMN_RANK, f->a_col = J[rc - 1];
+            kind = GS_SPAI_COLUMN_RANK, f->a_col = J[rc - 1];
         else if (w->local[k] < 0)                               /* e_k(I) = 0: m_k = 0 */
-            kind = COLUMN_ZERO;
+            kind = GS_SPAI_COLUMN_ZERO;
     }
     row_set_clear(w, n1);
     return kind;
 }
 
-static int failure_report(const column_failure *f, const char *who, const char *hint,
-                          gs_error *err)
+int gs_spai_column_failure(int kind, int32_t k, int32_t n1, int32_t n2, int32_t a_col,
+                           const char *who, const char *hint, gs_error *err)
 {
-    if (f->kind == COLUMN_NOMEM)
+    if (kind == GS_SPAI_COLUMN_NOMEM)
         return gs_error_set(err, GS_ERR_NOMEM,
                             "%s: column %d of M: out of host memory for its %d x %d local "
                             "least-squares matrix A(I,J)",
-                            who, (int)f->k + 1, (int)f->n1, (int)f->n2);
-    if (f->kind == COLUMN_RANK)
+                            who, (int)k + 1, (int)n1, (int)n2);
+    if (kind == GS_SPAI_COLUMN_RANK)
         return gs_error_set(err, GS_ERR_NUMERIC,
                             "%s: column %d of M: the %d x %d local least-squares matrix A(I,J) "
                             "is rank deficient: column %d of A is zero or linearly dependent "
                             "on the other columns in J, so A is (numerically) singular",
-                            who, (int)f->k + 1, (int)f->n1, (int)f->n2, (int)f->a_col + 1);
+                            who, (int)k + 1, (int)n1, (int)n2, (int)a_col + 1);
     return gs_error_set(err, GS_ERR_NUMERIC,
                         "%s: column %d of M would be zero, leaving M singular: row %d of A has "
                         "no entry in the columns J chosen for it (a_%d,%d is zero and no "
                         "off-diagonal entry matches); %s",
-                        who, (int)f->k + 1, (int)f->k + 1, (int)f->k + 1, (int)f->k + 1, hint);
+                        who, (int)k + 1, (int)k + 1, (int)k + 1, (int)k + 1, hint);
+}
+
+static int failure_report(const column_failure *f, const char *who, const char *hint,
+                          gs_error *err)
+{
+    return gs_spai_column_failure(f->kind, f->k, f->n1, f->n2, f->a_col, who, hint, err);
 }
 
 int gs_spai_solve_columns(const gs_csr *AT, gs_csr *MT, const char *who, const char *hint,
                           gs_error *err)
 {
     const int32_t n = MT->n_rows;
-    column_failure first = {INT32_MAX, COLUMN_OK, -1, 0, 0};
+    column_failure first = {INT32_MAX, GS_SPAI_COLUMN_OK, -1, 0, 0};
 #pragma omp parallel
     {
         column_work w;
         int ok = work_init(&w, n) == 0;
 #pragma omp for schedule(dynamic, 16)
         for (int32_t k = 0; k < n; k++) {
-            column_failure f = {k, COLUMN_NOMEM, -1, 0, 0};
+            column_failure f = {k, GS_SPAI_COLUMN_NOMEM, -1, 0, 0};
             const int64_t start = MT->row_ptr[k];
             const int32_t n2 = (int32_t)(MT->row_ptr[k + 1] - start);
             if (ok) f.kind = column_solve(AT, k, MT->col + start, n2, MT->val + start, &w, &f);
-            if (f.kind != COLUMN_OK) {
+            if (f.kind != GS_SPAI_COLUMN_OK) {
 #pragma omp critical(gs_spai_first_failure)
                 if (k < first.k) first = f; /* the lowest column, whatever the schedule */
             }

@@ -34,6 +34,21 @@ int gs_spai_n1_sizes(const gs_csr *AT, const gs_csr *MT, gs_spai_sizes *sizes, g
 int gs_spai_solve_columns(const gs_csr *AT, gs_csr *MT, const char *who, const char *hint,
                           gs_error *err);
 
+/* How column k of M failed, and the message both engines give for it
+ * (GS_ERR_NOMEM for GS_SPAI_COLUMN_NOMEM, else GS_ERR_NUMERIC): k is the
+ * column of M (0-based), n1 x n2 its local matrix, a_col the column of A
+ * found dependent (GS_SPAI_COLUMN_RANK). Returns the status set. */
+enum { GS_SPAI_COLUMN_OK = 0, GS_SPAI_COLUMN_NOMEM, GS_SPAI_COLUMN_RANK, GS_SPAI_COLUMN_ZERO };
+int gs_spai_column_failure(int kind, int32_t k, int32_t n1, int32_t n2, int32_t a_col,
+                           const char *who, const char *hint, gs_error *err);
+
+/* gspai-opt's strategy rule (pc_gspai.c): alpha, beta with
+ * 2^(alpha-1) < n2max <= 2^alpha, 2^(beta-1) < n2avg <= 2^beta, and the
+ * strategy (1: S1, 2: S2) from them, or as forced by strategy_param
+ * ("auto", "s1", "s2"). */
+int gs_gspai_strategy(double n2max, double n2avg, const char *strategy_param, int *alpha,
+                      int *beta);
+
 /* M = (MT)^T on the host, values rounded to fp32 when prec is GS_FP32 (so
  * the host copy equals what the engine stores). MT is freed. */
 int gs_spai_assemble(gs_csr *MT, gs_precision prec, gs_csr *M, gs_error *err);

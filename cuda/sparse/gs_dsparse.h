@@ -68,6 +68,18 @@ int gs_dcsr_transpose_rows(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT);
 int gs_dcsr_transpose_fill(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk);
 int gs_dcsr_transpose(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk);
 
+/* A (square, fp64 values, rows sorted, every diagonal entry stored) split
+ * into L = its strict lower part plus a stored unit diagonal and U = its
+ * diagonal and upper part (the factors of an in-place ILU(0)); L and U are
+ * allocated here. One host round trip (nnz(L)). */
+int gs_dcsr_split_lu(gs_engine *e, const gs_dcsr *A, gs_dcsr *L, gs_dcsr *U);
+
+/* P = the pattern of |T|^k, k >= 1, rows sorted (T's rows sorted; its
+ * values unused; no identity added): k - 1 symbolic products, each row
+ * expanded into device memory, sorted and made unique (any row length).
+ * Two host round trips a product (the sizes). P is allocated here. */
+int gs_dcsr_pattern_power(gs_engine *e, const gs_dcsr *T, int k, gs_dcsr *P);
+
 /* ---------------------------------------------------------------- scans */
 
 /* out[i] = in[0] + ... + in[i] for i < count; out may be in. Up to

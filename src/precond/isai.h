@@ -25,6 +25,10 @@ typedef struct gs_isai_data {
     gs_vec *y, *t;             /* y = L-stage result; t = sweep residual */
     long power, sweeps;
     int exact, scaled, ilu_sweeps;
+    /* The CUDA setup's device copies of L and U where no engine matrix holds
+     * them (for --save-precond), freed by device_free; NULL for the CPU setup. */
+    void *device;
+    void (*device_free)(gs_pc *pc);
 } gs_isai_data;
 
 /* What the report needs of the four matrices (either setup's copies). */
@@ -40,6 +44,10 @@ void gs_isai_destroy(gs_pc *pc);
 /* nnz, apply_bytes, description, report items, symmetric = 0. */
 void gs_isai_describe(gs_pc *pc, const gs_isai_data *d, const gs_isai_sizes *s);
 /* The y and t vectors the apply uses. */
+/* The scaling and ILU(0) of the CPU reference, run for their verdict only:
+ * a GPU setup whose device checks flagged a failure calls it for the
+ * reference's status and message (GS_OK: the reference does not fail). */
+int gs_isai_host_factor_check(const gs_csr *A, const gs_isai_options *o, gs_error *err);
 int gs_isai_vectors(gs_pc *pc, gs_isai_data *d, int32_t n);
 
 #endif

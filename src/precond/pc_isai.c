@@ -205,6 +205,7 @@ void gs_isai_destroy(gs_pc *pc)
     gs_csr_free(&d->U);
     gs_csr_free(&d->ML);
     gs_csr_free(&d->MU);
+    if (d->device_free) d->device_free(pc);
     free(d);
 }
 
@@ -261,6 +262,28 @@ int gs_isai_check_params(const gs_params *params, gs_error *err)
         status = gs_error_set(err, GS_ERR_USAGE, "--%s %ld has no effect with --trisolve exact",
                               o.sweeps > 0 ? "isai-sweeps" : "isai-power",
                               o.sweeps > 0 ? o.sweeps : o.power);
+    return status;
+}
+
+int gs_isai_host_factor_check(const gs_csr *A, const isai_options *o, gs_error *err)
+{
+    gs_csr As = {0}, L = {0}, U = {0};
+    double *s = NULL;
+    int status = GS_OK;
+    if (o->scale) {
+        s = gs_malloc((size_t)A->n_rows * sizeof *s + 1, "isai scaling", err);
+        if (!s) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(isai_scale(A, s, &As, err));
+    }
+    if (o->ilu_sweeps > 0)
+        GS_TRY(gs_ilu0_sweeps(o->scale ? &As : A, o->ilu_sweeps, &L, &U, err));
+    else
+        GS_TRY(gs_ilu0(o->scale ? &As : A, &L, &U, err));
+cleanup:
+    gs_csr_free(&As);
+    gs_csr_free(&L);
+    gs_csr_free(&U);
+    free(s);
     return status;
 }
 

@@ -121,6 +121,7 @@ int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_jacobi_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_jacobi_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/precond/jacobi.cu */
 int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);   /* cuda/precond/fsai.cu */
+int gs_isai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);   /* cuda/precond/isai.cu */
 
 /* The papers' preconditioners: parameters and CPU reference setups
  * (src/pc_<name>.c); CUDA setups (cuda/<name>.cu) are declared there. */

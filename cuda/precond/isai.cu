@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "isai_cuda.h"
+#include "isai_hooks.h"
 
 extern "C" {
 #include "mmio.h"
@@ -361,4 +362,28 @@ extern "C" int gs_isai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     pc->save = isai_cuda_save;
 cleanup:
     return gs_pc_setup_exit(pc, status, err);
+}
+
+/* ----------------------------------------------------------- test hook */
+
+extern "C" int gs_isai_cuda_hook_generate(gs_engine *e, const gs_csr *T, int lower, int k,
+                                          gs_csr *M, int64_t *longest, int32_t *bad_column)
+{
+    gs_dcsr dT = {}, dM = {};
+    void *poison = NULL;
+    const size_t poison_bytes = (size_t)T->nnz * 64 + ((size_t)T->n_rows + 1) * 64 + 4096;
+    int status = GS_OK;
+    GS_TRY(isai_upload_A(e, T, &dT));
+    /* NaN-filled memory freed just before the generation allocates */
+    GS_TRY(gs_cuda_alloc(e, &poison, poison_bytes, "hook: poison"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(poison, 0xFF, poison_bytes, gs_cuda_of(e)->stream)));
+    gs_cuda_free(e, poison, poison_bytes);
+    poison = NULL;
+    GS_TRY(isai_cuda_generate(e, &dT, lower, k, &dM, longest, bad_column));
+    GS_TRY(gs_dcsr_download(e, &dM, M));
+cleanup:
+    gs_cuda_free(e, poison, poison_bytes);
+    gs_dcsr_free(e, &dT);
+    gs_dcsr_free(e, &dM);
+    return status;
 }

@@ -43,6 +43,14 @@ int gs_dsparse_hook_read_words(gs_engine *e, const uint64_t *words, int64_t tota
 int gs_dsparse_hook_diagonal(gs_engine *e, const gs_mat *A, int invert, double *out,
                              int *first_zero);
 
+/* L, U = A split by gs_dcsr_split_lu (A square, sorted rows, every
+ * diagonal stored; values fp64), the device pool poisoned first. */
+int gs_dsparse_hook_split_lu(gs_engine *e, const gs_csr *A, gs_csr *L, gs_csr *U);
+
+/* P = the pattern of |T|^k by gs_dcsr_pattern_power (values 1), the device
+ * pool poisoned first. */
+int gs_dsparse_hook_pattern_power(gs_engine *e, const gs_csr *T, int k, gs_csr *P);
+
 #ifdef __cplusplus
 }
 #endif

@@ -83,8 +83,8 @@ static void isai_column_upper(const gs_csr *T, const int32_t *rows, int64_t m, d
 /* M ~ T^-1 on the pattern of |T|^k, T triangular with its diagonal stored.
  * Columns are independent (the paper's batch): OpenMP over columns. The
  * columns are built as the rows of M^T, then transposed. */
-static int isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
-                         gs_error *err)
+int gs_isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
+                     gs_error *err)
 {
     gs_csr S = {0}, MT = {0};
     int status = GS_OK;
@@ -311,10 +311,10 @@ static int isai_build_host(gs_pc *pc, const gs_csr *A, const isai_options *o, is
     GS_TRY(gs_pc_stage_end(pc, "ilu0", t0));
     if (!o->exact) {
         t0 = gs_pc_stage_begin(pc);
-        GS_TRY(isai_generate(&d->L, 1, (int)o->power, &d->ML, &longest_L, err));
+        GS_TRY(gs_isai_generate(&d->L, 1, (int)o->power, &d->ML, &longest_L, err));
         GS_TRY(gs_pc_stage_end(pc, "isai L", t0));
         t0 = gs_pc_stage_begin(pc);
-        GS_TRY(isai_generate(&d->U, 0, (int)o->power, &d->MU, &longest_U, err));
+        GS_TRY(gs_isai_generate(&d->U, 0, (int)o->power, &d->MU, &longest_U, err));
         GS_TRY(gs_pc_stage_end(pc, "isai U", t0));
         gs_kv_num(&pc->extra, "ML_longest_column", (double)longest_L);
         gs_kv_num(&pc->extra, "MU_longest_column", (double)longest_U);

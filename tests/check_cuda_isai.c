@@ -298,7 +298,7 @@ END_TEST
 START_TEST(test_real)
 {
     const char *names[] = {"sherman5", "sherman1", "pores_1", "nos3", "bcsstk08", "orsirr_1",
-                           "e05r0000", "fs_541_1", "mhd1280b", "watt_2", "cage5",
+                           "e05r0000", "fs_541_1", "watt_2", "cage5",
                            "Trefethen_500", "gr_30_30", "hor_131", "steam1"};
     int ran = 0;
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {

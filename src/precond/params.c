@@ -60,8 +60,9 @@ static int is_choice(const char *choices, const char *text)
     for (const char *c = choices; c;) {
         const char *bar = strchr(c, '|');
         const size_t clen = bar ? (size_t)(bar - c) : strlen(c);
-        if (clen == len && strncmp(c, text, len) == 0) return 1;
-        if (is_counted_choice(c, clen, text)) return 1;
+        const int counted = clen >= 3 && strncmp(c + clen - 2, ":N", 2) == 0;
+        if (!counted && clen == len && strncmp(c, text, len) == 0) return 1;
+        if (counted && is_counted_choice(c, clen, text)) return 1;
         c = bar ? bar + 1 : NULL;
     }
     return 0;

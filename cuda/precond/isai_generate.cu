@@ -7,7 +7,9 @@
  * src/precond/pc_isai.c.
  *
  * The columns of M are the rows of M^T = pattern of |T^T|^k: T is transposed
- * first (toolkit), so that each group reads its pattern J as one sorted row.
+ * first (toolkit), so that each group reads its pattern J as one sorted row;
+ * M^T is transposed back (ISAI(1): M has T's pattern, and the values are
+ * scattered to T's positions instead, one sort fewer).
  * Every lane (thread) p of a group owns row J_p of the small system and walks
  * row J_p of T (by rows, sorted) with one pointer, merging it with J as the
  * substitution goes: at step q it finds t_{J_p J_q} (the paper's "traverse
@@ -347,6 +349,71 @@ cleanup:
     return status;
 }
 
+/* ISAI(1): M has T's own pattern, so instead of transposing M^T back, T is
+ * transposed once with each entry's position as its value (exact in a double
+ * below 2^53): row j of T^T then gives column j's pattern, and where each
+ * value of M^T goes in M. */
+__global__ void isai_positions_kernel(int64_t nnz, double *__restrict__ pos)
+{
+    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q < nnz) pos[q] = (double)q;
+}
+
+__global__ void isai_scatter_kernel(int64_t nnz, const double *__restrict__ pos,
+                                    const double *__restrict__ mt, double *__restrict__ m)
+{
+    const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q < nnz) m[(int64_t)pos[q]] = mt[q]; /* m_{J_p j} of column j, at T's position */
+}
+
+/* M^T's pattern (rows: the columns of M): k = 1 T^T's (MT aliases TT's rp,
+ * col; TT's values the positions in T), else |T^T|^k. */
+static int isai_columns_pattern(gs_engine *e, const gs_dcsr *T, int k, gs_dcsr *TT, gs_dcsr *MT)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    double *pos = NULL;
+    int status = GS_OK;
+    if (k > 1) {
+        GS_TRY(gs_dcsr_transpose(e, T, TT, 0));       /* row j of TT: column j of T */
+        GS_TRY(gs_dcsr_pattern_power(e, TT, k, MT)); /* row j of MT: column j of M */
+        goto cleanup;
+    }
+    {
+        gs_dcsr P = *T;
+        GS_TRY(gs_cuda_alloc(e, &pos, (size_t)T->nnz * sizeof(double), "isai: positions in T"));
+        GS_TRY(CUDA_LAUNCH(&e->err, isai_positions_kernel, gs_dblocks(T->nnz, 256), 256, 0,
+                           c->stream, T->nnz, pos));
+        P.val = pos;
+        P.vsize = sizeof(double);
+        GS_TRY(gs_dcsr_transpose(e, &P, TT, 0));
+    }
+    MT->n = TT->n, MT->nnz = TT->nnz, MT->rp = TT->rp, MT->col = TT->col; /* aliases */
+cleanup:
+    gs_cuda_free(e, pos, (size_t)T->nnz * sizeof(double)); /* stream-ordered */
+    return status;
+}
+
+/* M by rows from M^T: k = 1 T's pattern with the values scattered, else the
+ * toolkit's transpose. */
+static int isai_rows(gs_engine *e, const gs_dcsr *T, int k, const gs_dcsr *TT, const gs_dcsr *MT,
+                     gs_dcsr *M)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int status = GS_OK;
+    if (k > 1) return gs_dcsr_transpose(e, MT, M, 0);
+    GS_TRY(gs_dcsr_alloc_rows(e, M, T->n, "isai: row pointers of M"));
+    GS_TRY(gs_dcsr_alloc_entries(e, M, T->nnz, sizeof(double), "isai: M"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(M->rp, T->rp, ((size_t)T->n + 1) * sizeof(int64_t),
+                                              cudaMemcpyDeviceToDevice, c->stream)));
+    if (T->nnz > 0)
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(M->col, T->col, (size_t)T->nnz * sizeof(int32_t),
+                                                  cudaMemcpyDeviceToDevice, c->stream)));
+    GS_TRY(CUDA_LAUNCH(&e->err, isai_scatter_kernel, gs_dblocks(T->nnz, 256), 256, 0, c->stream,
+                       T->nnz, (const double *)TT->val, (const double *)MT->val, (double *)M->val));
+cleanup:
+    return status;
+}
+
 int isai_cuda_generate(gs_engine *e, const gs_dcsr *T, int lower, int k, gs_dcsr *M,
                        int64_t *longest, int32_t *bad_column)
 {
@@ -359,8 +426,7 @@ int isai_cuda_generate(gs_engine *e, const gs_dcsr *T, int lower, int k, gs_dcsr
     uint64_t words[3] = {0, 0, 0};
     *longest = 0, *bad_column = 0;
     *M = gs_dcsr{};
-    GS_TRY(gs_dcsr_transpose(e, T, &TT, 0));       /* row j of TT: column j of T */
-    GS_TRY(gs_dcsr_pattern_power(e, &TT, k, &MT)); /* row j of MT: column j of M */
+    GS_TRY(isai_columns_pattern(e, T, k, &TT, &MT));
     GS_TRY(gs_cuda_alloc(e, &MT.val, (size_t)MT.nnz * sizeof(double), "isai: values of M"));
     MT.vsize = sizeof(double);
     GS_TRY(gs_cuda_alloc(e, &list, (size_t)n * sizeof(int32_t), "isai: long columns"));
@@ -390,8 +456,12 @@ int isai_cuda_generate(gs_engine *e, const gs_dcsr *T, int lower, int k, gs_dcsr
         memcpy(&first, &words[2], sizeof first);
         *bad_column = first == 0x7f7f7f7f ? 0 : first;
     }
-    GS_TRY(gs_dcsr_transpose(e, &MT, M, 0)); /* M by rows */
+    GS_TRY(isai_rows(e, T, k, &TT, &MT, M));
 cleanup:
+    if (k == 1) { /* MT's rp and col are TT's */
+        gs_cuda_free(e, MT.val, (size_t)MT.nnz * MT.vsize);
+        MT = gs_dcsr{};
+    }
     gs_dcsr_free(e, &TT);
     gs_dcsr_free(e, &MT);
     gs_cuda_free(e, list, (size_t)n * sizeof(int32_t));

@@ -542,6 +542,98 @@ START_TEST(test_trisolve)
             check_trisolve_on(&T, upper, what);
             gs_csr_free(&T);
         }
+/* ----------------------------------------------- split into L and U */
+
+/* A with a_ii = i + 0.5 stored in every row (random_rows stores it in
+ * every third), rows sorted. */
+static gs_csr with_diagonal(const gs_csr *A)
+{
+    const int64_t cap = A->nnz + A->n_rows;
+    int32_t *ri = calloc((size_t)cap + 1, sizeof(int32_t)), *ci = calloc((size_t)cap + 1, sizeof(int32_t));
+    double *v = calloc((size_t)cap + 1, sizeof(double));
+    int64_t nnz = 0;
+    for (int32_t i = 0; i < A->n_rows; i++) {
+        int diag = 0;
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+            ri[nnz] = i, ci[nnz] = A->col[p], v[nnz++] = A->val[p];
+            diag |= A->col[p] == i;
+        }
+        if (!diag) ri[nnz] = i, ci[nnz] = i, v[nnz++] = i + 0.5;
+    }
+    gs_csr B = {0};
+    gs_error err = {0};
+    ck_assert_msg(gs_csr_from_coo(A->n_rows, A->n_rows, nnz, ri, ci, v, &B, &err) == GS_OK, "%s",
+                  err.msg);
+    free(ri), free(ci), free(v);
+    return B;
+}
+
+START_TEST(test_split_lu)
+{
+    tu_rng r = tu_rng_seed(21);
+    gpu_up();
+    /* a warp's and a block's worth of rows, rows longer than a warp */
+    const int32_t sizes[] = {1, 33, 257, 3000};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        const int32_t n = sizes[t];
+        gs_csr R = random_rows(&r, n, n < 100 ? 0.2 : 0.004, n / 2, n > 40 ? 40 : n, 0);
+        gs_csr A = with_diagonal(&R), L = {0}, U = {0}, wantL = {0}, wantU = {0};
+        gs_error err = {0};
+        ck_assert_int_eq(gs_csr_lower(&A, 0, &wantL, &err), GS_OK);
+        ck_assert_int_eq(gs_csr_upper(&A, 1, &wantU, &err), GS_OK);
+        /* host reference of L: strict lower part plus a stored 1 on the diagonal */
+        gs_csr unitL = {0};
+        ck_assert_int_eq(gs_csr_alloc(n, n, wantL.nnz + n, 1, &unitL, &err), GS_OK);
+        int64_t q = 0;
+        for (int32_t i = 0; i < n; i++) {
+            for (int64_t p = wantL.row_ptr[i]; p < wantL.row_ptr[i + 1]; p++, q++)
+                unitL.col[q] = wantL.col[p], unitL.val[q] = wantL.val[p];
+            unitL.col[q] = i, unitL.val[q++] = 1.0;
+            unitL.row_ptr[i + 1] = q;
+        }
+        ck_assert_msg(gs_dsparse_hook_split_lu(gpu, &A, &L, &U) == GS_OK, "%s", gpu->err.msg);
+        char what[64];
+        snprintf(what, sizeof what, "split L of %d x %d", n, n);
+        tu_assert_same_csr(&unitL, &L, what);
+        snprintf(what, sizeof what, "split U of %d x %d", n, n);
+        tu_assert_same_csr(&wantU, &U, what);
+        gs_csr_free(&R), gs_csr_free(&A), gs_csr_free(&L), gs_csr_free(&U);
+        gs_csr_free(&wantL), gs_csr_free(&wantU), gs_csr_free(&unitL);
+    }
+    gpu_down();
+}
+END_TEST
+
+/* ------------------------------------------------------ pattern power */
+
+START_TEST(test_pattern_power_long_rows)
+{
+    tu_rng r = tu_rng_seed(33);
+    gpu_up();
+    /* lower triangles (ISAI's use) and a general matrix; a long row and,
+     * in the triangle, long columns: expanded rows of thousands */
+    const int32_t sizes[] = {1, 40, 300, 2500};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        const int32_t n = sizes[t];
+        gs_csr R = random_rows(&r, n, n < 100 ? 0.1 : 0.003, n - 1, n > 600 ? 600 : n, 0);
+        gs_csr A = with_diagonal(&R), T = {0};
+        gs_error err = {0};
+        ck_assert_int_eq(gs_csr_lower(&A, 1, &T, &err), GS_OK);
+        for (int general = 0; general < 2; general++)
+            for (int k = 1; k <= 3; k++) {
+                const gs_csr *X = general ? &A : &T;
+                if (general && k == 3 && n > 1000) continue; /* dense: nothing new */
+                gs_csr want = {0}, got = {0};
+                ck_assert_int_eq(gs_csr_pattern_power(X, k, 0, &want, &err), GS_OK);
+                ck_assert_msg(gs_dsparse_hook_pattern_power(gpu, X, k, 0, &got) == GS_OK, "%s",
+                              gpu->err.msg);
+                char what[80];
+                snprintf(what, sizeof what, "|%s|^%d of %d x %d", general ? "A" : "L", k, n, n);
+                assert_same_pattern(&want, &got, what);
+                gs_csr_free(&want), gs_csr_free(&got);
+            }
+        gs_csr_free(&R), gs_csr_free(&A), gs_csr_free(&T);
+    }
     gpu_down();
 }
 END_TEST
@@ -564,6 +656,8 @@ static Suite *cuda_toolkit_suite(int have_gpu)
         tcase_add_test(tc, test_read_words);
         tcase_add_test(tc, test_mat_diagonal);
         tcase_add_test(tc, test_trisolve);
+        tcase_add_test(tc, test_split_lu);
+        tcase_add_test(tc, test_pattern_power_long_rows);
     }
 #else
     (void)have_gpu;

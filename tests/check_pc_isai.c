@@ -668,7 +668,10 @@ START_TEST(bad_parameters_named)
     static const tu_bad_param bad[] = {
         {"isai-power", "0", NULL},  {"isai-power", "9", NULL},    {"isai-power", "two", NULL},
         {"isai-sweeps", "-1", NULL}, {"isai-sweeps", "101", NULL}, {"trisolve", "cusparse", NULL},
-        {"scale", "maybe", NULL},    {"omega", "1", NULL},         {NULL, NULL, NULL}};
+        {"scale", "maybe", NULL},    {"omega", "1", NULL},         {"ilu", "sweeps:0", NULL},
+        {"ilu", "sweeps:1001", NULL}, {"ilu", "sweeps:", NULL},    {"ilu", "sweeps:x", NULL},
+        {"ilu", "sweeps:-2", NULL},  {"ilu", "exactly", NULL},     {"ilu", "sweeps:N", NULL},
+        {NULL, NULL, NULL}};
     tu_pc_expect_bad_params(&A, "isai", bad);
     /* exact triangular solves build no ISAI: its options would be ignored */
     const char *sweeps[] = {"trisolve", "exact", "isai-sweeps", "2", NULL};
@@ -676,6 +679,57 @@ START_TEST(bad_parameters_named)
     const char *power[] = {"trisolve", "exact", "isai-power", "2", NULL};
     expect_failure(&A, power, GS_ERR_USAGE, "--isai-power 2 has no effect");
     gs_csr_free(&A);
+}
+END_TEST
+
+/* The fixed-point ILU(0) (Chow-Patel, Jacobi order): the exact ILU(0) is its
+ * fixed point, reached once the sweeps outnumber the elimination's depth
+ * (here far fewer than 200 on a 6^3 grid); a single sweep is not yet it; the
+ * setup reports the sweeps and takes them through --ilu sweeps:N. */
+START_TEST(ilu0_sweeps_converge_to_ilu0)
+{
+    const char *specs[] = {"convdiff3d:6", "poisson3d27:5"};
+    for (int s = 0; s < 2; s++) {
+        gs_csr A = tu_generated(specs[s]), L = {0}, U = {0}, L1 = {0}, U1 = {0}, Ls = {0}, Us = {0};
+        gs_error err = {0};
+        ck_assert_int_eq(gs_ilu0(&A, &L, &U, &err), GS_OK);
+        ck_assert_msg(gs_ilu0_sweeps(&A, 200, &Ls, &Us, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(gs_ilu0_sweeps(&A, 1, &L1, &U1, &err) == GS_OK, "%s", err.msg);
+        ck_assert_int_eq(Ls.nnz, L.nnz);
+        ck_assert_int_eq(Us.nnz, U.nnz);
+        double worst = 0.0, moved = 0.0;
+        for (int64_t p = 0; p < L.nnz; p++) {
+            ck_assert_int_eq(Ls.col[p], L.col[p]);
+            worst = fmax(worst, fabs(Ls.val[p] - L.val[p]) / (1.0 + fabs(L.val[p])));
+            moved = fmax(moved, fabs(L1.val[p] - L.val[p]));
+        }
+        for (int64_t p = 0; p < U.nnz; p++) {
+            ck_assert_int_eq(Us.col[p], U.col[p]);
+            worst = fmax(worst, fabs(Us.val[p] - U.val[p]) / (1.0 + fabs(U.val[p])));
+            moved = fmax(moved, fabs(U1.val[p] - U.val[p]));
+        }
+        ck_assert_msg(worst <= 1e-13, "%s: 200 sweeps are %.3g from ILU(0)", specs[s], worst);
+        ck_assert_msg(moved > 1e-6, "%s: one sweep is already ILU(0) (%.3g)", specs[s], moved);
+        gs_csr_free(&A), gs_csr_free(&L), gs_csr_free(&U), gs_csr_free(&L1), gs_csr_free(&U1);
+        gs_csr_free(&Ls), gs_csr_free(&Us);
+    }
+    /* through the setup: the report names the sweeps; a zero pivot is named */
+    gs_csr A = tu_generated("convdiff3d:6");
+    const char *kv[] = {"ilu", "sweeps:3", NULL};
+    gs_params p = tu_params(kv);
+    tu_pc_run r;
+    tu_pc_build_ok(&A, "isai", &p, &r);
+    ck_assert_double_eq(tu_pc_extra(r.pc, "ilu_sweeps")->num, 3.0);
+    ck_assert_msg(strstr(r.pc->description, "ilu=sweeps:3") != NULL, "%s", r.pc->description);
+    tu_pc_release(&r);
+    gs_csr_free(&A);
+    const int32_t ri[] = {0, 0, 1, 1}, ci[] = {0, 1, 0, 1};
+    const double v[] = {1, 1, 1, 1};
+    gs_csr B = tu_from_triplets(2, 2, 4, ri, ci, v);
+    const char *noscale[] = {"ilu", "sweeps:2", "scale", "no", NULL};
+    gs_params q = tu_params(noscale);
+    tu_pc_expect_failure(&B, "isai", &q, GS_ERR_NUMERIC, "zero pivot u_2,2 in row 2", NULL);
+    gs_csr_free(&B);
 }
 END_TEST
 
@@ -726,6 +780,7 @@ int main(void)
     tcase_add_test(t, fewer_iterations_than_jacobi);
     tcase_add_test(t, bad_input_named);
     tcase_add_test(t, bad_parameters_named);
+    tcase_add_test(t, ilu0_sweeps_converge_to_ilu0);
     tcase_add_test(t, report_items);
     tcase_add_test(t, allocation_failures_reported);
     return tu_run_suite(s);

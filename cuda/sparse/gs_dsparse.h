@@ -76,6 +76,13 @@ int gs_dcsr_transpose(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk
  * lengths of the rows it meets). Synchronises for each product's size. */
 int gs_dcsr_pattern_power(gs_engine *e, const gs_dcsr *P, int k, int add_identity, gs_dcsr *out);
 
+/* A (square, fp64 values, rows sorted, every diagonal entry stored) split
+ * into L = its strict lower part plus a stored unit diagonal and U = its
+ * diagonal and upper part (the factors of an in-place ILU(0)); L and U are
+ * allocated here. One host round trip (nnz(L)). */
+int gs_dcsr_split_lu(gs_engine *e, const gs_dcsr *A, gs_dcsr *L, gs_dcsr *U);
+
+
 /* ---------------------------------------------------------------- scans */
 
 /* out[i] = in[0] + ... + in[i] for i < count; out may be in. Up to

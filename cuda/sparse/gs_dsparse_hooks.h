@@ -56,6 +56,11 @@ int gs_dsparse_hook_trisolve(gs_engine *e, const gs_csr *T, int upper, int level
                              const double *s, const double *b, int solves, double *x,
                              int32_t *level, int32_t *n_levels);
 
+/* L, U = A split by gs_dcsr_split_lu (A square, sorted rows, every
+ * diagonal stored; values fp64), the device pool poisoned first. */
+int gs_dsparse_hook_split_lu(gs_engine *e, const gs_csr *A, gs_csr *L, gs_csr *U);
+
+
 #ifdef __cplusplus
 }
 #endif

@@ -161,3 +161,19 @@ cleanup:
     gs_cuda_free(e, d_zero, sizeof(int));
     return status;
 }
+
+extern "C" int gs_dsparse_hook_split_lu(gs_engine *e, const gs_csr *A, gs_csr *L, gs_csr *U)
+{
+    gs_dcsr d = {}, dL = {}, dU = {};
+    int status = GS_OK;
+    GS_TRY(upload_csr(e, A, sizeof(double), &d));
+    GS_TRY(poison_pool(e, ((size_t)A->n_rows + 1) * 16 + ((size_t)A->nnz + A->n_rows) * 24 + 4096));
+    GS_TRY(gs_dcsr_split_lu(e, &d, &dL, &dU));
+    GS_TRY(gs_dcsr_download(e, &dL, L));
+    GS_TRY(gs_dcsr_download(e, &dU, U));
+cleanup:
+    gs_dcsr_free(e, &d);
+    gs_dcsr_free(e, &dL);
+    gs_dcsr_free(e, &dU);
+    return status;
+}

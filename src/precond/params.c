@@ -40,13 +40,29 @@ const gs_param_decl *gs_param_find(const gs_param_decl *decls, const char *name)
 }
 
 /* 1 if text is one of the '|'-separated choices. */
+/* A choice item "word:N" takes "word:" and a whole number in [1, 1000]
+ * (isai's --ilu sweeps:N); every other item is matched as it is. */
+static int is_counted_choice(const char *item, size_t ilen, const char *text)
+{
+    if (ilen < 3 || strncmp(item + ilen - 2, ":N", 2) != 0) return 0;
+    const size_t word = ilen - 1; /* "word:" */
+    if (strncmp(item, text, word) != 0) return 0;
+    const char *digits = text + word;
+    if (strlen(digits) == 0 || strlen(digits) > 4 || strspn(digits, "0123456789") != strlen(digits))
+        return 0;
+    const long count = strtol(digits, NULL, 10);
+    return count >= 1 && count <= 1000;
+}
+
 static int is_choice(const char *choices, const char *text)
 {
     const size_t len = strlen(text);
     for (const char *c = choices; c;) {
         const char *bar = strchr(c, '|');
         const size_t clen = bar ? (size_t)(bar - c) : strlen(c);
-        if (clen == len && strncmp(c, text, len) == 0) return 1;
+        const int counted = clen >= 3 && strncmp(c + clen - 2, ":N", 2) == 0;
+        if (!counted && clen == len && strncmp(c, text, len) == 0) return 1;
+        if (counted && is_counted_choice(c, clen, text)) return 1;
         c = bar ? bar + 1 : NULL;
     }
     return 0;

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "ilu0.h"
+#include "isai.h"
 #include "mmio.h"
-#include "precond.h"
 
 const gs_param_decl gs_isai_params[] = {
     GS_PARAM_INT_DECL("isai-power", 1, 8, "1",
@@ -31,17 +31,14 @@ const gs_param_decl gs_isai_params[] = {
     GS_PARAM_CHOICE_DECL("scale", "yes|no", "yes",
                          "factorise S A S with S = diag(|a_ii|)^-1/2 (unit diagonal), then map "
                          "the factors back so M acts on A"),
+    GS_PARAM_CHOICE_DECL("ilu", "exact|sweeps:N", "exact",
+                         "ILU(0) exact (level-scheduled on the GPU), or N fixed-point sweeps "
+                         "(Chow-Patel), 1 <= N <= 1000"),
     GS_PARAM_DECL_END,
 };
 
-typedef struct isai_data {
-    gs_csr L, U, ML, MU;       /* host factors of A itself (also when scaled) */
-    gs_mat *L_eng, *U_eng;     /* for sweeps and exact solves, else NULL */
-    gs_mat *ML_eng, *MU_eng;   /* for the ISAI apply, else NULL */
-    gs_vec *y, *t;             /* y = L-stage result; t = sweep residual */
-    long power, sweeps;
-    int exact, scaled;
-} isai_data;
+typedef gs_isai_data isai_data;
+typedef gs_isai_options isai_options;
 
 /* ---- generation: one small triangular solve per column ---- */
 
@@ -86,8 +83,8 @@ static void isai_column_upper(const gs_csr *T, const int32_t *rows, int64_t m, d
 /* M ~ T^-1 on the pattern of |T|^k, T triangular with its diagonal stored.
  * Columns are independent (the paper's batch): OpenMP over columns. The
  * columns are built as the rows of M^T, then transposed. */
-static int isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
-                         gs_error *err)
+int gs_isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
+                     gs_error *err)
 {
     gs_csr S = {0}, MT = {0};
     int status = GS_OK;
@@ -181,7 +178,7 @@ static int isai_solve(gs_pc *pc, const gs_mat *T, const gs_mat *M, const gs_vec 
     return status;
 }
 
-static int isai_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
+int gs_isai_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
 {
     isai_data *d = pc->data;
     const gs_engine_ops *o = pc->eng->ops;
@@ -193,7 +190,7 @@ static int isai_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
     return status == GS_OK ? isai_solve(pc, d->U_eng, d->MU_eng, d->y, z) : status;
 }
 
-static void isai_destroy(gs_pc *pc)
+void gs_isai_destroy(gs_pc *pc)
 {
     isai_data *d = pc->data;
     if (!d) return;
@@ -208,6 +205,7 @@ static void isai_destroy(gs_pc *pc)
     gs_csr_free(&d->U);
     gs_csr_free(&d->ML);
     gs_csr_free(&d->MU);
+    if (d->device_free) d->device_free(pc);
     free(d);
 }
 
@@ -238,21 +236,18 @@ static int isai_save(gs_pc *pc, const char *prefix, gs_error *err)
 
 /* ---- setup ---- */
 
-typedef struct isai_options {
-    long power, sweeps;
-    int exact, scale;
-} isai_options;
-
-static int isai_read_options(const gs_params *p, isai_options *o, gs_error *err)
+int gs_isai_read_options(const gs_params *p, isai_options *o, gs_error *err)
 {
-    const char *trisolve, *scale;
+    const char *trisolve, *scale, *ilu;
     int status = GS_OK;
     GS_TRY(gs_params_int(p, gs_isai_params, "isai-power", &o->power, err));
     GS_TRY(gs_params_int(p, gs_isai_params, "isai-sweeps", &o->sweeps, err));
     GS_TRY(gs_params_choice(p, gs_isai_params, "trisolve", &trisolve, err));
     GS_TRY(gs_params_choice(p, gs_isai_params, "scale", &scale, err));
+    GS_TRY(gs_params_choice(p, gs_isai_params, "ilu", &ilu, err));
     o->exact = strcmp(trisolve, "exact") == 0;
     o->scale = strcmp(scale, "yes") == 0;
+    o->ilu_sweeps = strncmp(ilu, "sweeps:", 7) == 0 ? atoi(ilu + 7) : 0; /* checked: 1..1000 */
 cleanup:
     return status;
 }
@@ -262,11 +257,33 @@ cleanup:
 int gs_isai_check_params(const gs_params *params, gs_error *err)
 {
     isai_options o;
-    int status = isai_read_options(params, &o, err);
+    int status = gs_isai_read_options(params, &o, err);
     if (status == GS_OK && o.exact && (o.sweeps > 0 || o.power != 1))
         status = gs_error_set(err, GS_ERR_USAGE, "--%s %ld has no effect with --trisolve exact",
                               o.sweeps > 0 ? "isai-sweeps" : "isai-power",
                               o.sweeps > 0 ? o.sweeps : o.power);
+    return status;
+}
+
+int gs_isai_host_factor_check(const gs_csr *A, const isai_options *o, gs_error *err)
+{
+    gs_csr As = {0}, L = {0}, U = {0};
+    double *s = NULL;
+    int status = GS_OK;
+    if (o->scale) {
+        s = gs_malloc((size_t)A->n_rows * sizeof *s + 1, "isai scaling", err);
+        if (!s) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(isai_scale(A, s, &As, err));
+    }
+    if (o->ilu_sweeps > 0)
+        GS_TRY(gs_ilu0_sweeps(o->scale ? &As : A, o->ilu_sweeps, &L, &U, err));
+    else
+        GS_TRY(gs_ilu0(o->scale ? &As : A, &L, &U, err));
+cleanup:
+    gs_csr_free(&As);
+    gs_csr_free(&L);
+    gs_csr_free(&U);
+    free(s);
     return status;
 }
 
@@ -287,14 +304,17 @@ static int isai_build_host(gs_pc *pc, const gs_csr *A, const isai_options *o, is
         GS_TRY(gs_pc_stage_end(pc, "scaling", t0));
     }
     t0 = gs_pc_stage_begin(pc);
-    GS_TRY(gs_ilu0(o->scale ? &As : A, &d->L, &d->U, err));
+    if (o->ilu_sweeps > 0)
+        GS_TRY(gs_ilu0_sweeps(o->scale ? &As : A, o->ilu_sweeps, &d->L, &d->U, err));
+    else
+        GS_TRY(gs_ilu0(o->scale ? &As : A, &d->L, &d->U, err));
     GS_TRY(gs_pc_stage_end(pc, "ilu0", t0));
     if (!o->exact) {
         t0 = gs_pc_stage_begin(pc);
-        GS_TRY(isai_generate(&d->L, 1, (int)o->power, &d->ML, &longest_L, err));
+        GS_TRY(gs_isai_generate(&d->L, 1, (int)o->power, &d->ML, &longest_L, err));
         GS_TRY(gs_pc_stage_end(pc, "isai L", t0));
         t0 = gs_pc_stage_begin(pc);
-        GS_TRY(isai_generate(&d->U, 0, (int)o->power, &d->MU, &longest_U, err));
+        GS_TRY(gs_isai_generate(&d->U, 0, (int)o->power, &d->MU, &longest_U, err));
         GS_TRY(gs_pc_stage_end(pc, "isai U", t0));
         gs_kv_num(&pc->extra, "ML_longest_column", (double)longest_L);
         gs_kv_num(&pc->extra, "MU_longest_column", (double)longest_U);
@@ -324,38 +344,47 @@ static int isai_upload(gs_pc *pc, isai_data *d)
         GS_TRY(e->ops->mat_create(e, &d->ML, GS_FP64, &d->ML_eng));
         GS_TRY(e->ops->mat_create(e, &d->MU, GS_FP64, &d->MU_eng));
     }
-    GS_TRY(e->ops->vec_create(e, d->L.n_rows, &d->y));
-    if (d->sweeps > 0 && !d->exact) GS_TRY(e->ops->vec_create(e, d->L.n_rows, &d->t));
+    GS_TRY(gs_isai_vectors(pc, d, d->L.n_rows));
 cleanup:
     return status;
 }
 
-/* What the report shows: nnz(M) and the bytes of one apply. */
-static void isai_describe(gs_pc *pc, const isai_data *d)
+int gs_isai_vectors(gs_pc *pc, isai_data *d, int32_t n)
 {
-    const double n8 = 8.0 * d->L.n_rows;
-    const double bL = gs_csr_stream_bytes(&d->L, GS_FP64), bU = gs_csr_stream_bytes(&d->U, GS_FP64);
+    gs_engine *e = pc->eng;
+    int status = e->ops->vec_create(e, n, &d->y);
+    if (status == GS_OK && d->sweeps > 0 && !d->exact) status = e->ops->vec_create(e, n, &d->t);
+    return status;
+}
+
+/* What the report shows: nnz(M) and the bytes of one apply. */
+void gs_isai_describe(gs_pc *pc, const isai_data *d, const gs_isai_sizes *z)
+{
+    const double n8 = 8.0 * z->n;
+    const double bL = z->bytes_L, bU = z->bytes_U;
     if (d->exact) {
-        pc->nnz = d->L.nnz + d->U.nnz;
+        pc->nnz = z->nnz_L + z->nnz_U;
         pc->apply_bytes = bL + bU + 4 * n8;                 /* r, y twice, z */
         snprintf(pc->description, sizeof pc->description,
-                 "ILU(0) with exact triangular solves (trisol), scale=%s",
-                 d->scaled ? "yes" : "no");
+                 "ILU(0)%s with exact triangular solves (trisol), scale=%s",
+                 d->ilu_sweeps > 0 ? " by sweeps" : "", d->scaled ? "yes" : "no");
     } else {
-        const double bML = gs_csr_stream_bytes(&d->ML, GS_FP64);
-        const double bMU = gs_csr_stream_bytes(&d->MU, GS_FP64);
-        pc->nnz = d->ML.nnz + d->MU.nnz + (d->sweeps > 0 ? d->L.nnz + d->U.nnz : 0);
+        const double bML = z->bytes_ML, bMU = z->bytes_MU;
+        pc->nnz = z->nnz_ML + z->nnz_MU + (d->sweeps > 0 ? z->nnz_L + z->nnz_U : 0);
         /* M b: b, x; each sweep: copy (2), t = b - T x (3), x += M t (3). */
         pc->apply_bytes = bML + bMU + 4 * n8 + d->sweeps * (bL + bU + bML + bMU + 16 * n8);
+        char ilu[32] = "";
+        if (d->ilu_sweeps > 0) snprintf(ilu, sizeof ilu, " ilu=sweeps:%d,", d->ilu_sweeps);
         snprintf(pc->description, sizeof pc->description,
-                 "ILU(0)+ISAI(%ld), sweeps=%ld, scale=%s", d->power, d->sweeps,
+                 "ILU(0)+ISAI(%ld),%s sweeps=%ld, scale=%s", d->power, ilu, d->sweeps,
                  d->scaled ? "yes" : "no");
-        gs_kv_num(&pc->extra, "nnz_ML", (double)d->ML.nnz);
-        gs_kv_num(&pc->extra, "nnz_MU", (double)d->MU.nnz);
+        gs_kv_num(&pc->extra, "nnz_ML", (double)z->nnz_ML);
+        gs_kv_num(&pc->extra, "nnz_MU", (double)z->nnz_MU);
     }
-    gs_kv_num(&pc->extra, "nnz_L", (double)d->L.nnz);
-    gs_kv_num(&pc->extra, "nnz_U", (double)d->U.nnz);
+    gs_kv_num(&pc->extra, "nnz_L", (double)z->nnz_L);
+    gs_kv_num(&pc->extra, "nnz_U", (double)z->nnz_U);
     gs_kv_str(&pc->extra, "trisolve", d->exact ? "exact" : "isai");
+    if (d->ilu_sweeps > 0) gs_kv_num(&pc->extra, "ilu_sweeps", (double)d->ilu_sweeps);
     pc->symmetric = 0;
 }
 
@@ -365,7 +394,7 @@ int gs_isai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     isai_data *d = NULL;
     double t0;
     int status = GS_OK;
-    GS_TRY(isai_read_options(pc->params, &o, err));
+    GS_TRY(gs_isai_read_options(pc->params, &o, err));
     if (A->n_rows != A->n_cols)
         GS_TRY(gs_error_set(err, GS_ERR_INPUT, "the matrix is %d x %d, not square",
                             (int)A->n_rows, (int)A->n_cols));
@@ -376,15 +405,22 @@ int gs_isai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     d = gs_calloc(1, sizeof *d, "isai", err);
     if (!d) GS_TRY(GS_ERR_NOMEM);
     pc->data = d;
-    pc->destroy = isai_destroy;
+    pc->destroy = gs_isai_destroy;
     d->power = o.power, d->sweeps = o.sweeps, d->exact = o.exact, d->scaled = o.scale;
+    d->ilu_sweeps = o.ilu_sweeps;
     GS_TRY(isai_build_host(pc, A, &o, d, err));
     t0 = gs_pc_stage_begin(pc);
     GS_TRY(isai_upload(pc, d));
     GS_TRY(gs_pc_stage_end(pc, "upload", t0));
-    pc->apply = isai_apply;
+    pc->apply = gs_isai_apply;
     pc->save = isai_save;
-    isai_describe(pc, d);
+    const gs_isai_sizes z = {
+        .n = d->L.n_rows, .nnz_L = d->L.nnz, .nnz_U = d->U.nnz, .nnz_ML = d->ML.nnz,
+        .nnz_MU = d->MU.nnz, .bytes_L = gs_csr_stream_bytes(&d->L, GS_FP64),
+        .bytes_U = gs_csr_stream_bytes(&d->U, GS_FP64),
+        .bytes_ML = d->ML.row_ptr ? gs_csr_stream_bytes(&d->ML, GS_FP64) : 0,
+        .bytes_MU = d->MU.row_ptr ? gs_csr_stream_bytes(&d->MU, GS_FP64) : 0};
+    gs_isai_describe(pc, d, &z);
 cleanup:
     return gs_pc_setup_exit(pc, status, err);
 }

@@ -33,7 +33,7 @@ static const gs_pc_type registry[] = {
     {.name = "isai",
      .summary = "ILU(0) with incomplete sparse approximate inverses of L and U (Anzt et al. 2016)",
      .params = gs_isai_params, .check_params = gs_isai_check_params,
-     .setup = {gs_isai_setup_cpu, NULL}, .paper_method = "idr"},
+     .setup = {gs_isai_setup_cpu, CUDA_SETUP(gs_isai_setup_cuda)}, .paper_method = "idr"},
     {.name = "mic",
      .summary = "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",
      .params = gs_mic_params, .setup = {gs_mic_setup_cpu, CUDA_SETUP(gs_mic_setup_cuda)}},

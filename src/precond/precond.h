@@ -123,6 +123,7 @@ int gs_jacobi_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/pre
 int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);   /* cuda/precond/fsai.cu */
 int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);   /* cuda/precond/spai.cu */
 int gs_gspai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);  /* cuda/precond/gspai.cu */
+int gs_isai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err);   /* cuda/precond/isai.cu */
 
 /* The papers' preconditioners: parameters and CPU reference setups
  * (src/pc_<name>.c); CUDA setups (cuda/<name>.cu) are declared there. */

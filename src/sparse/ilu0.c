@@ -71,6 +71,77 @@ cleanup:
     return status;
 }
 
+/* (L U)_ij over k < min(i, j) with the factors in old (A's pattern): row i
+ * up to min(i, j), each u_kj found by a binary search in row k. */
+static double ilu0_sweep_entry(const gs_csr *A, const double *old, int32_t i, int64_t p)
+{
+    const int32_t j = A->col[p], kmax = i < j ? i : j;
+    double s = A->val[p];
+    for (int64_t q = A->row_ptr[i]; q < A->row_ptr[i + 1] && A->col[q] < kmax; q++) {
+        const int64_t kj = gs_csr_find(A, A->col[q], j);
+        if (kj >= 0) s -= old[q] * old[kj];                 /* - l_ik u_kj */
+    }
+    return s;
+}
+
+/* Checks shared with gs_ilu0: square, values, every diagonal stored. */
+static int ilu0_check(const gs_csr *A, int64_t **diag, gs_error *err)
+{
+    if (A->n_rows != A->n_cols)
+        return gs_error_set(err, GS_ERR_INPUT, "ILU(0): the matrix is %d x %d, not square",
+                            (int)A->n_rows, (int)A->n_cols);
+    if (!A->val)
+        return gs_error_set(err, GS_ERR_INPUT, "ILU(0): the matrix has no values (a pattern)");
+    *diag = gs_malloc((size_t)A->n_rows * sizeof **diag + 1, "ILU(0) diagonal positions", err);
+    if (!*diag) return GS_ERR_NOMEM;
+    return ilu0_diagonal_positions(A, *diag, err);
+}
+
+int gs_ilu0_sweeps(const gs_csr *A, int sweeps, gs_csr *L, gs_csr *U, gs_error *err)
+{
+    int64_t *diag = NULL;
+    double *w = NULL, *old = NULL;
+    int status = GS_OK;
+    memset(L, 0, sizeof *L);
+    memset(U, 0, sizeof *U);
+    GS_TRY(ilu0_check(A, &diag, err));
+    w = gs_malloc((size_t)A->nnz * sizeof *w + 1, "ILU(0) values", err);
+    old = gs_malloc((size_t)A->nnz * sizeof *old + 1, "ILU(0) previous sweep", err);
+    if (!w || !old) GS_TRY(GS_ERR_NOMEM);
+    memcpy(w, A->val, (size_t)A->nnz * sizeof *w);
+    for (int s = 0; s < sweeps; s++) {
+        memcpy(old, w, (size_t)A->nnz * sizeof *w);
+#pragma omp parallel for schedule(dynamic, 256)
+        for (int32_t i = 0; i < A->n_rows; i++)
+            for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+                const double v = ilu0_sweep_entry(A, old, i, p);
+                w[p] = A->col[p] < i ? v / old[diag[A->col[p]]] : v; /* l_ij, u_ij */
+            }
+    }
+    for (int32_t i = 0; i < A->n_rows; i++) {
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++)
+            if (!isfinite(w[p]))
+                GS_TRY(gs_error_set(err, GS_ERR_NUMERIC,
+                                    "ILU(0): factor entry (%d, %d) = %g in row %d is not finite",
+                                    (int)i + 1, (int)A->col[p] + 1, w[p], (int)i + 1));
+        if (w[diag[i]] == 0.0)
+            GS_TRY(gs_error_set(err, GS_ERR_NUMERIC,
+                                "ILU(0): zero pivot u_%d,%d in row %d (the incomplete "
+                                "factorisation breaks down there)",
+                                (int)i + 1, (int)i + 1, (int)i + 1));
+    }
+    GS_TRY(ilu0_split(A, diag, w, L, U, err));
+cleanup:
+    if (status != GS_OK) {
+        gs_csr_free(L);
+        gs_csr_free(U);
+    }
+    free(diag);
+    free(w);
+    free(old);
+    return status;
+}
+
 int gs_ilu0(const gs_csr *A, gs_csr *L, gs_csr *U, gs_error *err)
 {
     int64_t *diag = NULL, *pos = NULL;

@@ -17,4 +17,14 @@
  * names the row (1-based). On failure L and U are left empty. */
 int gs_ilu0(const gs_csr *A, gs_csr *L, gs_csr *U, gs_error *err);
 
+/* The fine-grained fixed-point ILU(0) (E. Chow, A. Patel, "Fine-grained
+ * parallel incomplete LU factorization", SIAM J. Sci. Comput. 37(2) 2015):
+ * starting from the values of A, each sweep updates every stored entry from
+ * the previous sweep's values (Jacobi order, so the result does not depend on
+ * the order of the updates), for i > j: l_ij = (a_ij - sum_{k<j} l_ik u_kj)
+ * / u_jj, for i <= j: u_ij = a_ij - sum_{k<i} l_ik u_kj. The exact ILU(0) is
+ * its fixed point, reached after at most n sweeps. Same factors' layout and
+ * errors as gs_ilu0 (a non-finite entry after the last sweep names its row). */
+int gs_ilu0_sweeps(const gs_csr *A, int sweeps, gs_csr *L, gs_csr *U, gs_error *err);
+
 #endif

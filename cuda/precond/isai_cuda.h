@@ -1,0 +1,49 @@
+/* isai_cuda.h - internals shared by the CUDA setup of ISAI (cuda/precond/isai.cu:
+ * driver, back-scaling, engine matrices; isai_ilu0.cu: scaling and ILU(0);
+ * isai_generate.cu: the batched generation of M_L, M_U). Anzt, Chow, Huckle,
+ * Dongarra, "Batched generation of incomplete sparse approximate inverses on
+ * GPUs", ScalA 2016. C++ only (nvcc). */
+#ifndef GS_ISAI_CUDA_H
+#define GS_ISAI_CUDA_H
+
+#include "engine_cuda.h"
+#include "gs_dsparse.h"
+
+extern "C" {
+#include "isai.h"
+#include "precond.h"
+}
+
+/* Column lengths the generation kernels take (isai_generate.cu): up to
+ * ISAI_GROUP_MAX one group of lanes of a warp (4, 8, 16 or 32 lanes), up to
+ * ISAI_BLOCK_MAX one 256-thread block with each thread's rows in registers
+ * and x_q broadcast through shared memory, longer columns one block with the
+ * substitution's state in global memory (any length). */
+#define ISAI_GROUP_MAX 32
+#define ISAI_BLOCK_THREADS 256
+#define ISAI_BLOCK_ROWS_MAX 16 /* rows a thread holds in the register path */
+#define ISAI_BLOCK_MAX (ISAI_BLOCK_THREADS * ISAI_BLOCK_ROWS_MAX)
+
+/* W = S A S (scale) or A, on A's pattern (W's rp and col alias dA's, W's
+ * values are its own), s = diag(|a_ii|)^-1/2 (scale; n doubles, allocated
+ * here, else NULL), and diag = the position of each a_ii (n int64,
+ * allocated here). *bad (host) = the lowest 1-based row whose diagonal is
+ * missing (or, when scaling, zero or not finite), 0 if none: one host round
+ * trip. Stage "scaling" (timed by the caller). */
+int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, double **s,
+                    int64_t **diag, int *bad);
+
+/* ILU(0) in place on W's values: cuSPARSE's level-scheduled csrilu02
+ * (sweeps = 0) or sweeps fixed-point sweeps (Chow-Patel, Jacobi order, the
+ * CPU reference's arithmetic). *bad = the lowest 1-based row with a
+ * non-finite factor entry or a zero pivot, 0 if none (one host round trip). */
+int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, int *bad);
+
+/* M ~ T^-1 on the pattern of |T|^k (T = L unit lower with its diagonal
+ * stored, lower = 1; or U, lower = 0), one small triangular solve per
+ * column. *longest = the longest column of M; *bad_column = the lowest
+ * 1-based column with a non-finite value, 0 if none. M allocated here. */
+int isai_cuda_generate(gs_engine *e, const gs_dcsr *T, int lower, int k, gs_dcsr *M,
+                       int64_t *longest, int32_t *bad_column);
+
+#endif

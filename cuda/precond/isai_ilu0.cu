@@ -1,0 +1,258 @@
+/* isai_ilu0.cu - the factorisation stages of ISAI's CUDA setup: the scaling to
+ * unit diagonal S A S and ILU(0) on A's pattern, exact by cuSPARSE's
+ * level-scheduled csrilu02 (the routine of Anzt, Chow, Huckle, Dongarra, ScalA
+ * 2016), or by the fine-grained fixed-point sweeps of E. Chow, A. Patel, SIAM J.
+ * Sci. Comput. 37(2) 2015 (the CPU reference gs_ilu0_sweeps, same arithmetic). */
+#define DISABLE_CUSPARSE_DEPRECATED /* csrilu02: deprecated, still the level-scheduled ILU(0) */
+#include <string.h>
+
+#include "isai_cuda.h"
+
+#define ILU_WARPS 8 /* rows (warps) per 256-thread block */
+#define ILU_NO_BAD 0x7f7f7f7f /* every byte 0x7f: set by one memset */
+
+/* A device flag of two ints (one 8-byte word, as gs_dread_words reads),
+ * the first set to ILU_NO_BAD, for the kernels' atomicMin. */
+static int isai_flag_alloc(gs_engine *e, int **flag, const char *what)
+{
+    int status = gs_cuda_alloc(e, flag, 2 * sizeof(int), what);
+    if (status == GS_OK)
+        status = CUDA_CALL(&e->err, cudaMemsetAsync(*flag, 0x7f, 2 * sizeof(int),
+                                                    gs_cuda_of(e)->stream));
+    return status;
+}
+
+/* The flag's row, 0 for none (one host round trip). */
+static int isai_flag_read(gs_engine *e, const int *flag, int *row)
+{
+    uint64_t word = 0;
+    const void *src[1] = {flag};
+    const int words[1] = {1};
+    int status = gs_dread_words(e, 1, src, words, &word);
+    int first = ILU_NO_BAD;
+    memcpy(&first, &word, sizeof first); /* the first int of the word */
+    *row = status == GS_OK && first != ILU_NO_BAD ? first : 0;
+    return status;
+}
+
+/* One warp per row: diag[i] = the position of a_ii; where scale, s_i =
+ * 1 / sqrt(|a_ii|) (the reference's expression); *bad = the lowest 1-based
+ * row whose a_ii is missing (or, when scaling, zero or not finite). */
+__global__ void isai_diagonal_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                     const int32_t *__restrict__ col,
+                                     const double *__restrict__ val, int scale,
+                                     int64_t *__restrict__ diag, double *__restrict__ s, int *bad)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (i >= n) return;
+    int64_t at = -1;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32)
+        if (col[p] == i) at = p;
+    for (int o = 16; o > 0; o >>= 1) at = max(at, __shfl_xor_sync(0xffffffffu, at, o));
+    if (lane != 0) return;
+    diag[i] = at;
+    const double d = at >= 0 ? val[at] : 0.0;
+    if (at < 0 || (scale && (d == 0.0 || !isfinite(d)))) atomicMin(bad, i + 1);
+    if (scale) s[i] = 1.0 / sqrt(fabs(d));
+}
+
+/* One warp per row: w_ij = a_ij (s_i s_j), or a copy. */
+__global__ void isai_scale_values_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                         const int32_t *__restrict__ col,
+                                         const double *__restrict__ val,
+                                         const double *__restrict__ s, double *__restrict__ w)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (i >= n) return;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32)
+        w[p] = s ? __dmul_rn(val[p], __dmul_rn(s[i], s[col[p]])) : val[p];
+}
+
+int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, double **s,
+                    int64_t **diag, int *bad)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int32_t n = dA->n;
+    const unsigned grid = gs_dblocks(n, ILU_WARPS);
+    int *d_bad = NULL, status = GS_OK;
+    *bad = 0;
+    *W = gs_dcsr{};
+    W->n = n, W->nnz = dA->nnz, W->rp = dA->rp, W->col = dA->col; /* aliases */
+    GS_TRY(gs_cuda_alloc(e, &W->val, (size_t)dA->nnz * sizeof(double), "isai: values of S A S"));
+    W->vsize = sizeof(double);
+    GS_TRY(gs_cuda_alloc(e, diag, (size_t)n * sizeof(int64_t), "isai: diagonal positions"));
+    if (scale) GS_TRY(gs_cuda_alloc(e, s, (size_t)n * sizeof(double), "isai: scaling S"));
+    GS_TRY(isai_flag_alloc(e, &d_bad, "isai: diagonal check"));
+    GS_TRY(CUDA_LAUNCH(&e->err, isai_diagonal_kernel, grid, 32 * ILU_WARPS, 0, c->stream, n,
+                       (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                       (const double *)dA->val, scale, *diag, scale ? *s : (double *)NULL,
+                       d_bad));
+    GS_TRY(CUDA_LAUNCH(&e->err, isai_scale_values_kernel, grid, 32 * ILU_WARPS, 0, c->stream, n,
+                       (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                       (const double *)dA->val, scale ? (const double *)*s : (const double *)NULL,
+                       (double *)W->val));
+    GS_TRY(isai_flag_read(e, d_bad, bad));
+cleanup:
+    gs_cuda_free(e, d_bad, 2 * sizeof(int));
+    return status;
+}
+
+/* ------------------------------------------------------------- checks */
+
+/* One warp per row: *bad = the lowest 1-based row with a non-finite entry
+ * or a zero pivot u_ii. */
+__global__ void isai_factor_check_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                         const double *__restrict__ w,
+                                         const int64_t *__restrict__ diag, int *bad)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (i >= n) return;
+    bool ok = true;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32) ok = ok && isfinite(w[p]);
+    ok = __all_sync(0xffffffffu, ok);
+    if (lane == 0 && (!ok || w[diag[i]] == 0.0)) atomicMin(bad, i + 1);
+}
+
+/* ------------------------------------------------------ exact ILU(0) */
+
+__global__ void isai_row_ptr32_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                      int *__restrict__ rp32)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) rp32[i] = (int)rp[i];
+}
+
+/* cuSPARSE csrilu02 in place on W's values (32-bit row pointers: W has
+ * fewer than 2^31 entries). No zero-pivot query here: the check kernel
+ * that follows finds zero pivots and overflow alike, without a wait. */
+static int isai_ilu0_exact(gs_engine *e, gs_dcsr *W)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int32_t n = W->n;
+    cusparseMatDescr_t descr = NULL;
+    csrilu02Info_t info = NULL;
+    int *rp32 = NULL, buffer_bytes = 0, status = GS_OK;
+    void *buffer = NULL;
+    if (W->nnz > INT32_MAX)
+        return gs_error_set(&e->err, GS_ERR_UNSUPPORTED,
+                            "isai: --ilu exact: cuSPARSE's ILU(0) takes at most 2^31 - 1 "
+                            "entries (%lld here); use --ilu sweeps:N", (long long)W->nnz);
+    GS_TRY(gs_cuda_alloc(e, &rp32, ((size_t)n + 1) * sizeof(int), "isai: 32-bit row pointers"));
+    GS_TRY(CUDA_LAUNCH(&e->err, isai_row_ptr32_kernel, gs_dblocks((int64_t)n + 1, 256), 256, 0,
+                       c->stream, n, (const int64_t *)W->rp, rp32));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseCreateMatDescr(&descr)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseSetMatIndexBase(descr, CUSPARSE_INDEX_BASE_ZERO)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseSetMatType(descr, CUSPARSE_MATRIX_TYPE_GENERAL)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseCreateCsrilu02Info(&info)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseDcsrilu02_bufferSize(c->sparse, n, (int)W->nnz, descr,
+                                                              (double *)W->val, rp32, W->col,
+                                                              info, &buffer_bytes)));
+    GS_TRY(gs_cuda_alloc(e, &buffer, (size_t)buffer_bytes, "isai: cuSPARSE ILU(0) buffer"));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseDcsrilu02_analysis(
+                                      c->sparse, n, (int)W->nnz, descr, (const double *)W->val,
+                                      rp32, W->col, info, CUSPARSE_SOLVE_POLICY_USE_LEVEL,
+                                      buffer)));
+    GS_TRY(CUSPARSE_CALL(&e->err, cusparseDcsrilu02(c->sparse, n, (int)W->nnz, descr,
+                                                   (double *)W->val, rp32, W->col, info,
+                                                   CUSPARSE_SOLVE_POLICY_USE_LEVEL, buffer)));
+cleanup:
+    /* the descriptors are host objects; the buffers are freed in stream order */
+    if (info) cusparseDestroyCsrilu02Info(info);
+    if (descr) cusparseDestroyMatDescr(descr);
+    gs_cuda_free(e, buffer, (size_t)buffer_bytes);
+    gs_cuda_free(e, rp32, ((size_t)n + 1) * sizeof(int));
+    return status;
+}
+
+/* ---------------------------------------------- fixed-point sweeps */
+
+/* Position of column j in the sorted cols[0..m), or -1. */
+static __device__ __forceinline__ int64_t isai_find(const int32_t *__restrict__ cols, int64_t m,
+                                                    int32_t j)
+{
+    int64_t a = 0, b = m - 1;
+    while (a <= b) {
+        const int64_t mid = a + (b - a) / 2;
+        const int32_t c = cols[mid];
+        if (c == j) return mid;
+        if (c < j) a = mid + 1;
+        else b = mid - 1;
+    }
+    return -1;
+}
+
+/* One sweep, one warp per row, a lane per entry (i, j): from the previous
+ * sweep's factors old, w_ij = a_ij - sum_{k < min(i,j)} l_ik u_kj (k
+ * ascending, as the reference), divided by u_jj where i > j. Products and
+ * differences rounded separately (no fused multiply-add), as on the host. */
+__global__ void isai_ilu0_sweep_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                       const int32_t *__restrict__ col,
+                                       const double *__restrict__ a,
+                                       const int64_t *__restrict__ diag,
+                                       const double *__restrict__ old, double *__restrict__ w)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (i >= n) return;
+    const int64_t begin = rp[i], end = rp[i + 1];
+    for (int64_t p = begin + lane; p < end; p += 32) {
+        const int32_t j = col[p], kmax = min(i, j);
+        double s = a[p];
+        for (int64_t q = begin; q < end && col[q] < kmax; q++) {
+            const int32_t k = col[q];
+            const int64_t kj = isai_find(col + rp[k], rp[k + 1] - rp[k], j);
+            if (kj >= 0) s = __dsub_rn(s, __dmul_rn(old[q], old[rp[k] + kj])); /* - l_ik u_kj */
+        }
+        w[p] = j < i ? s / old[diag[j]] : s;
+    }
+}
+
+/* sweeps sweeps from w = the values of A (W's on entry). */
+static int isai_ilu0_sweeps(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const size_t bytes = (size_t)W->nnz * sizeof(double);
+    double *a = NULL, *other = NULL;
+    int status = GS_OK;
+    GS_TRY(gs_cuda_alloc(e, &a, bytes, "isai: A for the ILU(0) sweeps"));
+    GS_TRY(gs_cuda_alloc(e, &other, bytes, "isai: ILU(0) sweep values"));
+    if (bytes > 0)
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(a, W->val, bytes, cudaMemcpyDeviceToDevice,
+                                                  c->stream)));
+    for (int sweep = 0; sweep < sweeps; sweep++) { /* old = W->val, new into other, swap */
+        GS_TRY(CUDA_LAUNCH(&e->err, isai_ilu0_sweep_kernel, gs_dblocks(W->n, ILU_WARPS),
+                           32 * ILU_WARPS, 0, c->stream, W->n, (const int64_t *)W->rp,
+                           (const int32_t *)W->col, (const double *)a, diag,
+                           (const double *)W->val, other));
+        double *t = (double *)W->val;
+        W->val = other;
+        other = t;
+    }
+cleanup:
+    gs_cuda_free(e, a, bytes);
+    gs_cuda_free(e, other, bytes); /* the buffer W does not hold */
+    return status;
+}
+
+int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, int *bad)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int *d_bad = NULL, status = GS_OK;
+    *bad = 0;
+    if (W->n == 0) return GS_OK;
+    if (sweeps > 0)
+        GS_TRY(isai_ilu0_sweeps(e, W, diag, sweeps));
+    else
+        GS_TRY(isai_ilu0_exact(e, W));
+    GS_TRY(isai_flag_alloc(e, &d_bad, "isai: factor check"));
+    GS_TRY(CUDA_LAUNCH(&e->err, isai_factor_check_kernel, gs_dblocks(W->n, ILU_WARPS),
+                       32 * ILU_WARPS, 0, c->stream, W->n, (const int64_t *)W->rp,
+                       (const double *)W->val, diag, d_bad));
+    GS_TRY(isai_flag_read(e, d_bad, bad));
+cleanup:
+    gs_cuda_free(e, d_bad, 2 * sizeof(int));
+    return status;
+}

@@ -1,0 +1,589 @@
+/* check_cuda_isai.c - the CUDA setup of ISAI (cuda/precond/isai*.cu) against
+ * the CPU reference (src/precond/pc_isai.c, the oracle) and by the property
+ * that defines ISAI, (L M_L - I)_ij = 0 and (U M_U - I)_ij = 0 on the
+ * patterns (Anzt, Chow, Huckle, Dongarra, ScalA 2016, Algorithm 1),
+ * recomputed on the host from the device's own factors. Generated and real
+ * matrices, ISAI(1..3), --ilu exact and sweeps, --scale yes/no; the batched
+ * kernel alone on columns of every length class (1..32 in lane groups of
+ * 4, 8, 16, 32; 33..128 in warps with 2 or 4 rows a lane; 129..4096 in
+ * blocks with 1, 4 or 16 rows a thread; longer in the global-memory path),
+ * both sides of each threshold; the apply (plain, sweeps, exact solves);
+ * IDR(4) iterations; bad input (same status and message as the CPU). The
+ * device heap is filled with NaN before each setup. Without a CUDA device
+ * the suite says "skipped" and passes.
+ *
+ * Tolerances (u = 2^-53):
+ * - patterns (|T|^k, the split) are integer work: equal exactly.
+ * - the ISAI property, column j of M with m entries: forward or backward
+ *   substitution is backward stable, the computed x solves (T(J,J) + dT) x
+ *   = e with |dT| <= gamma_m |T(J,J)| (Higham, Thm 8.5), so |(T M - I)_ij|
+ *   <= gamma_m (|T| |M|)_ij; the back-scaling of T and M adds two roundings
+ *   a value: we allow (2 m + 8) u (|T| |M|)_ij.
+ * - ILU(0) on the device (cuSPARSE's order of updates, or the sweeps'),
+ *   checked by its own property first: (L U)_ij = a_ij on A's pattern
+ *   within (4 m + 8) u (|L| |U|)_ij (Higham, Thm 9.3, m the row length,
+ *   plus the scalings); then against the reference value by value, within
+ *   1e-9 of the row's largest entry: the two computations differ by
+ *   O(u) per operation, amplified by the conditioning of the elimination,
+ *   small on the diagonally dominant and moderately conditioned matrices
+ *   used here. The sweeps' arithmetic is the reference's (products and
+ *   differences rounded alike): there the bound is 64 u of the row's largest.
+ * - M_L, M_U against the reference: the same 1e-9 of the column's largest
+ *   entry (they inherit the factors' differences through small systems of
+ *   modest condition). With T given (the kernel test) M_L is the
+ *   reference's forward substitution in the same order: equal to 64 u;
+ *   M_U's backward substitution sums its terms in the opposite order: the
+ *   property bound above. */
+#include <math.h>
+#include <string.h>
+
+#include "debug.h"
+#include "engine.h"
+#include "gen.h"
+#include "isai.h"
+#include "krylov.h"
+#include "precond.h"
+#include "testutil.h"
+#if GS_HAVE_CUDA
+#include "../cuda/engine/gs_cuda.h"
+#include "../cuda/precond/isai_hooks.h"
+#endif
+
+#define U64 (DBL_EPSILON / 2)
+
+static gs_engine *gpu;
+
+#if GS_HAVE_CUDA
+
+static void poison_device_heap(void)
+{
+    gs_vec *v[8] = {0};
+    for (int i = 0; i < 8; i++) {
+        if (gpu->ops->vec_create(gpu, (int64_t)4 << 20, &v[i]) != GS_OK) break;
+        ck_assert_int_eq(gpu->ops->set(gpu, v[i], NAN), GS_OK);
+    }
+    ck_assert_int_eq(gpu->ops->sync(gpu), GS_OK);
+    for (int i = 0; i < 8; i++) gpu->ops->vec_destroy(gpu, v[i]);
+    gs_error_clear(&gpu->err);
+}
+
+/* ---------------------------------------------------------------- runs */
+
+typedef struct isai_out {
+    int status;
+    gs_error err;
+    gs_csr L, U, ML, MU; /* as saved (ML, MU empty with --trisolve exact) */
+    char stages[512];
+    double longest_L, longest_U;
+} isai_out;
+
+static void isai_out_free(isai_out *o)
+{
+    gs_csr_free(&o->L), gs_csr_free(&o->U), gs_csr_free(&o->ML), gs_csr_free(&o->MU);
+}
+
+/* isai on engine e (the GPU one, or a fresh CPU engine when e == NULL). */
+static isai_out isai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
+{
+    isai_out o;
+    memset(&o, 0, sizeof o);
+    gs_engine *cpu = NULL;
+    gs_mat *Ae = NULL;
+    gs_pc *pc = NULL;
+    if (!e) {
+        ck_assert_int_eq(gs_engine_cpu_create(&cpu, &o.err), GS_OK);
+        e = cpu;
+    } else {
+        poison_device_heap();
+    }
+    const size_t base = e->device_bytes_now;
+    ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
+    o.status = gs_pc_create(gs_pc_find("isai"), e, p, A, Ae, &pc, &o.err);
+    if (o.status == GS_OK) {
+        tu_pc_saved_matrix(pc, "L", &o.L);
+        tu_pc_saved_matrix(pc, "U", &o.U);
+        const gs_kv *kv = tu_pc_extra(pc, "trisolve");
+        if (kv && strcmp(kv->str, "isai") == 0) {
+            tu_pc_saved_matrix(pc, "ML", &o.ML);
+            tu_pc_saved_matrix(pc, "MU", &o.MU);
+            o.longest_L = tu_pc_extra(pc, "ML_longest_column")->num;
+            o.longest_U = tu_pc_extra(pc, "MU_longest_column")->num;
+        }
+        size_t used = 0;
+        for (int i = 0; i < pc->stages.count; i++)
+            used += (size_t)snprintf(o.stages + used, sizeof o.stages - used, "%s;",
+                                     pc->stages.stage[i].name);
+    }
+    gs_pc_destroy(pc);
+    e->ops->mat_destroy(e, Ae);
+    ck_assert_msg(e->device_bytes_now == base, "device bytes leaked: %zu now, %zu before",
+                  e->device_bytes_now, base);
+    gs_error_clear(&e->err);
+    gs_engine_destroy(cpu);
+    return o;
+}
+
+/* ---------------------------------------------------------- comparisons */
+
+static void assert_same_pattern(const gs_csr *want, const gs_csr *got, const char *what)
+{
+    ck_assert_msg(got->n_rows == want->n_rows && got->nnz == want->nnz,
+                  "%s: %d rows, %lld entries; expected %d, %lld", what, got->n_rows,
+                  (long long)got->nnz, want->n_rows, (long long)want->nnz);
+    for (int32_t i = 0; i <= want->n_rows; i++)
+        ck_assert_msg(got->row_ptr[i] == want->row_ptr[i], "%s: row_ptr[%d] = %lld, expected %lld",
+                      what, i, (long long)got->row_ptr[i], (long long)want->row_ptr[i]);
+    for (int64_t p = 0; p < want->nnz; p++)
+        ck_assert_msg(got->col[p] == want->col[p], "%s: col[%lld] = %d, expected %d", what,
+                      (long long)p, got->col[p], want->col[p]);
+}
+
+/* Same pattern; |got - want| <= rtol max |row of want| in every row
+ * (by_columns: the same over columns). */
+static void assert_close(const gs_csr *want, const gs_csr *got, double rtol, int by_columns,
+                         const char *what)
+{
+    assert_same_pattern(want, got, what);
+    gs_csr W = {0}, G = {0};
+    gs_error err = {0};
+    if (by_columns) {
+        ck_assert_int_eq(gs_csr_transpose(want, &W, &err), GS_OK);
+        ck_assert_int_eq(gs_csr_transpose(got, &G, &err), GS_OK);
+        want = &W, got = &G;
+    }
+    for (int32_t i = 0; i < want->n_rows; i++) {
+        double big = 0.0;
+        for (int64_t p = want->row_ptr[i]; p < want->row_ptr[i + 1]; p++)
+            big = fmax(big, fabs(want->val[p]));
+        for (int64_t p = want->row_ptr[i]; p < want->row_ptr[i + 1]; p++)
+            ck_assert_msg(isfinite(got->val[p]) && fabs(got->val[p] - want->val[p]) <= rtol * big,
+                          "%s: %s %d, entry (%d): %.17g, reference %.17g (tolerance %.3g)", what,
+                          by_columns ? "column" : "row", i + 1, want->col[p] + 1, got->val[p],
+                          want->val[p], rtol * big);
+    }
+    gs_csr_free(&W), gs_csr_free(&G);
+}
+
+/* (T M - I)_ij on M's pattern within (2 m_j + 8) u (|T| |M|)_ij, m_j the
+ * length of column j of M: recomputed from the device's T and M. */
+static void assert_isai_property(const gs_csr *T, const gs_csr *M, const char *what)
+{
+    gs_csr MT = {0};
+    gs_error err = {0};
+    ck_assert_int_eq(gs_csr_transpose(M, &MT, &err), GS_OK); /* row j: column j of M */
+    for (int32_t i = 0; i < M->n_rows; i++)
+        for (int64_t p = M->row_ptr[i]; p < M->row_ptr[i + 1]; p++) {
+            const int32_t j = M->col[p];
+            const int64_t m = MT.row_ptr[j + 1] - MT.row_ptr[j];
+            double s = i == j ? -1.0 : 0.0, mag = 0.0;
+            /* sum_k t_ik m_kj: row i of T merged with column j of M */
+            int64_t a = T->row_ptr[i], b = MT.row_ptr[j];
+            while (a < T->row_ptr[i + 1] && b < MT.row_ptr[j + 1]) {
+                if (T->col[a] < MT.col[b]) a++;
+                else if (T->col[a] > MT.col[b]) b++;
+                else {
+                    s += T->val[a] * MT.val[b];
+                    mag += fabs(T->val[a] * MT.val[b]);
+                    a++, b++;
+                }
+            }
+            ck_assert_msg(isfinite(s) && fabs(s) <= (2.0 * (double)m + 8.0) * U64 * mag,
+                          "%s: (T M - I)_%d,%d = %.3g, bound %.3g", what, i + 1, j + 1, s,
+                          (2.0 * (double)m + 8.0) * U64 * mag);
+        }
+    gs_csr_free(&MT);
+}
+
+/* (L U)_ij = a_ij on A's pattern within (4 m + 8) u (|L| |U|)_ij. */
+static void assert_ilu0_property(const gs_csr *A, const gs_csr *L, const gs_csr *U,
+                                 const char *what)
+{
+    gs_csr UT = {0};
+    gs_error err = {0};
+    ck_assert_int_eq(gs_csr_transpose(U, &UT, &err), GS_OK);
+    for (int32_t i = 0; i < A->n_rows; i++) {
+        const double m = (double)(A->row_ptr[i + 1] - A->row_ptr[i]);
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+            const int32_t j = A->col[p];
+            double s = -A->val[p], mag = fabs(A->val[p]);
+            int64_t a = L->row_ptr[i], b = UT.row_ptr[j];
+            while (a < L->row_ptr[i + 1] && b < UT.row_ptr[j + 1]) {
+                if (L->col[a] < UT.col[b]) a++;
+                else if (L->col[a] > UT.col[b]) b++;
+                else {
+                    s += L->val[a] * UT.val[b];
+                    mag += fabs(L->val[a] * UT.val[b]);
+                    a++, b++;
+                }
+            }
+            ck_assert_msg(isfinite(s) && fabs(s) <= (4.0 * m + 8.0) * U64 * mag,
+                          "%s: (L U - A)_%d,%d = %.3g, bound %.3g", what, i + 1, j + 1, s,
+                          (4.0 * m + 8.0) * U64 * mag);
+        }
+    }
+    gs_csr_free(&UT);
+}
+
+/* The GPU setup against the CPU one, and both properties on the GPU's. */
+static void check_against_cpu(const gs_csr *A, const char *const *kv, const char *what)
+{
+    gs_params p = tu_params(kv);
+    isai_out want = isai_on(NULL, A, &p), got = isai_on(gpu, A, &p);
+    ck_assert_msg(want.status == GS_OK, "%s: cpu: %s", what, want.err.msg);
+    ck_assert_msg(got.status == GS_OK, "%s: cuda: %s", what, got.err.msg);
+    const char *ilu = gs_params_lookup(&p, "ilu");
+    const int sweeps = ilu && strncmp(ilu, "sweeps:", 7) == 0;
+    char label[160];
+    snprintf(label, sizeof label, "%s: L U = A", what);
+    if (!sweeps) assert_ilu0_property(A, &got.L, &got.U, label);
+    const double rtol = sweeps ? 64 * U64 : 1e-9;
+    snprintf(label, sizeof label, "%s: L", what);
+    assert_close(&want.L, &got.L, rtol, 0, label);
+    snprintf(label, sizeof label, "%s: U", what);
+    assert_close(&want.U, &got.U, rtol, 0, label);
+    if (want.ML.row_ptr) {
+        ck_assert_msg(got.ML.row_ptr != NULL, "%s: no M_L from the GPU", what);
+        snprintf(label, sizeof label, "%s: M_L", what);
+        assert_close(&want.ML, &got.ML, 1e-9, 1, label);
+        snprintf(label, sizeof label, "%s: M_U", what);
+        assert_close(&want.MU, &got.MU, 1e-9, 1, label);
+        snprintf(label, sizeof label, "%s: L M_L - I", what);
+        assert_isai_property(&got.L, &got.ML, label);
+        snprintf(label, sizeof label, "%s: U M_U - I", what);
+        assert_isai_property(&got.U, &got.MU, label);
+        ck_assert_msg(got.longest_L == want.longest_L && got.longest_U == want.longest_U,
+                      "%s: longest columns %g, %g; reference %g, %g", what, got.longest_L,
+                      got.longest_U, want.longest_L, want.longest_U);
+    }
+    /* the stages are the reference's, after the GPU's own first one */
+    const char *gs = strchr(got.stages, ';');
+    ck_assert_msg((strncmp(got.stages, "csr of A;", 9) == 0 ||
+                   strncmp(got.stages, "transfer;", 9) == 0) &&
+                      gs && strcmp(gs + 1, want.stages) == 0,
+                  "%s: stages '%s', reference '%s'", what, got.stages, want.stages);
+    isai_out_free(&want), isai_out_free(&got);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+START_TEST(test_generated)
+{
+    /* sizes above a block of rows; 3D stencils give ISAI(k) columns of 4, 10,
+     * 20 (7-point) and 14 .. ~100 (27-point): lane groups and warps */
+    const char *specs[] = {"poisson3d:9", "convdiff3d:10x9x8", "aniso3d:7", "poisson3d27:6"};
+    const char *powers[] = {"1", "2", "3"};
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+        gs_csr A = tu_generated(specs[s]);
+        for (size_t k = 0; k < 3; k++) {
+            const char *kv[] = {"isai-power", powers[k], NULL};
+            char what[96];
+            snprintf(what, sizeof what, "%s ISAI(%s)", specs[s], powers[k]);
+            check_against_cpu(&A, kv, what);
+        }
+        const char *noscale[] = {"scale", "no", NULL};
+        check_against_cpu(&A, noscale, specs[s]);
+        const char *sweeps[] = {"ilu", "sweeps:3", NULL};
+        check_against_cpu(&A, sweeps, specs[s]);
+        const char *many[] = {"ilu", "sweeps:40", "isai-power", "2", NULL};
+        check_against_cpu(&A, many, specs[s]);
+        const char *exact[] = {"trisolve", "exact", NULL};
+        check_against_cpu(&A, exact, specs[s]);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* Real nonsymmetric and SPD matrices of ../shared/matrices with a full
+ * diagonal (ILU(0) exists): every one that the reference sets up. */
+START_TEST(test_real)
+{
+    const char *names[] = {"sherman5", "sherman1", "pores_1", "nos3", "bcsstk08", "orsirr_1",
+                           "e05r0000", "fs_541_1", "watt_2", "cage5",
+                           "Trefethen_500", "gr_30_30", "hor_131", "steam1"};
+    int ran = 0;
+    for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
+        gs_csr A = {0};
+        if (!tu_real_matrix(names[t], &A)) return;
+        const char *kv[] = {NULL};
+        gs_params p = tu_params(kv);
+        isai_out ref = isai_on(NULL, &A, &p);
+        const int ok = ref.status == GS_OK;
+        isai_out_free(&ref);
+        if (ok && A.val) {
+            check_against_cpu(&A, kv, names[t]);
+            const char *k2[] = {"isai-power", "2", NULL};
+            char what[96];
+            snprintf(what, sizeof what, "%s ISAI(2)", names[t]);
+            check_against_cpu(&A, k2, what);
+            ran++;
+        }
+        gs_csr_free(&A);
+    }
+    ck_assert_msg(ran >= 5, "only %d real matrices set up", ran);
+}
+END_TEST
+
+/* T with columns of chosen lengths: a bidiagonal base (every column of
+ * length 2, the first (upper) or last (lower) of 1), and for each c a column
+ * of len[c] entries: lower (unit diagonal): column at[c], rows at[c] ..
+ * at[c] + len[c] - 1; upper (diagonal 2): column n - 1 - at[c], the len[c]
+ * rows ending at its diagonal. Off-diagonal entries small: well conditioned. */
+static gs_csr kernel_matrix(int32_t n, const int32_t *at, const int32_t *len, int count, int lower)
+{
+    int64_t cap = 2 * (int64_t)n;
+    for (int c = 0; c < count; c++) cap += len[c];
+    int32_t *ri = malloc((size_t)cap * sizeof(int32_t)), *ci = malloc((size_t)cap * sizeof(int32_t));
+    double *v = malloc((size_t)cap * sizeof(double));
+    int64_t nnz = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ri[nnz] = i, ci[nnz] = i, v[nnz++] = lower ? 1.0 : 2.0;
+        if (i > 0 && lower) ri[nnz] = i, ci[nnz] = i - 1, v[nnz++] = -0.3;
+        if (i > 0 && !lower) ri[nnz] = i - 1, ci[nnz] = i, v[nnz++] = -0.3;
+    }
+    for (int c = 0; c < count; c++) {
+        const double x = 0.4 / sqrt((double)len[c]);
+        if (lower)
+            for (int32_t r = at[c] + 2; r < at[c] + len[c] && r < n; r++) /* past the base's two */
+                ri[nnz] = r, ci[nnz] = at[c], v[nnz++] = x * (1 + (r % 3));
+        else
+            for (int32_t r = n - 1 - at[c] - (len[c] - 1); r < n - 1 - at[c] - 1; r++)
+                if (r >= 0) ri[nnz] = r, ci[nnz] = n - 1 - at[c], v[nnz++] = x * (1 + (r % 3));
+    }
+    gs_csr T = {0};
+    gs_error err = {0};
+    ck_assert_msg(gs_csr_from_coo(n, n, nnz, ri, ci, v, &T, &err) == GS_OK, "%s", err.msg);
+    free(ri), free(ci), free(v);
+    return T;
+}
+
+/* The batched kernel alone: columns on both sides of every length class. */
+START_TEST(test_kernel_thresholds)
+{
+    /* each list's longest decides the lane-group size of the short columns */
+    static const int32_t lens[][4] = {
+        {3, 4, 0, 0},          {4, 5, 0, 0},          {7, 8, 0, 0},          {8, 9, 0, 0},
+        {15, 16, 0, 0},        {16, 17, 0, 0},        {31, 32, 0, 0},        {32, 33, 0, 0},
+        {33, 63, 64, 65},      {64, 127, 128, 129},   {128, 129, 255, 256},  {256, 257, 1023, 1024},
+        {1024, 1025, 4095, 4096}, {4096, 4097, 300, 5000},
+    };
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        int32_t at[4], len[4];
+        int count = 0, longest = 0;
+        for (int c = 0; c < 4; c++)
+            if (lens[t][c] > 0) {
+                at[count] = 37 + 311 * c, len[count] = lens[t][c];
+                longest = len[count] > longest ? len[count] : longest;
+                count++;
+            }
+        const int32_t n = longest + 37 + 311 * 4 + 50;
+        for (int lower = 1; lower >= 0; lower--)
+            for (int k = 1; k <= (longest <= 64 ? 2 : 1); k++) {
+                gs_csr T = kernel_matrix(n, at, len, count, lower), want = {0}, got = {0};
+                gs_error err = {0};
+                int64_t lw = 0, lg = 0;
+                int32_t bad = -1;
+                ck_assert_msg(gs_isai_generate(&T, lower, k, &want, &lw, &err) == GS_OK, "%s",
+                              err.msg);
+                ck_assert_msg(gs_isai_cuda_hook_generate(gpu, &T, lower, k, &got, &lg, &bad) ==
+                                  GS_OK,
+                              "%s", gpu->err.msg);
+                char what[96];
+                snprintf(what, sizeof what, "%s, k = %d, columns up to %d", lower ? "L" : "U", k,
+                         longest);
+                ck_assert_msg(bad == 0, "%s: column %d flagged", what, bad);
+                ck_assert_msg(lw == lg, "%s: longest %lld, reference %lld", what, (long long)lg,
+                              (long long)lw);
+                if (k == 1) ck_assert_msg(lg >= longest, "%s: longest %lld", what, (long long)lg);
+                assert_close(&want, &got, lower ? 64 * U64 : 1e-12, 1, what);
+                assert_isai_property(&T, &got, what);
+                gs_csr_free(&T), gs_csr_free(&want), gs_csr_free(&got);
+            }
+    }
+}
+END_TEST
+
+/* A zero on T's diagonal: the column that meets it is flagged. */
+START_TEST(test_kernel_zero_diagonal)
+{
+    const int32_t at[1] = {5}, len[1] = {40};
+    gs_csr T = kernel_matrix(200, at, len, 1, 0), M = {0};
+    for (int64_t p = T.row_ptr[20]; p < T.row_ptr[21]; p++)
+        if (T.col[p] == 20) T.val[p] = 0.0;
+    int64_t longest = 0;
+    int32_t bad = 0;
+    ck_assert_msg(gs_isai_cuda_hook_generate(gpu, &T, 0, 1, &M, &longest, &bad) == GS_OK, "%s",
+                  gpu->err.msg);
+    /* columns 21 and 22 (1-based) meet row 21; column 21 first */
+    ck_assert_msg(bad == 21, "zero u_21,21: flagged column %d", bad);
+    gs_csr_free(&T), gs_csr_free(&M);
+}
+END_TEST
+
+/* z = M r on both engines, plain, with sweeps, with exact solves. */
+START_TEST(test_apply)
+{
+    gs_csr A = tu_generated("convdiff3d:11x10x9");
+    const int32_t n = A.n_rows;
+    double *r = malloc((size_t)n * sizeof(double)), *zc = malloc((size_t)n * sizeof(double)),
+           *zg = malloc((size_t)n * sizeof(double));
+    for (int32_t i = 0; i < n; i++) r[i] = sin(0.37 * i) + 0.1;
+    const char *cases[][5] = {{NULL}, {"isai-sweeps", "2", NULL}, {"trisolve", "exact", NULL},
+                              {"isai-power", "2", "isai-sweeps", "1", NULL}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gs_params p = tu_params(cases[c]);
+        gs_engine *cpu = NULL;
+        gs_error err = {0};
+        gs_mat *Ac = NULL, *Ag = NULL;
+        gs_pc *pc = NULL, *pg = NULL;
+        ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
+        ck_assert_int_eq(cpu->ops->mat_create(cpu, &A, GS_FP64, &Ac), GS_OK);
+        ck_assert_msg(gs_pc_create(gs_pc_find("isai"), cpu, &p, &A, Ac, &pc, &err) == GS_OK, "%s",
+                      err.msg);
+        poison_device_heap();
+        ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP64, &Ag), GS_OK);
+        ck_assert_msg(gs_pc_create(gs_pc_find("isai"), gpu, &p, &A, Ag, &pg, &err) == GS_OK, "%s",
+                      err.msg);
+        tu_pc_run rc = {cpu, Ac, pc}, rg = {gpu, Ag, pg};
+        tu_pc_apply(&rc, r, zc, n);
+        tu_pc_apply(&rg, r, zg, n);
+        double big = 0.0;
+        for (int32_t i = 0; i < n; i++) big = fmax(big, fabs(zc[i]));
+        for (int32_t i = 0; i < n; i++)
+            ck_assert_msg(isfinite(zg[i]) && fabs(zg[i] - zc[i]) <= 1e-9 * big,
+                          "case %zu: z_%d = %.17g, reference %.17g", c, i + 1, zg[i], zc[i]);
+        gs_pc_destroy(pc), gs_pc_destroy(pg);
+        cpu->ops->mat_destroy(cpu, Ac), gpu->ops->mat_destroy(gpu, Ag);
+        gs_engine_destroy(cpu);
+    }
+    free(r), free(zc), free(zg);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* Bad input: the same status and message as the CPU reference. */
+static void expect_same_failure(const gs_csr *A, const char *const *kv, const char *what)
+{
+    gs_params p = tu_params(kv);
+    isai_out want = isai_on(NULL, A, &p), got = isai_on(gpu, A, &p);
+    ck_assert_msg(want.status != GS_OK, "%s: the reference did not fail", what);
+    ck_assert_msg(got.status == want.status && strcmp(got.err.msg, want.err.msg) == 0,
+                  "%s: cuda %s '%s', reference %s '%s'", what, gs_status_name(got.status),
+                  got.err.msg, gs_status_name(want.status), want.err.msg);
+    isai_out_free(&want), isai_out_free(&got);
+}
+
+START_TEST(test_bad_input)
+{
+    /* a zero diagonal entry (scale yes), a missing one (scale no), a zero
+     * pivot after elimination (scale no): [[1 1],[1 1]] in a block */
+    gs_csr A = tu_generated("poisson3d:5");
+    for (int64_t p = A.row_ptr[40]; p < A.row_ptr[41]; p++)
+        if (A.col[p] == 40) A.val[p] = 0.0;
+    const char *none[] = {NULL}, *noscale[] = {"scale", "no", NULL},
+               *sweeps[] = {"ilu", "sweeps:2", NULL};
+    expect_same_failure(&A, none, "zero diagonal, scale yes");
+    gs_csr_free(&A);
+    const int32_t ri[] = {0, 0, 1, 1, 2, 2, 3}, ci[] = {0, 1, 0, 1, 2, 3, 3};
+    const double v[] = {1, 1, 1, 1, 2, 1, 3};
+    gs_csr B = tu_from_triplets(4, 4, 7, ri, ci, v); /* pivot u_22 = 1 - 1 = 0 */
+    expect_same_failure(&B, noscale, "zero pivot, scale no");
+    expect_same_failure(&B, none, "zero pivot, scale yes");
+    expect_same_failure(&B, sweeps, "zero pivot, sweeps");
+    gs_csr_free(&B);
+    const int32_t r2[] = {0, 1, 1, 2}, c2[] = {0, 0, 2, 2};
+    const double v2[] = {1, 1, 1, 1};
+    gs_csr C = tu_from_triplets(3, 3, 4, r2, c2, v2); /* row 2 has no diagonal */
+    expect_same_failure(&C, noscale, "missing diagonal, scale no");
+    expect_same_failure(&C, none, "missing diagonal, scale yes");
+}
+END_TEST
+
+/* IDR(4) with the device's ISAI takes about the reference's iterations. */
+START_TEST(test_iterations)
+{
+    gs_csr A = tu_generated("convdiff3d:16");
+    const char *kv[] = {NULL};
+    gs_params p = tu_params(kv);
+    gs_krylov_result rc, rg;
+    gs_error err = {0};
+    ck_assert_msg(tu_pc_solve(&A, "isai", &p, "idr", 2000, &rc, &err) == GS_OK, "%s", err.msg);
+    /* the same on the GPU engine: A, the setup and the solve there */
+    gs_mat *Ag = NULL;
+    gs_pc *pg = NULL;
+    ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP64, &Ag), GS_OK);
+    ck_assert_msg(gs_pc_create(gs_pc_find("isai"), gpu, &p, &A, Ag, &pg, &err) == GS_OK, "%s",
+                  err.msg);
+    const int32_t n = A.n_rows;
+    double *ones = malloc((size_t)n * sizeof(double)), *b = malloc((size_t)n * sizeof(double));
+    for (int32_t i = 0; i < n; i++) ones[i] = 1.0;
+    gs_csr_spmv(&A, ones, b);
+    gs_vec *vb = NULL, *vx = NULL;
+    gs_krylov_opts opts = {.tol = 1e-8, .maxit = 2000, .restart = 30, .idr_s = 4, .check_every = 1};
+    ck_assert_int_eq(gpu->ops->vec_create(gpu, n, &vb), GS_OK);
+    ck_assert_int_eq(gpu->ops->vec_create(gpu, n, &vx), GS_OK);
+    ck_assert_int_eq(gpu->ops->vec_upload(gpu, vb, b), GS_OK);
+    ck_assert_int_eq(gpu->ops->set(gpu, vx, 0.0), GS_OK);
+    memset(&rg, 0, sizeof rg);
+    ck_assert_msg(gs_method_find("idr")->solve(gpu, Ag, pg, vb, vx, &opts, &rg) == GS_OK, "%s",
+                  gpu->err.msg);
+    ck_assert_msg(rc.iterations > 0 && rg.iterations <= rc.iterations + rc.iterations / 10 + 2,
+                  "idr iterations: cuda %ld, cpu %ld", (long)rg.iterations, (long)rc.iterations);
+    gpu->ops->vec_destroy(gpu, vb), gpu->ops->vec_destroy(gpu, vx);
+    gs_pc_destroy(pg);
+    gpu->ops->mat_destroy(gpu, Ag);
+    gs_krylov_result_free(&rc), gs_krylov_result_free(&rg);
+    free(ones), free(b);
+    gs_csr_free(&A);
+}
+END_TEST
+
+static void gpu_up(void)
+{
+    gs_error err = {0};
+    ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
+}
+
+static void gpu_down(void)
+{
+    gs_engine_destroy(gpu);
+    gpu = NULL;
+}
+
+#endif /* GS_HAVE_CUDA */
+
+static Suite *cuda_isai_suite(int have_gpu)
+{
+    Suite *s = suite_create("cuda_isai");
+    TCase *tc = tcase_create("cuda_isai");
+    tcase_set_timeout(tc, 600);
+#if GS_HAVE_CUDA
+    if (have_gpu) {
+        tcase_add_unchecked_fixture(tc, gpu_up, gpu_down);
+        tcase_add_test(tc, test_kernel_thresholds);
+        tcase_add_test(tc, test_kernel_zero_diagonal);
+        tcase_add_test(tc, test_generated);
+        tcase_add_test(tc, test_real);
+        tcase_add_test(tc, test_apply);
+        tcase_add_test(tc, test_bad_input);
+        tcase_add_test(tc, test_iterations);
+    }
+#else
+    (void)have_gpu;
+#endif
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* CUDA cannot be used in a child forked after the parent touched it: run
+ * the tests in this process. */
+int main(void)
+{
+    const int have_gpu = gs_cuda_device_count() > 0;
+    if (!have_gpu) printf("check_cuda_isai: skipped: no CUDA device\n");
+    SRunner *sr = srunner_create(cuda_isai_suite(have_gpu));
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

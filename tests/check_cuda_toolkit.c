@@ -542,6 +542,10 @@ START_TEST(test_trisolve)
             check_trisolve_on(&T, upper, what);
             gs_csr_free(&T);
         }
+    gpu_down();
+}
+END_TEST
+
 /* ----------------------------------------------- split into L and U */
 
 /* A with a_ii = i + 0.5 stored in every row (random_rows stores it in

@@ -85,7 +85,55 @@ static int tri_bits(int32_t v)
     return b;
 }
 
-/* Sort the rows by level into t->level_rows, and the level pointers to the host. */
+/* Slot p' = slot_ptr[l - 1] + (p - ptr[l - 1]) of the sorted row at position p (level l):
+ * each level starts on a fresh warp of the sync-free solve. */
+__global__ void tri_slots_kernel(int32_t n, const int32_t *__restrict__ sorted_level,
+                                 const int32_t *__restrict__ rows, const int64_t *__restrict__ ptr,
+                                 const int64_t *__restrict__ slot_ptr, int32_t *__restrict__ slot_rows)
+{
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    const int32_t l = sorted_level[p];
+    slot_rows[slot_ptr[l - 1] + (p - ptr[l - 1])] = rows[p];
+}
+
+/* The sync-free solve's schedule (t->slot_rows): the rows by level, each level padded with
+ * -1 to a whole number of warps of rows_per_warp rows, so that no warp holds rows of two
+ * levels (the rows of one warp never depend on each other: trisolve_syncfree.cu's
+ * no-deadlock argument). ptr (device) and sorted_level are tri_sort_levels'. */
+static int tri_build_slots(gs_engine *e, gs_dtri *t, const int32_t *sorted_level,
+                           const int64_t *ptr)
+{
+    cudaStream_t s = gs_cuda_of(e)->stream;
+    const int64_t per_warp = t->rows_per_warp;
+    const size_t ptr_bytes = ((size_t)t->n_levels + 1) * sizeof(int64_t);
+    int64_t *slot_ptr = (int64_t *)malloc(ptr_bytes), *d_slot_ptr = NULL;
+    int status = GS_OK;
+    if (!slot_ptr)
+        GS_TRY(gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve: %d slot pointers", (int)t->n_levels));
+    slot_ptr[0] = 0;
+    for (int32_t l = 0; l < t->n_levels; l++) {
+        const int64_t count = t->level_ptr[l + 1] - t->level_ptr[l];
+        slot_ptr[l + 1] = slot_ptr[l] + (count + per_warp - 1) / per_warp * per_warp;
+    }
+    t->n_slots = slot_ptr[t->n_levels];
+    GS_TRY(gs_cuda_alloc(e, &t->slot_rows, ((size_t)t->n_slots + 1) * sizeof(int32_t),
+                         "trisolve: sync-free schedule"));
+    GS_TRY(gs_cuda_alloc(e, &d_slot_ptr, ptr_bytes, "trisolve: slot pointers"));
+    GS_TRY(gs_cuda_upload(e, d_slot_ptr, slot_ptr, ptr_bytes));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->slot_rows, 0xFF,
+                                              ((size_t)t->n_slots + 1) * sizeof(int32_t), s)));
+    GS_TRY(CUDA_LAUNCH(&e->err, tri_slots_kernel, gs_dblocks(t->n, 256), 256, 0, s, t->n,
+                       sorted_level, (const int32_t *)t->level_rows, ptr,
+                       (const int64_t *)d_slot_ptr, t->slot_rows));
+cleanup:
+    gs_cuda_free(e, d_slot_ptr, ptr_bytes);
+    free(slot_ptr);
+    return status;
+}
+
+/* Sort the rows by level into t->level_rows, the level pointers to the host, and the
+ * sync-free schedule. */
 static int tri_sort_levels(gs_engine *e, gs_dtri *t)
 {
     cudaStream_t s = gs_cuda_of(e)->stream;
@@ -115,6 +163,7 @@ static int tri_sort_levels(gs_engine *e, gs_dtri *t)
                                               ((size_t)t->n_levels + 1) * sizeof(int64_t),
                                               cudaMemcpyDeviceToHost, s)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s)));
+    GS_TRY(tri_build_slots(e, t, keys, ptr));
 cleanup:
     gs_cuda_free(e, iota, (size_t)n * sizeof(int32_t));
     gs_cuda_free(e, keys, (size_t)n * sizeof(int32_t));
@@ -143,6 +192,7 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     *t = gs_dtri{};
     t->n = n, t->nnz = nnz, t->upper = upper ? 1 : 0, t->rp = rp, t->col = col;
     t->lanes = tri_lanes(n, nnz);
+    t->rows_per_warp = 32 / t->lanes;
     GS_TRY(gs_cuda_alloc(e, &t->level, ((size_t)n + 1) * sizeof(int32_t), "trisolve: levels"));
     GS_TRY(gs_cuda_alloc(e, &t->level_rows, ((size_t)n + 1) * sizeof(int32_t),
                          "trisolve: rows by level"));
@@ -181,6 +231,7 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
     gs_cuda_free(e, t->level_rows, ((size_t)t->n + 1) * sizeof(int32_t));
     gs_cuda_free(e, t->ready, ((size_t)t->n + 1) * sizeof(unsigned));
     gs_cuda_free(e, t->state, 3 * sizeof(unsigned));
+    gs_cuda_free(e, t->slot_rows, ((size_t)t->n_slots + 1) * sizeof(int32_t));
     free(t->level_ptr);
     *t = gs_dtri{};
 }

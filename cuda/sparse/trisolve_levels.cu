@@ -196,13 +196,11 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     GS_TRY(gs_cuda_alloc(e, &t->level, ((size_t)n + 1) * sizeof(int32_t), "trisolve: levels"));
     GS_TRY(gs_cuda_alloc(e, &t->level_rows, ((size_t)n + 1) * sizeof(int32_t),
                          "trisolve: rows by level"));
-    GS_TRY(gs_cuda_alloc(e, &t->ready, ((size_t)n + 1) * sizeof(unsigned), "trisolve: ready flags"));
-    GS_TRY(gs_cuda_alloc(e, &t->state, 3 * sizeof(unsigned), "trisolve: epoch and tickets"));
+    GS_TRY(gs_cuda_alloc(e, &t->state, 2 * sizeof(unsigned), "trisolve: ticket and blocks done"));
     GS_TRY(gs_cuda_alloc(e, &ticket, 2 * sizeof(unsigned), "trisolve levels: ticket"));
     max_level = (int32_t *)(ticket + 1);
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->level, 0, ((size_t)n + 1) * sizeof(int32_t), s)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->ready, 0, ((size_t)n + 1) * sizeof(unsigned), s)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 3 * sizeof(unsigned), s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 2 * sizeof(unsigned), s)));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(ticket, 0, 2 * sizeof(unsigned), s)));
     if (n == 0) goto cleanup;
     GS_TRY(CUDA_LAUNCH(&e->err, tri_levels_kernel, gs_dblocks(n, LEVEL_WARPS), 32 * LEVEL_WARPS,
@@ -229,8 +227,7 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
     if (!t) return;
     gs_cuda_free(e, t->level, ((size_t)t->n + 1) * sizeof(int32_t));
     gs_cuda_free(e, t->level_rows, ((size_t)t->n + 1) * sizeof(int32_t));
-    gs_cuda_free(e, t->ready, ((size_t)t->n + 1) * sizeof(unsigned));
-    gs_cuda_free(e, t->state, 3 * sizeof(unsigned));
+    gs_cuda_free(e, t->state, 2 * sizeof(unsigned));
     gs_cuda_free(e, t->slot_rows, ((size_t)t->n_slots + 1) * sizeof(int32_t));
     free(t->level_ptr);
     *t = gs_dtri{};

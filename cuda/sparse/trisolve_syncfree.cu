@@ -1,5 +1,5 @@
 /* trisolve_syncfree.cu - synchronisation-free triangular substitution: one launch, rows in
- * level order, each row waiting on ready flags of the rows it depends on (the MIC paper's
+ * level order, each row waiting until the rows it depends on are written (the MIC paper's
  * GPUFBS, blocks that spin until their neighbours have written; for any pattern as in Liu,
  * Li, Hogg, Vinter, "A synchronization-free algorithm for parallel sparse triangular
  * solves", Euro-Par 2016).
@@ -12,7 +12,7 @@
  * window holds several whole wavefronts, and the solve costs about one flag latency a
  * level (docs/perf-notes.md).
  *
- * No deadlock: a block draws a ticket (state[1]) when it starts and takes the slots at that
+ * No deadlock: a block draws a ticket (state[0]) when it starts and takes the slots at that
  * place of the schedule. A row waits only on rows of lower levels, which lie in slots
  * before its warp's first slot (levels are sorted and no warp holds two levels): rows of
  * blocks that drew earlier tickets, which are resident or done, or of its own block's
@@ -22,19 +22,40 @@
  * rows to wait on, finishes and leaves room for the next ticket. Whatever order the
  * hardware starts blocks in, every wait ends.
  *
- * No reset between solves: a flag holds the epoch (state[0] + 1) of the solve that wrote
- * it; the last block to finish (state[2] counts them) stores the new epoch and zeroes the
- * ticket and the count. Every solve writes every row's flag, so a flag holds the current
- * or the previous epoch, never a stale equal one, even when the counter wraps. The
- * kernel's arguments never change, so it can be captured in a graph and replayed. */
+ * The value is the flag: x is filled with SYNCFREE_UNSET (all bits set, a NaN) in stream
+ * order before the launch, and a row waits until x_j is no longer that pattern. x_j is one
+ * 64-bit word written once, by one relaxed atomic store, and read by relaxed atomic loads:
+ * coherence alone makes the reader see the final value, with no fence on either side (a
+ * separate ready flag costs a release fence on the writer and a second load on the
+ * reader, both a round trip to L2, at every level). A computed x_i that happens to have
+ * the unset pattern (a NaN from a NaN input) is stored as the canonical NaN instead, so
+ * that no row waits for ever on it; a NaN still comes out, and CG reports it.
+ *
+ * No reset beyond the fill: the last block to finish (state[1] counts them) zeroes the
+ * ticket and the count. The kernel's arguments never change, so the fill and the launch
+ * can be captured in a graph and replayed. */
 #include <cuda/atomic>
 
 #include "gs_dsparse.h"
 
 #define SYNCFREE_THREADS 256
+#define SYNCFREE_UNSET 0xffffffffffffffffull /* the fill's bytes, 0xFF */
+#define SYNCFREE_NAN 0x7ff8000000000000ull   /* a computed x_i that equals the fill */
 #define FULL_MASK 0xffffffffu
 
-typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> flag_ref;
+typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> word_ref;
+
+/* x_j once row j has been solved; waits until then (the header: row j is in an earlier
+ * slot, so the wait ends). A few plain polls first: most values are there already or
+ * arrive within a round trip, and a sleep would only add to the level's latency. */
+static __device__ inline double syncfree_wait(double *x, int32_t j)
+{
+    word_ref w(*reinterpret_cast<unsigned long long *>(x + j));
+    unsigned long long v;
+    for (int tries = 0; (v = w.load(cuda::memory_order_relaxed)) == SYNCFREE_UNSET; tries++)
+        if (tries >= 32) __nanosleep(32);
+    return __longlong_as_double((long long)v);
+}
 
 /* LANES lanes a row, SYNCFREE_THREADS / LANES slots a block:
  * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit). */
@@ -44,13 +65,10 @@ __global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *
                                     const int32_t *__restrict__ col,
                                     const double *__restrict__ val, bool unit,
                                     const double *__restrict__ s, const double *__restrict__ b,
-                                    double *x, unsigned *ready, unsigned *state)
+                                    double *x, unsigned *state)
 {
-    __shared__ unsigned block, epoch;
-    if (threadIdx.x == 0) {
-        block = atomicAdd(&state[1], 1u);
-        epoch = flag_ref(state[0]).load(cuda::memory_order_relaxed) + 1u;
-    }
+    __shared__ unsigned block;
+    if (threadIdx.x == 0) block = atomicAdd(&state[0], 1u);
     __syncthreads();
     const int sub = threadIdx.x % LANES;
     const int64_t slot = (int64_t)block * (SYNCFREE_THREADS / LANES) + threadIdx.x / LANES;
@@ -59,14 +77,8 @@ __global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *
     if (i >= 0) {
         for (int64_t p = rp[i] + sub; p < rp[i + 1]; p += LANES) {
             const int32_t j = col[p];
-            if (j == i) {
-                diag = val[p];
-            } else if (upper ? j > i : j < i) {
-                /* ends: row j is of a lower level, so in an earlier slot (the header) */
-                flag_ref f(ready[j]);
-                while (f.load(cuda::memory_order_acquire) != epoch) __nanosleep(10);
-                sum += val[p] * __ldcg(x + j); /* from L2: x_j was written by another SM */
-            }
+            if (j == i) diag = val[p];
+            else if (upper ? j > i : j < i) sum += val[p] * syncfree_wait(x, j);
         }
     }
     /* every lane gets here (empty slots included), so the whole warp shuffles */
@@ -75,16 +87,17 @@ __global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *
         diag += __shfl_xor_sync(FULL_MASK, diag, o, LANES);
     }
     if (i >= 0 && sub == 0) {
-        __stcg(x + i, ((s ? s[i] : 1.0) * b[i] - sum) / (unit ? 1.0 : diag));
-        flag_ref(ready[i]).store(epoch, cuda::memory_order_release);
+        unsigned long long v = (unsigned long long)__double_as_longlong(
+            ((s ? s[i] : 1.0) * b[i] - sum) / (unit ? 1.0 : diag));
+        if (v == SYNCFREE_UNSET) v = SYNCFREE_NAN;
+        word_ref(*reinterpret_cast<unsigned long long *>(x + i)).store(v, cuda::memory_order_relaxed);
     }
     __syncthreads(); /* every row of this block written */
     if (threadIdx.x == 0) {
         __threadfence();
-        if (atomicAdd(&state[2], 1u) == gridDim.x - 1) { /* the last block: all others done */
+        if (atomicAdd(&state[1], 1u) == gridDim.x - 1) { /* the last block: all others done */
+            state[0] = 0u;
             state[1] = 0u;
-            state[2] = 0u;
-            flag_ref(state[0]).store(epoch, cuda::memory_order_release);
         }
     }
 }
@@ -93,12 +106,14 @@ template <int LANES>
 static int tri_syncfree_launch(gs_engine *e, const gs_dtri *t, const double *val, int unit,
                                const double *s, const double *b, double *x)
 {
+    cudaStream_t st = gs_cuda_of(e)->stream;
     if (t->n_slots == 0) return GS_OK;
+    const int status = CUDA_CALL(&e->err, cudaMemsetAsync(x, 0xFF, (size_t)t->n * sizeof(double), st));
+    if (status != GS_OK) return status;
     return CUDA_LAUNCH(&e->err, tri_syncfree_kernel<LANES>,
-                       gs_dblocks(t->n_slots, SYNCFREE_THREADS / LANES), SYNCFREE_THREADS, 0,
-                       gs_cuda_of(e)->stream, t->n_slots, (bool)t->upper,
-                       (const int32_t *)t->slot_rows, t->rp, t->col, val, (bool)unit, s, b, x,
-                       t->ready, t->state);
+                       gs_dblocks(t->n_slots, SYNCFREE_THREADS / LANES), SYNCFREE_THREADS, 0, st,
+                       t->n_slots, (bool)t->upper, (const int32_t *)t->slot_rows, t->rp, t->col,
+                       val, (bool)unit, s, b, x, t->state);
 }
 
 int gs_dtri_solve_syncfree(gs_engine *e, const gs_dtri *t, const double *val, int unit,

@@ -236,7 +236,14 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
 /* ------------------------------------------------------------- the solve */
 
 /* Rows level_rows[first, first + count) of one level, LANES lanes a row:
- * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit). */
+ * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit).
+ * Levels after the first are programmatic dependent launches: the kernel lets the next
+ * level's start at once (gs_pdl_start), reads its rows and first entries while the level
+ * before still runs, and waits for that level (gs_pdl_end: the kernel before it complete,
+ * its memory visible) before it reads x or b. Every thread passes the wait, so a level
+ * completes only after the level before it has. The first level is a plain launch: it
+ * starts after everything before the solve is complete, so the entries (which a setup
+ * may have just written) are final before any level reads them early. */
 template <int LANES>
 __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
                                        const int32_t *__restrict__ rows,
@@ -246,16 +253,26 @@ __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
                                        const double *__restrict__ s, const double *__restrict__ b,
                                        double *x)
 {
+    gs_pdl_start();
     const int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
     const int lane = threadIdx.x % LANES;
+    const int32_t i = g < count ? rows[first + g] : -1;
+    int64_t p = 0, end = 0;
+    int32_t j = -1;
+    double v = 0.0;
+    if (i >= 0) {
+        p = rp[i] + lane, end = rp[i + 1];
+        if (p < end) j = col[p], v = val[p];
+    }
+    gs_pdl_end();
     /* whole groups of LANES leave together, so the shuffles below see full groups */
-    if (g >= count) return;
-    const int32_t i = rows[first + g];
+    if (i < 0) return;
     double sum = 0.0, diag = 0.0;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES) {
-        const int32_t j = col[p];
-        if (j == i) diag = val[p];
-        else if (tri_depends(upper, i, j)) sum += val[p] * x[j];
+    while (p < end) {
+        if (j == i) diag = v;
+        else if (tri_depends(upper, i, j)) sum += v * x[j];
+        p += LANES;
+        if (p < end) j = col[p], v = val[p];
     }
     const unsigned mask = LANES == 32 ? FULL_MASK
                                       : ((1u << LANES) - 1u) << ((threadIdx.x & 31) / LANES * LANES);
@@ -272,9 +289,9 @@ static int tri_level_launch(gs_engine *e, const gs_dtri *t, int64_t first, int64
                             double *x)
 {
     const int64_t per_block = 256 / LANES;
-    return CUDA_LAUNCH(&e->err, tri_level_solve_kernel<LANES>, gs_dblocks(count, per_block), 256,
-                       0, gs_cuda_of(e)->stream, first, count, (bool)t->upper,
-                       (const int32_t *)t->level_rows, t->rp, t->col, val, (bool)unit, s, b, x);
+    return CUDA_LAUNCH_PDL(&e->err, first > 0, tri_level_solve_kernel<LANES>, gs_dblocks(count, per_block),
+                           256, 0, gs_cuda_of(e)->stream, first, count, (bool)t->upper,
+                           (const int32_t *)t->level_rows, t->rp, t->col, val, (bool)unit, s, b, x);
 }
 
 int gs_dtri_solve_levels(gs_engine *e, const gs_dtri *t, const double *val, int unit,

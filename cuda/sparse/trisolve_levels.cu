@@ -238,9 +238,10 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
 /* Rows level_rows[first, first + count) of one level, LANES lanes a row:
  * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit).
  * Levels after the first are programmatic dependent launches: the kernel lets the next
- * level's start at once (gs_pdl_start), reads its rows and first entries while the level
- * before still runs, and waits for that level (gs_pdl_end: the kernel before it complete,
- * its memory visible) before it reads x or b. Every thread passes the wait, so a level
+ * level's start at once (gs_pdl_start), reads its rows, first entries and s_i b_i while
+ * the level before still runs (a chain of three dependent loads off the critical path),
+ * and waits for that level (gs_pdl_end: the kernel before it complete, its memory
+ * visible) before it reads x. Every thread passes the wait, so a level
  * completes only after the level before it has. The first level is a plain launch: it
  * starts after everything before the solve is complete, so the entries (which a setup
  * may have just written) are final before any level reads them early. */
@@ -259,10 +260,13 @@ __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
     const int32_t i = g < count ? rows[first + g] : -1;
     int64_t p = 0, end = 0;
     int32_t j = -1;
-    double v = 0.0;
+    double v = 0.0, rhs = 0.0;
     if (i >= 0) {
         p = rp[i] + lane, end = rp[i + 1];
         if (p < end) j = col[p], v = val[p];
+        /* b and s are final too: the solve never writes them, and the first level's
+         * plain launch started only after everything before the solve was complete */
+        if (lane == 0) rhs = (s ? s[i] : 1.0) * b[i];
     }
     gs_pdl_end();
     /* whole groups of LANES leave together, so the shuffles below see full groups */
@@ -280,7 +284,7 @@ __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
         sum += __shfl_down_sync(mask, sum, o, LANES);
         diag += __shfl_down_sync(mask, diag, o, LANES);
     }
-    if (lane == 0) x[i] = ((s ? s[i] : 1.0) * b[i] - sum) / (unit ? 1.0 : diag);
+    if (lane == 0) x[i] = (rhs - sum) / (unit ? 1.0 : diag);
 }
 
 template <int LANES>

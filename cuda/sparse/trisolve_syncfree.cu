@@ -46,14 +46,22 @@
 typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> word_ref;
 
 /* x_j once row j has been solved; waits until then (the header: row j is in an earlier
- * slot, so the wait ends). A few plain polls first: most values are there already or
- * arrive within a round trip, and a sleep would only add to the level's latency. */
+ * slot, so the wait ends). Polls back to back first (a load takes an L2 round trip, and
+ * the row at the front finds its value within a few), then with sleeps doubling from 32 to
+ * 256 ns: the rows several levels ahead of the front (about 5 levels of a 3D grid are
+ * resident) would otherwise keep L2 busy with loads that cannot succeed yet, slowing the
+ * front's own stores and loads. The cap bounds the delay a sleeping row adds to its
+ * level once its value is there. */
 static __device__ inline double syncfree_wait(double *x, int32_t j)
 {
     word_ref w(*reinterpret_cast<unsigned long long *>(x + j));
     unsigned long long v;
+    unsigned sleep = 32;
     for (int tries = 0; (v = w.load(cuda::memory_order_relaxed)) == SYNCFREE_UNSET; tries++)
-        if (tries >= 32) __nanosleep(32);
+        if (tries >= 8) {
+            __nanosleep(sleep);
+            sleep = sleep < 256 ? 2 * sleep : 256;
+        }
     return __longlong_as_double((long long)v);
 }
 
@@ -73,8 +81,9 @@ __global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *
     const int sub = threadIdx.x % LANES;
     const int64_t slot = (int64_t)block * (SYNCFREE_THREADS / LANES) + threadIdx.x / LANES;
     const int32_t i = slot < n_slots ? slots[slot] : -1;
-    double sum = 0.0, diag = 0.0;
+    double sum = 0.0, diag = 0.0, rhs = 0.0;
     if (i >= 0) {
+        if (sub == 0) rhs = (s ? s[i] : 1.0) * b[i]; /* issued before the waits */
         for (int64_t p = rp[i] + sub; p < rp[i + 1]; p += LANES) {
             const int32_t j = col[p];
             if (j == i) diag = val[p];
@@ -87,8 +96,8 @@ __global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *
         diag += __shfl_xor_sync(FULL_MASK, diag, o, LANES);
     }
     if (i >= 0 && sub == 0) {
-        unsigned long long v = (unsigned long long)__double_as_longlong(
-            ((s ? s[i] : 1.0) * b[i] - sum) / (unit ? 1.0 : diag));
+        unsigned long long v =
+            (unsigned long long)__double_as_longlong((rhs - sum) / (unit ? 1.0 : diag));
         if (v == SYNCFREE_UNSET) v = SYNCFREE_NAN;
         word_ref(*reinterpret_cast<unsigned long long *>(x + i)).store(v, cuda::memory_order_relaxed);
     }

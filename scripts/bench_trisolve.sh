@@ -42,15 +42,18 @@ python3 - "$OUT/runs.jsonl" <<'EOF' | tee "$OUT/table.md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 dev = next((r.get("device", "?") for r in rows), "?")
+stages = lambda r: ", ".join(f"{k} {float(v):.3g}" for k, v in
+                             (kv.split("=", 1) for kv in r.get("tp_stages", "").split(";") if "=" in kv))
 print(f"device: {dev}\n")
-print("| matrix | run | trisolve | fbs sync-free ms | fbs levels ms | fbs exact ms | its | us/it | floor x |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| matrix | run | trisolve | fbs sync-free ms | fbs levels ms | fbs exact ms | its | us/it | floor x | Tp s | Tp stages s |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
     extra = dict(kv.split("=", 1) for kv in r.get("precond_extra", "").split(";") if "=" in kv)
     ms = lambda k: f"{float(extra[k]):.3f}" if k in extra else ""
     print(f"| {r['matrix'].split('/')[-1]} | {r['tag']} | {extra.get('trisolve', '')} | "
           f"{ms('fbs_syncfree_ms')} | {ms('fbs_levels_ms')} | {ms('fbs_exact_ms')} | "
-          f"{r['iterations']} | {1e6 * r['s_per_iteration']:.1f} | {r.get('floor_ratio', 0):.3g} |")
+          f"{r['iterations']} | {1e6 * r['s_per_iteration']:.1f} | {r.get('floor_ratio', 0):.3g} | "
+          f"{r['tp_min_s']:.3g} | {stages(r)} |")
 EOF
 [ -s "$OUT/errors.log" ] && { echo "bench_trisolve.sh: errors (see $OUT/errors.log):" >&2; head -5 "$OUT/errors.log" >&2; }
 echo "raw: $OUT/runs.jsonl" >&2

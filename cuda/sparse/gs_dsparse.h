@@ -129,8 +129,10 @@ typedef struct gs_dtri {
     int32_t *level;           /* device, n: each row's level, from 1 */
     int32_t *level_rows;      /* device, n: rows by level, increasing within one */
     int64_t *level_ptr;       /* host, n_levels + 1: level l is level_rows[ptr[l - 1], ptr[l]) */
-    int lanes;                /* lanes a row in both solves: 1..32, from the mean row */
-    int rows_per_warp;        /* 32 / lanes */
+    int lanes;                /* lanes a row in the level kernels: 1..32, from the mean row */
+    int syncfree_lanes;       /* in the sync-free solve: lanes, or more where the levels are
+                                 too narrow to fill warps of 32 / lanes rows */
+    int rows_per_warp;        /* 32 / syncfree_lanes */
     int64_t n_slots;          /* the sync-free schedule's length */
     int32_t *slot_rows;       /* device, n_slots: level_rows with each level padded by -1 to
                                  whole warps (no warp holds two levels) */

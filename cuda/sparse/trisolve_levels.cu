@@ -182,6 +182,19 @@ static int tri_lanes(int32_t n, int64_t nnz)
     return lanes;
 }
 
+/* The sync-free solve's lanes a row: the level kernels' lanes, widened while a warp of
+ * 32 / lanes rows is more than the mean level holds, so that padding each level to whole
+ * warps adds at most about the rows themselves (a chain of n levels would otherwise take
+ * 32 / lanes slots a row). */
+static void tri_syncfree_shape(gs_dtri *t)
+{
+    const double per_level = (double)t->n / t->n_levels;
+    int lanes = t->lanes;
+    while (lanes < 32 && 32 / lanes > per_level) lanes *= 2;
+    t->syncfree_lanes = lanes;
+    t->rows_per_warp = 32 / lanes;
+}
+
 int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, const int32_t *col,
                     int upper, gs_dtri *t)
 {
@@ -192,7 +205,6 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     *t = gs_dtri{};
     t->n = n, t->nnz = nnz, t->upper = upper ? 1 : 0, t->rp = rp, t->col = col;
     t->lanes = tri_lanes(n, nnz);
-    t->rows_per_warp = 32 / t->lanes;
     GS_TRY(gs_cuda_alloc(e, &t->level, ((size_t)n + 1) * sizeof(int32_t), "trisolve: levels"));
     GS_TRY(gs_cuda_alloc(e, &t->level_rows, ((size_t)n + 1) * sizeof(int32_t),
                          "trisolve: rows by level"));
@@ -215,6 +227,7 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     if (!t->level_ptr)
         GS_TRY(gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve levels: %d level pointers",
                             (int)t->n_levels));
+    tri_syncfree_shape(t);
     GS_TRY(tri_sort_levels(e, t));
 cleanup:
     gs_cuda_free(e, ticket, 2 * sizeof(unsigned));

@@ -6,7 +6,8 @@
  *
  * Order: the analysis' schedule t->slot_rows, the rows sorted by level, each level padded
  * with empty slots (-1) to whole warps of rows_per_warp = 32 / lanes rows (lanes: the
- * power of two at or above the mean row length). Taken in natural order instead, the
+ * power of two at or above the mean row length, widened where levels are narrower than
+ * a warp of rows). Taken in natural order instead, the
  * resident warps (about 8k on an H100) cover about two planes of a 3D grid, and the
  * wavefront advanced one plane per many flag latencies; in level order the resident
  * window holds several whole wavefronts, and the solve costs about one flag latency a
@@ -128,7 +129,7 @@ static int tri_syncfree_launch(gs_engine *e, const gs_dtri *t, const double *val
 int gs_dtri_solve_syncfree(gs_engine *e, const gs_dtri *t, const double *val, int unit,
                            const double *s, const double *b, double *x)
 {
-    switch (t->lanes) {
+    switch (t->syncfree_lanes) {
     case 1: return tri_syncfree_launch<1>(e, t, val, unit, s, b, x);
     case 2: return tri_syncfree_launch<2>(e, t, val, unit, s, b, x);
     case 4: return tri_syncfree_launch<4>(e, t, val, unit, s, b, x);

@@ -13,6 +13,7 @@
 # included). Per row: the GPU with the default --trisolve (auto: the faster of the
 # sync-free and level-scheduled solves, timed at setup), the GPU with --trisolve exact
 # (cuSPARSE SpSV), the CPU engine on all cores (Tp only, and its speedup).
+# The substitutions alone, scheme by scheme on the same factors: scripts/bench_trisolve.sh.
 # About 60 s on an H100 (the CPU engine's poisson3d:128 setup and solve dominate; set
 # CPU=0 to skip the CPU runs).
 set -u

@@ -446,6 +446,54 @@ static gs_csr random_triangle(tu_rng *r, int32_t n, int upper, int32_t span, dou
     return T;
 }
 
+/* The lower (or upper) triangle of a 7-point stencil on an nx x ny x nz grid (natural
+ * order: levels are the planes i + j + k = const, as MIC's factors on poisson3d), rows of
+ * 4 entries; every spike-th row (spike > 0) also holds the 100 rows before (after) it, so
+ * that a few rows are many times longer than the lanes the mean gives them. Diagonally
+ * dominant as random_triangle's. */
+static gs_csr grid_triangle(tu_rng *r, int32_t nx, int32_t ny, int32_t nz, int upper, int32_t spike)
+{
+    const int32_t n = nx * ny * nz, far = 100;
+    gs_csr T = {0};
+    int64_t nnz = 0;
+    T.n_rows = T.n_cols = n;
+    T.row_ptr = malloc(((size_t)n + 1) * sizeof(int64_t));
+    T.col = malloc((size_t)n * (far + 4) * sizeof(int32_t));
+    T.val = malloc((size_t)n * (far + 4) * sizeof(double));
+    ck_assert(T.row_ptr && T.col && T.val);
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t x = i % nx, y = i / nx % ny, z = i / nx / ny, sg = upper ? 1 : -1;
+        const int long_row = spike > 0 && i % spike == spike - 1;
+        int32_t cols[104], k = 0;
+        if (long_row) {
+            for (int32_t o = far; o >= 1; o--) cols[k++] = i + sg * o;
+        } else {
+            const int32_t step[3] = {nx * ny, nx, 1};
+            const int inside[3] = {upper ? z + 1 < nz : z > 0, upper ? y + 1 < ny : y > 0,
+                                   upper ? x + 1 < nx : x > 0};
+            for (int d = 0; d < 3; d++)
+                if (inside[d]) cols[k++] = i + sg * step[d];
+        }
+        cols[k++] = i;
+        T.row_ptr[i] = nnz;
+        double sum = 0;
+        int64_t diag = -1;
+        for (int q = 0; q < k; q++) { /* ascending: reversed for upper */
+            const int32_t j = upper ? cols[k - 1 - q] : cols[q];
+            if (j < 0 || j >= n) continue;
+            if (j == i) diag = nnz;
+            T.col[nnz] = j;
+            T.val[nnz] = j == i ? 0.0 : tu_uniform(r) - 0.5;
+            sum += fabs(T.val[nnz]);
+            nnz++;
+        }
+        T.val[diag] = 1.0 + sum;
+    }
+    T.row_ptr[n] = nnz;
+    T.nnz = nnz;
+    return T;
+}
+
 /* Host reference: levels and x = T^-1 (s .* b). */
 static int32_t host_levels(const gs_csr *T, int upper, int32_t *level)
 {
@@ -642,6 +690,31 @@ START_TEST(test_pattern_power_long_rows)
 }
 END_TEST
 
+/* The schedule of the sync-free solve on stencil triangles: levels of every size from one
+ * row up, padded to whole warps (4 lanes, 8 rows a warp on a 3D grid; 2D: 3 entries, 4
+ * lanes), more levels than a block's rows, a warp's worth of rows in mid levels; a single
+ * row; and spikes, rows of 101 entries among rows of 4 (a mean of 5: 8 lanes, 4 rows a
+ * warp, 13 passes of a long row), so a warp holds short and long rows of one level. */
+START_TEST(test_trisolve_grids)
+{
+    tu_rng r = tu_rng_seed(21);
+    gpu_up();
+    const struct {
+        int32_t nx, ny, nz, spike;
+    } cases[] = {{1, 1, 1, 0}, {20, 20, 20, 0}, {70, 70, 1, 0}, {33, 17, 9, 97}, {9, 31, 5, 7}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int upper = 0; upper < 2; upper++) {
+            char what[96];
+            snprintf(what, sizeof what, "grid %dx%dx%d spike %d %s", cases[c].nx, cases[c].ny,
+                     cases[c].nz, cases[c].spike, upper ? "upper" : "lower");
+            gs_csr T = grid_triangle(&r, cases[c].nx, cases[c].ny, cases[c].nz, upper, cases[c].spike);
+            check_trisolve_on(&T, upper, what);
+            gs_csr_free(&T);
+        }
+    gpu_down();
+}
+END_TEST
+
 #endif /* GS_HAVE_CUDA */
 
 static Suite *cuda_toolkit_suite(int have_gpu)
@@ -662,6 +735,7 @@ static Suite *cuda_toolkit_suite(int have_gpu)
         tcase_add_test(tc, test_trisolve);
         tcase_add_test(tc, test_split_lu);
         tcase_add_test(tc, test_pattern_power_long_rows);
+        tcase_add_test(tc, test_trisolve_grids);
     }
 #else
     (void)have_gpu;

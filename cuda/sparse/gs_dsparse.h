@@ -137,8 +137,13 @@ typedef struct gs_dtri {
     int32_t *level_rows;      /* device, n: rows by level, increasing within one */
     int64_t *level_ptr;       /* host, n_levels + 1: level l is level_rows[ptr[l - 1], ptr[l]) */
     int lanes;                /* lanes a row in the level kernels: 1..32, from the mean row */
-    unsigned *ready;          /* device, n: the solve (epoch) that last finished each row */
-    unsigned *state;          /* device, 3: the epoch, the block ticket, blocks done */
+    int syncfree_lanes;       /* in the sync-free solve: lanes, or more where the levels are
+                                 too narrow to fill warps of 32 / lanes rows */
+    int rows_per_warp;        /* 32 / syncfree_lanes */
+    int64_t n_slots;          /* the sync-free schedule's length */
+    int32_t *slot_rows;       /* device, n_slots: level_rows with each level padded by -1 to
+                                 whole warps (no warp holds two levels) */
+    unsigned *state;          /* device, 2: the sync-free block ticket, blocks done */
 } gs_dtri;
 
 /* Levels of the triangular pattern (rp, col) of n rows, in t (synchronises:
@@ -148,7 +153,9 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
 void gs_dtri_free(gs_engine *e, gs_dtri *t); /* NULL-safe, zeroes t */
 
 typedef enum gs_dtri_scheme {
-    GS_DTRI_SYNCFREE = 0, /* one launch: a warp a row, blocks in ticket order wait on ready flags */
+    GS_DTRI_SYNCFREE = 0, /* x filled with NaN bytes, then one launch: rows in level order,
+                             rows_per_warp rows a warp, blocks in ticket order, a row
+                             waiting until the x_j it needs are written */
     GS_DTRI_LEVELS = 1    /* a launch a level, rows of one level in parallel */
 } gs_dtri_scheme;
 

@@ -85,7 +85,55 @@ static int tri_bits(int32_t v)
     return b;
 }
 
-/* Sort the rows by level into t->level_rows, and the level pointers to the host. */
+/* Slot p' = slot_ptr[l - 1] + (p - ptr[l - 1]) of the sorted row at position p (level l):
+ * each level starts on a fresh warp of the sync-free solve. */
+__global__ void tri_slots_kernel(int32_t n, const int32_t *__restrict__ sorted_level,
+                                 const int32_t *__restrict__ rows, const int64_t *__restrict__ ptr,
+                                 const int64_t *__restrict__ slot_ptr, int32_t *__restrict__ slot_rows)
+{
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    const int32_t l = sorted_level[p];
+    slot_rows[slot_ptr[l - 1] + (p - ptr[l - 1])] = rows[p];
+}
+
+/* The sync-free solve's schedule (t->slot_rows): the rows by level, each level padded with
+ * -1 to a whole number of warps of rows_per_warp rows, so that no warp holds rows of two
+ * levels (the rows of one warp never depend on each other: trisolve_syncfree.cu's
+ * no-deadlock argument). ptr (device) and sorted_level are tri_sort_levels'. */
+static int tri_build_slots(gs_engine *e, gs_dtri *t, const int32_t *sorted_level,
+                           const int64_t *ptr)
+{
+    cudaStream_t s = gs_cuda_of(e)->stream;
+    const int64_t per_warp = t->rows_per_warp;
+    const size_t ptr_bytes = ((size_t)t->n_levels + 1) * sizeof(int64_t);
+    int64_t *slot_ptr = (int64_t *)malloc(ptr_bytes), *d_slot_ptr = NULL;
+    int status = GS_OK;
+    if (!slot_ptr)
+        GS_TRY(gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve: %d slot pointers", (int)t->n_levels));
+    slot_ptr[0] = 0;
+    for (int32_t l = 0; l < t->n_levels; l++) {
+        const int64_t count = t->level_ptr[l + 1] - t->level_ptr[l];
+        slot_ptr[l + 1] = slot_ptr[l] + (count + per_warp - 1) / per_warp * per_warp;
+    }
+    t->n_slots = slot_ptr[t->n_levels];
+    GS_TRY(gs_cuda_alloc(e, &t->slot_rows, ((size_t)t->n_slots + 1) * sizeof(int32_t),
+                         "trisolve: sync-free schedule"));
+    GS_TRY(gs_cuda_alloc(e, &d_slot_ptr, ptr_bytes, "trisolve: slot pointers"));
+    GS_TRY(gs_cuda_upload(e, d_slot_ptr, slot_ptr, ptr_bytes));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->slot_rows, 0xFF,
+                                              ((size_t)t->n_slots + 1) * sizeof(int32_t), s)));
+    GS_TRY(CUDA_LAUNCH(&e->err, tri_slots_kernel, gs_dblocks(t->n, 256), 256, 0, s, t->n,
+                       sorted_level, (const int32_t *)t->level_rows, ptr,
+                       (const int64_t *)d_slot_ptr, t->slot_rows));
+cleanup:
+    gs_cuda_free(e, d_slot_ptr, ptr_bytes);
+    free(slot_ptr);
+    return status;
+}
+
+/* Sort the rows by level into t->level_rows, the level pointers to the host, and the
+ * sync-free schedule. */
 static int tri_sort_levels(gs_engine *e, gs_dtri *t)
 {
     cudaStream_t s = gs_cuda_of(e)->stream;
@@ -115,6 +163,7 @@ static int tri_sort_levels(gs_engine *e, gs_dtri *t)
                                               ((size_t)t->n_levels + 1) * sizeof(int64_t),
                                               cudaMemcpyDeviceToHost, s)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s)));
+    GS_TRY(tri_build_slots(e, t, keys, ptr));
 cleanup:
     gs_cuda_free(e, iota, (size_t)n * sizeof(int32_t));
     gs_cuda_free(e, keys, (size_t)n * sizeof(int32_t));
@@ -133,6 +182,19 @@ static int tri_lanes(int32_t n, int64_t nnz)
     return lanes;
 }
 
+/* The sync-free solve's lanes a row: the level kernels' lanes, widened while a warp of
+ * 32 / lanes rows is more than the mean level holds, so that padding each level to whole
+ * warps adds at most about the rows themselves (a chain of n levels would otherwise take
+ * 32 / lanes slots a row). */
+static void tri_syncfree_shape(gs_dtri *t)
+{
+    const double per_level = (double)t->n / t->n_levels;
+    int lanes = t->lanes;
+    while (lanes < 32 && 32 / lanes > per_level) lanes *= 2;
+    t->syncfree_lanes = lanes;
+    t->rows_per_warp = 32 / lanes;
+}
+
 int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, const int32_t *col,
                     int upper, gs_dtri *t)
 {
@@ -146,13 +208,11 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     GS_TRY(gs_cuda_alloc(e, &t->level, ((size_t)n + 1) * sizeof(int32_t), "trisolve: levels"));
     GS_TRY(gs_cuda_alloc(e, &t->level_rows, ((size_t)n + 1) * sizeof(int32_t),
                          "trisolve: rows by level"));
-    GS_TRY(gs_cuda_alloc(e, &t->ready, ((size_t)n + 1) * sizeof(unsigned), "trisolve: ready flags"));
-    GS_TRY(gs_cuda_alloc(e, &t->state, 3 * sizeof(unsigned), "trisolve: epoch and tickets"));
+    GS_TRY(gs_cuda_alloc(e, &t->state, 2 * sizeof(unsigned), "trisolve: ticket and blocks done"));
     GS_TRY(gs_cuda_alloc(e, &ticket, 2 * sizeof(unsigned), "trisolve levels: ticket"));
     max_level = (int32_t *)(ticket + 1);
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->level, 0, ((size_t)n + 1) * sizeof(int32_t), s)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->ready, 0, ((size_t)n + 1) * sizeof(unsigned), s)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 3 * sizeof(unsigned), s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 2 * sizeof(unsigned), s)));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(ticket, 0, 2 * sizeof(unsigned), s)));
     if (n == 0) goto cleanup;
     GS_TRY(CUDA_LAUNCH(&e->err, tri_levels_kernel, gs_dblocks(n, LEVEL_WARPS), 32 * LEVEL_WARPS,
@@ -167,6 +227,7 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     if (!t->level_ptr)
         GS_TRY(gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve levels: %d level pointers",
                             (int)t->n_levels));
+    tri_syncfree_shape(t);
     GS_TRY(tri_sort_levels(e, t));
 cleanup:
     gs_cuda_free(e, ticket, 2 * sizeof(unsigned));
@@ -179,8 +240,8 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
     if (!t) return;
     gs_cuda_free(e, t->level, ((size_t)t->n + 1) * sizeof(int32_t));
     gs_cuda_free(e, t->level_rows, ((size_t)t->n + 1) * sizeof(int32_t));
-    gs_cuda_free(e, t->ready, ((size_t)t->n + 1) * sizeof(unsigned));
-    gs_cuda_free(e, t->state, 3 * sizeof(unsigned));
+    gs_cuda_free(e, t->state, 2 * sizeof(unsigned));
+    gs_cuda_free(e, t->slot_rows, ((size_t)t->n_slots + 1) * sizeof(int32_t));
     free(t->level_ptr);
     *t = gs_dtri{};
 }
@@ -188,7 +249,15 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
 /* ------------------------------------------------------------- the solve */
 
 /* Rows level_rows[first, first + count) of one level, LANES lanes a row:
- * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit). */
+ * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit).
+ * Levels after the first are programmatic dependent launches: the kernel lets the next
+ * level's start at once (gs_pdl_start), reads its rows, first entries and s_i b_i while
+ * the level before still runs (a chain of three dependent loads off the critical path),
+ * and waits for that level (gs_pdl_end: the kernel before it complete, its memory
+ * visible) before it reads x. Every thread passes the wait, so a level
+ * completes only after the level before it has. The first level is a plain launch: it
+ * starts after everything before the solve is complete, so the entries (which a setup
+ * may have just written) are final before any level reads them early. */
 template <int LANES>
 __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
                                        const int32_t *__restrict__ rows,
@@ -198,16 +267,29 @@ __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
                                        const double *__restrict__ s, const double *__restrict__ b,
                                        double *x)
 {
+    gs_pdl_start();
     const int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
     const int lane = threadIdx.x % LANES;
+    const int32_t i = g < count ? rows[first + g] : -1;
+    int64_t p = 0, end = 0;
+    int32_t j = -1;
+    double v = 0.0, rhs = 0.0;
+    if (i >= 0) {
+        p = rp[i] + lane, end = rp[i + 1];
+        if (p < end) j = col[p], v = val[p];
+        /* b and s are final too: the solve never writes them, and the first level's
+         * plain launch started only after everything before the solve was complete */
+        if (lane == 0) rhs = (s ? s[i] : 1.0) * b[i];
+    }
+    gs_pdl_end();
     /* whole groups of LANES leave together, so the shuffles below see full groups */
-    if (g >= count) return;
-    const int32_t i = rows[first + g];
+    if (i < 0) return;
     double sum = 0.0, diag = 0.0;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES) {
-        const int32_t j = col[p];
-        if (j == i) diag = val[p];
-        else if (tri_depends(upper, i, j)) sum += val[p] * x[j];
+    while (p < end) {
+        if (j == i) diag = v;
+        else if (tri_depends(upper, i, j)) sum += v * x[j];
+        p += LANES;
+        if (p < end) j = col[p], v = val[p];
     }
     const unsigned mask = LANES == 32 ? FULL_MASK
                                       : ((1u << LANES) - 1u) << ((threadIdx.x & 31) / LANES * LANES);
@@ -215,7 +297,7 @@ __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
         sum += __shfl_down_sync(mask, sum, o, LANES);
         diag += __shfl_down_sync(mask, diag, o, LANES);
     }
-    if (lane == 0) x[i] = ((s ? s[i] : 1.0) * b[i] - sum) / (unit ? 1.0 : diag);
+    if (lane == 0) x[i] = (rhs - sum) / (unit ? 1.0 : diag);
 }
 
 template <int LANES>
@@ -224,9 +306,9 @@ static int tri_level_launch(gs_engine *e, const gs_dtri *t, int64_t first, int64
                             double *x)
 {
     const int64_t per_block = 256 / LANES;
-    return CUDA_LAUNCH(&e->err, tri_level_solve_kernel<LANES>, gs_dblocks(count, per_block), 256,
-                       0, gs_cuda_of(e)->stream, first, count, (bool)t->upper,
-                       (const int32_t *)t->level_rows, t->rp, t->col, val, (bool)unit, s, b, x);
+    return CUDA_LAUNCH_PDL(&e->err, first > 0, tri_level_solve_kernel<LANES>, gs_dblocks(count, per_block),
+                           256, 0, gs_cuda_of(e)->stream, first, count, (bool)t->upper,
+                           (const int32_t *)t->level_rows, t->rp, t->col, val, (bool)unit, s, b, x);
 }
 
 int gs_dtri_solve_levels(gs_engine *e, const gs_dtri *t, const double *val, int unit,

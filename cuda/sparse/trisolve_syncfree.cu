@@ -1,83 +1,142 @@
-/* trisolve_syncfree.cu - synchronisation-free triangular substitution: one launch, a warp a
- * row, each row waiting on ready flags of the rows it depends on (the MIC paper's GPUFBS,
- * blocks that spin until their neighbours have written; for any pattern as in Liu, Li,
- * Hogg, Vinter, "A synchronization-free algorithm for parallel sparse triangular solves",
- * Euro-Par 2016).
+/* trisolve_syncfree.cu - synchronisation-free triangular substitution: one launch, rows in
+ * level order, each row waiting until the rows it depends on are written (the MIC paper's
+ * GPUFBS, blocks that spin until their neighbours have written; for any pattern as in Liu,
+ * Li, Hogg, Vinter, "A synchronization-free algorithm for parallel sparse triangular
+ * solves", Euro-Par 2016).
  *
- * No deadlock: a block draws a ticket (state[1]) when it starts and takes the rows at that
- * place of the dependency order (increasing rows for a lower T, decreasing for an upper
- * one). A row waits only on rows earlier in that order: rows of blocks that drew earlier
- * tickets, which are resident or done, or of its own block's other warps; never on a lane
- * of its own warp. By induction on the ticket every wait ends, whatever order the hardware
- * starts blocks in.
+ * Order: the analysis' schedule t->slot_rows, the rows sorted by level, each level padded
+ * with empty slots (-1) to whole warps of rows_per_warp = 32 / lanes rows (lanes: the
+ * power of two at or above the mean row length, widened where levels are narrower than
+ * a warp of rows). Taken in natural order instead, the
+ * resident warps (about 8k on an H100) cover about two planes of a 3D grid, and the
+ * wavefront advanced one plane per many flag latencies; in level order the resident
+ * window holds several whole wavefronts, and the solve costs about one flag latency a
+ * level (docs/perf-notes.md).
  *
- * No reset between solves: a flag holds the epoch (state[0] + 1) of the solve that wrote
- * it; the last block to finish (state[2] counts them) stores the new epoch and zeroes the
- * ticket and the count. Every solve writes every flag, so a flag holds the current or the
- * previous epoch, never a stale equal one, even when the counter wraps. The kernel's
- * arguments never change, so it can be captured in a graph and replayed. */
+ * No deadlock: a block draws a ticket (state[0]) when it starts and takes the slots at that
+ * place of the schedule. A row waits only on rows of lower levels, which lie in slots
+ * before its warp's first slot (levels are sorted and no warp holds two levels): rows of
+ * blocks that drew earlier tickets, which are resident or done, or of its own block's
+ * lower warps; never on a row of its own warp. By induction on the slot: the lowest
+ * unfinished warp either belongs to a started block, and all it waits on is done, so it
+ * finishes; or its ticket is not drawn yet, then every started block has only finished
+ * rows to wait on, finishes and leaves room for the next ticket. Whatever order the
+ * hardware starts blocks in, every wait ends.
+ *
+ * The value is the flag: x is filled with SYNCFREE_UNSET (all bits set, a NaN) in stream
+ * order before the launch, and a row waits until x_j is no longer that pattern. x_j is one
+ * 64-bit word written once, by one relaxed atomic store, and read by relaxed atomic loads:
+ * coherence alone makes the reader see the final value, with no fence on either side (a
+ * separate ready flag costs a release fence on the writer and a second load on the
+ * reader, both a round trip to L2, at every level). A computed x_i that happens to have
+ * the unset pattern (a NaN from a NaN input) is stored as the canonical NaN instead, so
+ * that no row waits for ever on it; a NaN still comes out, and CG reports it.
+ *
+ * No reset beyond the fill: the last block to finish (state[1] counts them) zeroes the
+ * ticket and the count. The kernel's arguments never change, so the fill and the launch
+ * can be captured in a graph and replayed. */
 #include <cuda/atomic>
 
 #include "gs_dsparse.h"
 
-#define SYNCFREE_WARPS 8 /* rows (warps) a 256-thread block */
+#define SYNCFREE_THREADS 256
+#define SYNCFREE_UNSET 0xffffffffffffffffull /* the fill's bytes, 0xFF */
+#define SYNCFREE_NAN 0x7ff8000000000000ull   /* a computed x_i that equals the fill */
 #define FULL_MASK 0xffffffffu
 
-typedef cuda::atomic_ref<unsigned, cuda::thread_scope_device> flag_ref;
+typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> word_ref;
 
-__global__ void tri_syncfree_kernel(int32_t n, bool upper, const int64_t *__restrict__ rp,
+/* x_j once row j has been solved; waits until then (the header: row j is in an earlier
+ * slot, so the wait ends). Polls back to back first (a load takes an L2 round trip, and
+ * the row at the front finds its value within a few), then with sleeps doubling from 32 to
+ * 256 ns: the rows several levels ahead of the front (about 5 levels of a 3D grid are
+ * resident) would otherwise keep L2 busy with loads that cannot succeed yet, slowing the
+ * front's own stores and loads. The cap bounds the delay a sleeping row adds to its
+ * level once its value is there. */
+static __device__ inline double syncfree_wait(double *x, int32_t j)
+{
+    word_ref w(*reinterpret_cast<unsigned long long *>(x + j));
+    unsigned long long v;
+    unsigned sleep = 32;
+    for (int tries = 0; (v = w.load(cuda::memory_order_relaxed)) == SYNCFREE_UNSET; tries++)
+        if (tries >= 8) {
+            __nanosleep(sleep);
+            sleep = sleep < 256 ? 2 * sleep : 256;
+        }
+    return __longlong_as_double((long long)v);
+}
+
+/* LANES lanes a row, SYNCFREE_THREADS / LANES slots a block:
+ * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit). */
+template <int LANES>
+__global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *__restrict__ slots,
+                                    const int64_t *__restrict__ rp,
                                     const int32_t *__restrict__ col,
                                     const double *__restrict__ val, bool unit,
                                     const double *__restrict__ s, const double *__restrict__ b,
-                                    double *x, unsigned *ready, unsigned *state)
+                                    double *x, unsigned *state)
 {
-    __shared__ unsigned block, epoch;
-    if (threadIdx.x == 0) {
-        block = atomicAdd(&state[1], 1u);
-        epoch = flag_ref(state[0]).load(cuda::memory_order_relaxed) + 1u;
-    }
+    __shared__ unsigned block;
+    if (threadIdx.x == 0) block = atomicAdd(&state[0], 1u);
     __syncthreads();
-    const int lane = threadIdx.x & 31;
-    const int64_t pos = (int64_t)block * SYNCFREE_WARPS + (threadIdx.x >> 5);
-    if (pos < n) {
-        const int32_t i = upper ? (int32_t)(n - 1 - pos) : (int32_t)pos;
-        double sum = 0.0, diag = 0.0;
-        for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32) {
+    const int sub = threadIdx.x % LANES;
+    const int64_t slot = (int64_t)block * (SYNCFREE_THREADS / LANES) + threadIdx.x / LANES;
+    const int32_t i = slot < n_slots ? slots[slot] : -1;
+    double sum = 0.0, diag = 0.0, rhs = 0.0;
+    if (i >= 0) {
+        if (sub == 0) rhs = (s ? s[i] : 1.0) * b[i]; /* issued before the waits */
+        for (int64_t p = rp[i] + sub; p < rp[i + 1]; p += LANES) {
             const int32_t j = col[p];
-            if (j == i) {
-                diag = val[p];
-            } else if (upper ? j > i : j < i) {
-                flag_ref f(ready[j]);
-                while (f.load(cuda::memory_order_acquire) != epoch) __nanosleep(10);
-                sum += val[p] * __ldcg(x + j); /* from L2: x_j was written by another SM */
-            }
+            if (j == i) diag = val[p];
+            else if (upper ? j > i : j < i) sum += val[p] * syncfree_wait(x, j);
         }
-        for (int o = 16; o > 0; o >>= 1) {
-            sum += __shfl_xor_sync(FULL_MASK, sum, o);
-            diag += __shfl_xor_sync(FULL_MASK, diag, o);
-        }
-        if (lane == 0) {
-            __stcg(x + i, ((s ? s[i] : 1.0) * b[i] - sum) / (unit ? 1.0 : diag));
-            flag_ref(ready[i]).store(epoch, cuda::memory_order_release);
-        }
+    }
+    /* every lane gets here (empty slots included), so the whole warp shuffles */
+    for (int o = LANES / 2; o > 0; o >>= 1) {
+        sum += __shfl_xor_sync(FULL_MASK, sum, o, LANES);
+        diag += __shfl_xor_sync(FULL_MASK, diag, o, LANES);
+    }
+    if (i >= 0 && sub == 0) {
+        unsigned long long v =
+            (unsigned long long)__double_as_longlong((rhs - sum) / (unit ? 1.0 : diag));
+        if (v == SYNCFREE_UNSET) v = SYNCFREE_NAN;
+        word_ref(*reinterpret_cast<unsigned long long *>(x + i)).store(v, cuda::memory_order_relaxed);
     }
     __syncthreads(); /* every row of this block written */
     if (threadIdx.x == 0) {
         __threadfence();
-        if (atomicAdd(&state[2], 1u) == gridDim.x - 1) { /* the last block: all others done */
+        if (atomicAdd(&state[1], 1u) == gridDim.x - 1) { /* the last block: all others done */
+            state[0] = 0u;
             state[1] = 0u;
-            state[2] = 0u;
-            flag_ref(state[0]).store(epoch, cuda::memory_order_release);
         }
     }
+}
+
+template <int LANES>
+static int tri_syncfree_launch(gs_engine *e, const gs_dtri *t, const double *val, int unit,
+                               const double *s, const double *b, double *x)
+{
+    cudaStream_t st = gs_cuda_of(e)->stream;
+    if (t->n_slots == 0) return GS_OK;
+    const int status = CUDA_CALL(&e->err, cudaMemsetAsync(x, 0xFF, (size_t)t->n * sizeof(double), st));
+    if (status != GS_OK) return status;
+    return CUDA_LAUNCH(&e->err, tri_syncfree_kernel<LANES>,
+                       gs_dblocks(t->n_slots, SYNCFREE_THREADS / LANES), SYNCFREE_THREADS, 0, st,
+                       t->n_slots, (bool)t->upper, (const int32_t *)t->slot_rows, t->rp, t->col,
+                       val, (bool)unit, s, b, x, t->state);
 }
 
 int gs_dtri_solve_syncfree(gs_engine *e, const gs_dtri *t, const double *val, int unit,
                            const double *s, const double *b, double *x)
 {
-    return CUDA_LAUNCH(&e->err, tri_syncfree_kernel, gs_dblocks(t->n, SYNCFREE_WARPS),
-                       32 * SYNCFREE_WARPS, 0, gs_cuda_of(e)->stream, t->n, (bool)t->upper,
-                       t->rp, t->col, val, (bool)unit, s, b, x, t->ready, t->state);
+    switch (t->syncfree_lanes) {
+    case 1: return tri_syncfree_launch<1>(e, t, val, unit, s, b, x);
+    case 2: return tri_syncfree_launch<2>(e, t, val, unit, s, b, x);
+    case 4: return tri_syncfree_launch<4>(e, t, val, unit, s, b, x);
+    case 8: return tri_syncfree_launch<8>(e, t, val, unit, s, b, x);
+    case 16: return tri_syncfree_launch<16>(e, t, val, unit, s, b, x);
+    default: return tri_syncfree_launch<32>(e, t, val, unit, s, b, x);
+    }
 }
 
 int gs_dtri_solve(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, const double *val,

@@ -59,7 +59,7 @@ run() {
     echo $? >"$RAW/$tag.rc"
 }
 
-# The real matrices of the manifest (name, rows, nnz, symmetry, kind per line).
+# The manifest's rows of the real matrices (the field is column 6, the kind 7).
 manifest() { tail -n +2 "$MATRICES/MANIFEST.tsv" | awk -F'\t' '$6 != "complex"'; }
 
 if [ "$SET" = tiny ]; then
@@ -67,6 +67,7 @@ if [ "$SET" = tiny ]; then
     ALL=(orsirr_1 sherman5 fs_541_1 pores_1)
     GEN_SMALL=16
     SIZE=16
+    HEAVY=(pores_1)
 else
     # Table II: the paper's matrices are shell FEM stiffness matrices
     # (s3dkt3m2, s3dkq4m2) solved by BiCGSTAB; here s3rmt3m3 (the same
@@ -76,11 +77,11 @@ else
     mapfile -t T2 < <({ printf 's3rmt3m3\nbcsstk13\nbcsstk14\nbcsstk15\nbcsstk16\n'
                         manifest | awk -F'\t' '$7 == "nonsymmetric" && $2 >= 500 {print $1}'; })
     mapfile -t ALL < <(manifest | cut -f1)
+    HEAVY=(adder_dcop_05 bloweybq hangGlider_2 rajat01 reorientation_1 add20 bcsstk08 bcsstk13 rajat19)
     GEN_SMALL=64
 fi
 files() { local m; for m in "$@"; do printf '%s\n' "$MATRICES/$m.mtx"; done; }
 mapfile -t T2_FILES < <(files "${T2[@]}")
-mapfile -t ALL_FILES < <(files "${ALL[@]}")
 printf '%s\n' "${T2[@]}" >"$OUT/set_table2.txt"
 printf '%s\n' "${ALL[@]}" >"$OUT/set_table4.txt"
 {
@@ -117,21 +118,37 @@ for spec in "poisson3d:$SIZE" "convdiff3d:$SIZE"; do
 done
 # ---- Table 4 (and 5-7): predicted strategy, forced S1 and S2, k = 1, 2;
 # the matrices in batches, so that a stuck setup costs one batch only
+# t4 K NAME REPEAT FILES...: the four runs of one batch
+t4() {
+    local k=$1 b=$2 rep=$3
+    shift 3
+    run "t4.k$k.auto.solve.b$b" "$TIMEOUT" -e "$ENGINE" -p gspai-opt --pattern-power "$k" "$@"
+    for s in auto s1 s2; do
+        run "t4.k$k.$s.tp.b$b" "$TIMEOUT" -e "$ENGINE" --maxit 1 --repeat "$rep" \
+            -p gspai-opt --pattern-power "$k" --strategy "$s" "$@"
+    done
+}
 batch=20
 for k in 1 2; do
-    for ((b = 0; b < ${#ALL_FILES[@]}; b += batch)); do
-        part=("${ALL_FILES[@]:b:batch}")
-        run "t4.k$k.auto.solve.b$b" "$TIMEOUT" -e "$ENGINE" -p gspai-opt --pattern-power "$k" "${part[@]}"
-        for s in auto s1 s2; do
-            run "t4.k$k.$s.tp.b$b" "$TIMEOUT" -e "$ENGINE" --maxit 1 --repeat "$REPEAT" \
-                -p gspai-opt --pattern-power "$k" --strategy "$s" "${part[@]}"
-        done
+    list=("${ALL[@]}")
+    # k = 2 on these makes local problems of thousands of rows (a dense row
+    # or column; the CPU reference took 8-40 s or more than 120 s on each,
+    # docs/results-cpu-spai.md): batches of 3 at the end, one setup per run
+    [ "$k" = 2 ] && mapfile -t list < <(printf '%s\n' "${ALL[@]}" | grep -vxF -f <(printf '%s\n' "${HEAVY[@]}"))
+    mapfile -t part_files < <(files "${list[@]}")
+    for ((b = 0; b < ${#part_files[@]}; b += batch)); do
+        t4 "$k" "$b" "$REPEAT" "${part_files[@]:b:batch}"
     done
 done
 
 for tau in 0.7 0.9; do
     run "t1.spai$tau.gpu" "$TIMEOUT" -e "$ENGINE" --maxit 1 --repeat "$REPEAT" -p spai --tau "$tau" "${T2_FILES[@]}"
     run "t1.spai$tau.cpu" "$TIMEOUT" -e cpu --maxit 1 --repeat "$REPEAT" -p spai --tau "$tau" "${T2_FILES[@]}"
+done
+
+mapfile -t heavy_files < <(files "${HEAVY[@]}")
+for ((b = 0; b < ${#heavy_files[@]}; b += 3)); do
+    t4 2 "h$b" 1 "${heavy_files[@]:b:3}"
 done
 
 echo "spai_tables: runs done in ${SECONDS}s" >&2

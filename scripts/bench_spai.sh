@@ -34,6 +34,7 @@ for problem in poisson3d convdiff3d; do
     spec="$problem:$SIZE"
     echo "== $spec" >&2
     run "$spec spai" cuda "$REPEAT_GPU" --generate "$spec" -p spai
+    run "$spec spai warp" cuda "$REPEAT_GPU" --generate "$spec" -p spai --group-size warp  # CW-SPAI's q = 32
     run "$spec spai fp32" cuda "$REPEAT_GPU" --generate "$spec" -p spai --precond-precision single
     # the CPU runs are for Tp only: one iteration (exit status 2, the report is still printed)
     run "$spec spai" cpu 1 --generate "$spec" -p spai --maxit 1

@@ -22,7 +22,10 @@
  * - the GPU engine's arithmetic does not depend on the group size, the
  *   kernel or the strategy (spai_lsq.cu): S1 against S2, shared against
  *   global memory, give the same M to the bit.
- * - fp32: M stored in single precision is the fp64 M rounded once. */
+ * - fp32: M stored in single precision is the fp64 M rounded once.
+ * - n1_k: the sizes pass (which sizes the workspaces) and the solve count it
+ *   separately; the setup fails (GS_ERR_INTERNAL) where they differ, so every
+ *   successful setup here checks the sizes pass's count on every column. */
 #include <math.h>
 #include <string.h>
 
@@ -49,7 +52,7 @@ typedef struct pc_out {
     int status;
     gs_error err;
     gs_csr M;
-    char kernels[GS_KV_STR_LEN], strategy[GS_KV_STR_LEN];
+    char kernels[GS_KV_STR_LEN], strategy[GS_KV_STR_LEN], transpose[GS_KV_STR_LEN];
     double n1max, n2max, n2avg;
     char stages[256];
 } pc_out;
@@ -95,6 +98,8 @@ static pc_out pc_on(gs_engine *e, const char *name, const gs_csr *A, const gs_pa
         if (kv) snprintf(o.kernels, sizeof o.kernels, "%s", kv->str);
         kv = tu_pc_extra(pc, "strategy");
         if (kv) snprintf(o.strategy, sizeof o.strategy, "%s", kv->str);
+        kv = tu_pc_extra(pc, "transpose");
+        if (kv) snprintf(o.transpose, sizeof o.transpose, "%s", kv->str);
         ck_assert_ptr_null(tu_pc_extra(pc, "setup")); /* not setup=host */
         o.n1max = tu_pc_extra(pc, "n1max")->num;
         o.n2max = tu_pc_extra(pc, "n2max")->num;
@@ -242,6 +247,38 @@ static gs_csr columns_of_lengths(int32_t n, const int *len, int count, uint64_t 
     return A;
 }
 
+/* A band of half-width h (columns of 2h + 1 entries, the diagonal dominant)
+ * with probe columns at 40 i + 10 that reach L[i] - 1 rows below the
+ * diagonal (rows p+h+1 .. p+L-1 added): the probe's J (gspai-opt k = 1,
+ * spai tau = 1) is rows p-h .. p+L-1, n2 = h + L, its lists mostly the
+ * band's columns: nc = (h + L)(2h + 1) + L - h - 1 or so. Chosen so that n2
+ * and nc fall on both sides of the sizes pass's register path (n2 <= 32,
+ * nc <= 256). */
+static gs_csr band_with_probes(int h, const int *L, int count, uint64_t seed)
+{
+    const int32_t n = 40 * count + 40;
+    tu_rng r = tu_rng_seed(seed);
+    int64_t cap = (int64_t)n * (2 * h + 1);
+    for (int i = 0; i < count; i++) cap += L[i];
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t nz = 0;
+    for (int32_t k = 0; k < n; k++) {
+        ri[nz] = k, ci[nz] = k, v[nz++] = tu_rand_signed(&r, 4.0 + 2 * h, 5.0 + 2 * h);
+        for (int d = 1; d <= h; d++) {
+            if (k + d < n) ri[nz] = k + d, ci[nz] = k, v[nz++] = tu_rand_signed(&r, 0.1, 1.0);
+            if (k - d >= 0) ri[nz] = k - d, ci[nz] = k, v[nz++] = tu_rand_signed(&r, 0.1, 1.0);
+        }
+    }
+    for (int i = 0; i < count; i++)
+        for (int32_t row = 40 * i + 10 + h + 1; row < 40 * i + 10 + L[i]; row++)
+            ri[nz] = row, ci[nz] = 40 * i + 10, v[nz++] = tu_rand_signed(&r, 0.1, 0.5);
+    gs_csr A = tu_from_triplets(n, n, nz, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
 /* ------------------------------------------------------------------ tests */
 
 START_TEST(test_device_or_skip)
@@ -261,7 +298,22 @@ START_TEST(test_generated)
             gs_params p = params2("tau", taus[t], NULL, NULL);
             snprintf(label, sizeof label, "spai %s tau %s", specs[s], taus[t]);
             pc_out g = against_cpu("spai", &A, &p, t, label);
-            out_free(&g);
+            /* 3-D stencils: A^T's pattern is A's, found without a sort */
+            ck_assert_msg(strcmp(g.transpose, "pattern-symmetric") == 0, "%s: transpose %s", label,
+                          g.transpose);
+            /* CW-SPAI's warp a column: the same M to the bit as the default */
+            gs_params pw = params2("tau", taus[t], "group-size", "warp");
+            pc_out w = pc_on(gpu, "spai", &A, &pw, 0);
+            ck_assert_msg(w.status == GS_OK, "%s, warp: %s", label, w.err.msg);
+            ck_assert_msg(strncmp(w.kernels, "q32:", 4) == 0,
+                          "%s, warp: kernels %s", label, w.kernels);
+            if (strcmp(specs[s], "poisson3d:11") == 0 && strcmp(taus[t], "1") == 0)
+                ck_assert_msg(strncmp(g.kernels, "q8:", 3) == 0, /* n2max = 7: alpha = 3 */
+                              "%s: auto chose %s", label, g.kernels);
+            snprintf(label + strlen(label), sizeof label - strlen(label), ": auto (%s) against warp",
+                     g.kernels);
+            tu_assert_same_csr(&g.M, &w.M, label);
+            out_free(&g), out_free(&w);
         }
         for (int k = 1; k <= 2; k++) {
             gs_params p = params2("pattern-power", k == 1 ? "1" : "2", NULL, NULL);
@@ -287,6 +339,7 @@ START_TEST(test_every_size_class)
     pc_out g2 = against_cpu("gspai-opt", &A, &s2, 0, "size classes, S2");
     ck_assert_str_eq(g1.strategy, "S1");
     ck_assert_str_eq(g2.strategy, "S2");
+    ck_assert_str_eq(g1.transpose, "sorted"); /* the columns' patterns are not the rows' */
     ck_assert_msg(strstr(g2.kernels, "global:") != NULL, "no column took the global kernel: %s",
                   g2.kernels);
     ck_assert_msg(strstr(g2.kernels, "q4:") && strstr(g2.kernels, "q8:"),
@@ -296,8 +349,41 @@ START_TEST(test_every_size_class)
     /* spai (tau = 1: J = the column's nonzeros, the same sizes) */
     gs_params t1 = params2("tau", "1", NULL, NULL);
     pc_out g3 = against_cpu("spai", &A, &t1, 0, "size classes, spai tau 1");
-    out_free(&g1), out_free(&g2), out_free(&g3);
+    gs_params tw = params2("tau", "1", "group-size", "warp");
+    pc_out g4 = pc_on(gpu, "spai", &A, &tw, 0);
+    ck_assert_msg(g4.status == GS_OK, "spai warp: %s", g4.err.msg);
+    printf("size classes: spai auto %s (%s); warp %s\n", g3.kernels, g3.strategy, g4.kernels);
+    tu_assert_same_csr(&g3.M, &g4.M, "size classes, spai auto against warp");
+    out_free(&g1), out_free(&g2), out_free(&g3), out_free(&g4);
     gs_csr_free(&A);
+}
+END_TEST
+
+/* The sizes pass's register path (n2 <= 32 lists, nc <= 256 candidates)
+ * and its binary-search path on both sides of each bound: h = 1 puts the
+ * probes at n2 = 31, 32 (registers), 33, 34 (searches) with nc ~ 4 n2;
+ * h = 3 at n2 = 32 with nc ~ 249 (registers) and n2 = 33 (searches); h = 4
+ * at n2 = 32 with nc ~ 311 (searches) and n2 = 28, nc ~ 270 (searches)
+ * beside the band's own columns (n2 = 9, nc = 81: registers). n1 and M
+ * against the CPU; a count that differed from the solve's would fail the
+ * setup. */
+START_TEST(test_sizes_paths)
+{
+    const int h[] = {1, 3, 4};
+    const int L1[] = {30, 31, 32, 33}, L3[] = {29, 30}, L4[] = {28, 24};
+    const int *Ls[] = {L1, L3, L4};
+    const int counts[] = {4, 2, 2};
+    gs_params k1 = params2("pattern-power", "1", NULL, NULL), t1 = params2("tau", "1", NULL, NULL);
+    for (int b = 0; b < 3; b++) {
+        gs_csr A = band_with_probes(h[b], Ls[b], counts[b], 17 + (uint64_t)b);
+        char label[96];
+        snprintf(label, sizeof label, "sizes paths, h %d, gspai-opt", h[b]);
+        pc_out g = against_cpu("gspai-opt", &A, &k1, 0, label);
+        snprintf(label, sizeof label, "sizes paths, h %d, spai tau 1", h[b]);
+        pc_out s = against_cpu("spai", &A, &t1, 0, label);
+        out_free(&g), out_free(&s);
+        gs_csr_free(&A);
+    }
 }
 END_TEST
 
@@ -531,6 +617,7 @@ static Suite *cuda_spai_suite(int have_gpu)
     if (have_gpu) {
         tcase_add_test(tc, test_generated);
         tcase_add_test(tc, test_every_size_class);
+        tcase_add_test(tc, test_sizes_paths);
         tcase_add_test(tc, test_shared_limit);
         tcase_add_test(tc, test_dense_row_and_column);
         tcase_add_test(tc, test_real);

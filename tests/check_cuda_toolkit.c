@@ -235,7 +235,8 @@ END_TEST
 /* ---------------------------------------------------------- pattern power */
 
 /* (E + |P|)^k and |P|^k against the host's gs_csr_pattern_power: rows of
- * every length class (empty, a warp, a block, a long row), unsorted input. */
+ * every length class (empty, a warp, a block, a long row), sorted input
+ * (the first step skips the row sort) and unsorted (it sorts). */
 START_TEST(test_pattern_power)
 {
     tu_rng r = tu_rng_seed(21);
@@ -243,11 +244,12 @@ START_TEST(test_pattern_power)
     const int32_t long_lens[] = {0, 33, 300};
     for (size_t t = 0; t < sizeof long_lens / sizeof long_lens[0]; t++)
         for (int k = 1; k <= 3; k++)
-            for (int ident = 0; ident <= 1; ident++) {
+            for (int ident = 0; ident <= 1; ident++)
+            for (int reversed = 0; reversed <= 1; reversed++) {
                 gs_csr P = random_rows(&r, 700, 0.004, 50, long_lens[t], 0), want = {0}, got = {0};
                 gs_error err = {0};
                 ck_assert_int_eq(gs_csr_pattern_power(&P, k, ident, &want, &err), GS_OK);
-                for (int32_t i = 0; i < P.n_rows; i++) /* the device takes rows unsorted */
+                for (int32_t i = 0; i < P.n_rows && reversed; i++) /* the device takes rows unsorted */
                     for (int64_t p = P.row_ptr[i], q = P.row_ptr[i + 1] - 1; p < q; p++, q--) {
                         const int32_t c = P.col[p];
                         P.col[p] = P.col[q], P.col[q] = c;
@@ -256,8 +258,8 @@ START_TEST(test_pattern_power)
                 ck_assert_msg(gs_dsparse_hook_pattern_power(gpu, &P, k, ident, &got) == GS_OK,
                               "%s", gpu->err.msg);
                 char what[80];
-                snprintf(what, sizeof what, "pattern power k %d identity %d long row %d", k,
-                         ident, long_lens[t]);
+                snprintf(what, sizeof what, "pattern power k %d identity %d long row %d%s", k,
+                         ident, long_lens[t], reversed ? " reversed rows" : "");
                 assert_same_pattern(&want, &got, what);
                 gs_csr_free(&P), gs_csr_free(&want), gs_csr_free(&got);
             }

@@ -54,7 +54,7 @@ extern "C" int gs_gspai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     t0 = gs_pc_stage_begin(pc);                    /* Pre-GSPAI */
     GS_TRY(spai_lsq_sizes_compute(e, &AT, &MT, &sizes, &rep));
     o.strategy = gs_gspai_strategy(rep.n2max, rep.n2avg, strategy, &alpha, &beta);
-    o.q = alpha < 2 ? 4 : alpha > 8 ? 256 : 1 << alpha;  /* (1)-(2), at least 4 lanes */
+    o.q = spai_lsq_s1_group(alpha);                /* (1)-(2), at least 4 lanes */
     GS_TRY(gs_pc_stage_end(pc, "dimensions", t0));
 
     t0 = gs_pc_stage_begin(pc);                    /* Compute-GSPAI */

@@ -8,10 +8,18 @@
  *   pattern        A^T on the device (the columns of A as rows), J of every
  *                  column by eq. (1), one warp a column (ballot compaction),
  *                  and the sizes n1_k, n2_k of every local problem
- *   least squares  the batched engine (spai_lsq.cu) with CW-SPAI's mapping: a
- *                  warp a column, 8 columns a 256-thread block, Â in shared
- *                  memory; columns too large for it in global memory, a block
- *                  a column, in slots of bounded memory
+ *   least squares  the batched engine (spai_lsq.cu); --group-size warp is
+ *                  CW-SPAI's mapping: a warp a column, 8 columns a 256-thread
+ *                  block, Â in shared memory; columns too large for it in
+ *                  global memory, a block a column, in slots of bounded
+ *                  memory. --group-size auto (the default) maps the columns
+ *                  by gspai-opt's rule instead (S1 with q = 2^alpha lanes, or
+ *                  S2): the column's work is serial per lane (lane 0's norms,
+ *                  a lane per reflector update), so a warp a column leaves 24
+ *                  of its 32 lanes idle on the n2 <= 8 columns of a 3-D
+ *                  stencil and holds a quarter of the columns in flight that
+ *                  q = 8 does: 15.8 ms against 8.0 ms for the same columns on
+ *                  poisson3d:128 (H100; docs/perf-notes.md). Same M to the bit.
  *   assemble       M = MT^T (the toolkit's transpose)
  *   upload         M as an engine matrix (fp32 with --precond-precision single) */
 #include <math.h>
@@ -96,11 +104,13 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     /* CW-SPAI: a warp (q = 32) a column, eight columns a block, for every column */
     spai_lsq_options o = {1, 32, "spai", "a larger --tau widens J"};
     double tau, t0;
-    const char *precision;
+    int alpha = 0, beta = 0;
+    const char *precision, *group;
     int status = GS_OK;
     if (e->ops->kind != GS_ENGINE_CUDA) return gs_spai_setup_cpu(pc, A, err);
     GS_TRY(gs_params_double(pc->params, gs_spai_params, "tau", &tau, err));
     GS_TRY(gs_params_choice(pc->params, gs_spai_params, "precond-precision", &precision, err));
+    GS_TRY(gs_params_choice(pc->params, gs_spai_params, "group-size", &group, err));
     if (A->n_rows != A->n_cols) {
         status = gs_error_set(err, GS_ERR_INPUT, "spai: A is %d x %d, not square",
                               (int)A->n_rows, (int)A->n_cols);
@@ -110,6 +120,10 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(spai_cuda_columns_of_A(pc, A, &AT));
     GS_TRY(spai_pattern(e, &AT, tau, &MT));
     GS_TRY(spai_lsq_sizes_compute(e, &AT, &MT, &sizes, &rep));
+    if (strcmp(group, "auto") == 0) {             /* gspai-opt's S1/S2 rule */
+        o.strategy = gs_gspai_strategy(rep.n2max, rep.n2avg, "auto", &alpha, &beta);
+        o.q = spai_lsq_s1_group(alpha);
+    }
     GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
 
     t0 = gs_pc_stage_begin(pc);
@@ -120,9 +134,11 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
 
     GS_TRY(spai_cuda_finish(pc, &MT, strcmp(precision, "single") == 0 ? GS_FP32 : GS_FP64,
                             "gpusolve spai (SPAI-ME, cuda setup): M ~ A^-1, by rows"));
-    snprintf(pc->description, sizeof pc->description, "tau=%g precond-precision=%s", tau,
-             precision);
+    snprintf(pc->description, sizeof pc->description, "tau=%g precond-precision=%s group-size=%s",
+             tau, precision, group);
     spai_cuda_report(pc, &rep);
+    gs_kv_str(&pc->extra, "strategy", o.strategy == 1 ? "S1" : "S2");
+    if (o.strategy == 1) gs_kv_num(&pc->extra, "q", o.q);
 cleanup:
     if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
     spai_lsq_sizes_free(e, &sizes);

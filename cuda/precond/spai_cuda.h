@@ -23,6 +23,14 @@ typedef struct spai_lsq_options {
     const char *who, *hint; /* the failure message's prefix and hint (spai_common.h) */
 } spai_lsq_options;
 
+/* S1's group size from alpha (2^(alpha-1) < n2max <= 2^alpha, GSPAI-Opt
+ * (1)-(2)): q = 2^alpha, at least 4 lanes (the smallest tile), at most a
+ * block. */
+static inline int spai_lsq_s1_group(int alpha)
+{
+    return alpha < 2 ? 4 : alpha > 8 ? 256 : 1 << alpha;
+}
+
 /* What the engine did, for the report. */
 typedef struct spai_lsq_report {
     int32_t n1max, n2max;
@@ -60,7 +68,9 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
 /* ---- shared by both setups (spai_lsq.cu) ---- */
 
 /* A's CSR on the device (a loan from pc->A, or uploaded) and its transpose
- * AT (the columns of A as rows, with values). */
+ * AT (the columns of A as rows, with values): without a sort where A's
+ * pattern is symmetric (gs_dcsr_transpose_symmetric). Report item
+ * transpose=pattern-symmetric|sorted. */
 int spai_cuda_columns_of_A(gs_pc *pc, const gs_csr *A, gs_dcsr *AT);
 
 /* "assemble" and "upload": M = MT^T (MT freed), handed to the engine in

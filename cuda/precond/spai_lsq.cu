@@ -52,6 +52,9 @@ namespace cg = cooperative_groups;
 #define SPAI_CLASSES 7         /* q = 4, 8, ..., 256 */
 #define SPAI_WS_HEADER 32
 #define SPAI_NONE 0x7f7f7f7f   /* an empty marker (cudaMemset byte 0x7f) */
+#define SPAI_SIZES_BLOCK 256   /* threads a block of the sizes kernel */
+#define SPAI_N1_FAST_LISTS 32  /* sizes: n1 counted in registers for n2 <= 32 lists */
+#define SPAI_N1_FAST_CHUNKS 8  /* and nc <= 8 x 32 candidates; else by binary searches */
 #define SPAI_N1_EXACT 4096     /* sizes: n1 counted exactly up to this many candidates */
 #define SPAI_N1_WORK (1 << 18) /* and while nc n2 (the binary searches' bound) stays below */
 #define SPAI_NO_FAIL (~0ull)
@@ -168,8 +171,9 @@ typedef struct spai_lsq_args {
     const int64_t *mt_rp;
     const int32_t *mt_col;
     double *mt_val;
-    int32_t *n1_out;
+    int32_t *n1_out;          /* in: the sizes pass's n1_k (-1: bound only); out: n1_k */
     unsigned long long *fail;
+    unsigned long long *n1_differs; /* columns whose n1_k the sizes pass counted otherwise */
 } spai_lsq_args;
 
 /* Column k by group g on workspace ws (its bytes: spai_ws_bytes). marker:
@@ -305,7 +309,11 @@ static __device__ void spai_column(const Group &g, int32_t k, const spai_lsq_arg
         }
         g.sync();
     }
-    if (t == 0) A.n1_out[k] = n1;
+    if (t == 0) {                                 /* the workspace was sized from n1_out */
+        const int32_t counted = A.n1_out[k];
+        if (counted >= 0 && counted != n1 && A.n1_differs) atomicAdd(A.n1_differs, 1ull);
+        A.n1_out[k] = n1;
+    }
     if (fail_j >= 0) {
         if (t == 0) atomicMin(A.fail, spai_fail_key(k, GS_SPAI_COLUMN_RANK, J[fail_j]));
         return;
@@ -367,8 +375,60 @@ __global__ void spai_lsq_block_kernel(int32_t count, const int32_t *__restrict__
     }
 }
 
+/* n1_k = |I_k| for a column of n2 <= 32 lists and nc <= 256 candidates, by
+ * one warp with no serial loop over the lists: lane a holds list a (its start
+ * in AT and, by a scan, where it ends among the candidates); candidate c,
+ * lane c mod 32 of chunk c / 32, finds its list among those ends and loads
+ * its row r; c is the first of its row if no lower lane of its chunk holds r
+ * (match_any) and no earlier chunk does (its 32 rows shuffled past). Every
+ * load of a column is issued at once: a few memory latencies a column
+ * where the binary searches below wait on about n2^2 log n2 / 2 dependent
+ * loads (49 candidates, n2 = 7: ~60). The count is the same. */
+static __device__ int32_t spai_n1_registers(int lane, int32_t n2, int64_t nc, const int32_t *J,
+                                            const int64_t *__restrict__ at_rp,
+                                            const int32_t *__restrict__ at_col)
+{
+    int64_t start = 0;
+    int32_t end = 0;                              /* candidates of lists 0..lane */
+    if (lane < n2) {
+        const int32_t j = J[lane];
+        start = at_rp[j];
+        end = (int32_t)(at_rp[j + 1] - start);
+    }
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int32_t u = __shfl_up_sync(FULL_MASK, end, o);
+        if (lane >= o) end += u;
+    }
+    int32_t rows[SPAI_N1_FAST_CHUNKS], count = 0;
+#pragma unroll
+    for (int ch = 0; ch < SPAI_N1_FAST_CHUNKS; ch++) {
+        if ((int64_t)ch * 32 >= nc) break;        /* uniform over the warp */
+        const int32_t c = ch * 32 + lane;
+        int32_t a = 0, before = 0;                /* c's list, its first candidate */
+        for (int32_t b = 0; b < n2; b++) {
+            const int32_t eb = __shfl_sync(FULL_MASK, end, b);
+            if (eb <= c) a = b + 1, before = eb;
+        }
+        const int64_t list = __shfl_sync(FULL_MASK, start, a & 31);
+        const int32_t r = c < nc ? at_col[list + (c - before)] : -1;
+        rows[ch] = r;
+        const unsigned same = __match_any_sync(FULL_MASK, r);
+        bool first = c < nc && __ffs(same) - 1 == lane;
+#pragma unroll
+        for (int e = 0; e < ch; e++)
+            for (int l = 0; l < 32; l++) {        /* every lane shuffles: no short cut */
+                const int32_t u = __shfl_sync(FULL_MASK, rows[e], l);
+                if (u == r) first = false;
+            }
+        count += __popc(__ballot_sync(FULL_MASK, first));
+    }
+    return count;
+}
+
 /* Pre-GSPAI, one warp a column (grid-stride): n2_k, nc_k = the candidates,
- * n1_k (exactly up to SPAI_N1_EXACT candidates and SPAI_N1_WORK searches,
+ * n1_k (in registers for n2_k <= 32 and nc_k <= 256, spai_n1_registers;
+ * else exactly up to SPAI_N1_EXACT candidates and SPAI_N1_WORK searches,
  * else nc_k, an upper bound, stands for it in the workspace need),
  * the workspace need[k], the class cls[k] = log2(q_k) - 2 with
  * 2^(s-1) < n2_k <= 2^s, q_k = min(max(2^s, 4), 256) (the paper's (3)-(4));
@@ -383,8 +443,13 @@ __global__ void spai_sizes_kernel(int32_t n, const int64_t *__restrict__ at_rp,
     const int lane = threadIdx.x & 31;
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    unsigned long long s[ST_WORDS];
-    for (int w = 0; w < ST_WORDS; w++) s[w] = 0;
+    /* the warp's stats, kept by its lane 0 in shared memory: in registers
+     * (every lane holding them) they took 38 of the kernel's 90 registers and
+     * half its resident warps, which hide the loads' latency */
+    __shared__ unsigned long long warp_stats[SPAI_SIZES_BLOCK / 32][ST_WORDS];
+    unsigned long long *s = warp_stats[threadIdx.x >> 5];
+    if (lane == 0)
+        for (int w = 0; w < ST_WORDS; w++) s[w] = 0;
     for (int64_t kk = warp; kk < n; kk += warps) {
         const int32_t k = (int32_t)kk;
         const int64_t p0 = mt_rp[k];
@@ -394,7 +459,9 @@ __global__ void spai_sizes_kernel(int32_t n, const int64_t *__restrict__ at_rp,
         for (int32_t a = lane; a < n2; a += 32) nc += at_rp[J[a] + 1] - at_rp[J[a]];
         for (int o = 16; o > 0; o >>= 1) nc += __shfl_xor_sync(FULL_MASK, nc, o);
         int64_t n1 = -1;
-        if (nc <= SPAI_N1_EXACT && nc * n2 <= SPAI_N1_WORK) {
+        if (n2 <= SPAI_N1_FAST_LISTS && nc <= 32 * SPAI_N1_FAST_CHUNKS) {
+            n1 = spai_n1_registers(lane, n2, nc, J, at_rp, at_col);
+        } else if (nc <= SPAI_N1_EXACT && nc * n2 <= SPAI_N1_WORK) {
             int64_t count = 0;
             for (int32_t a = 0; a < n2; a++) {
                 const int32_t *rows = at_col + at_rp[J[a]];
@@ -417,14 +484,16 @@ __global__ void spai_sizes_kernel(int32_t n, const int64_t *__restrict__ at_rp,
         const int64_t bytes = spai_ws_bytes(n2, nc, n1 >= 0 ? n1 : nc);
         int c = 0;
         while (c < SPAI_CLASSES - 1 && (4 << c) < n2) c++;
-        if (lane == 0) need[k] = bytes, cls[k] = (uint8_t)c, n1_out[k] = (int32_t)n1;
-        s[ST_N2MAX] = max(s[ST_N2MAX], (unsigned long long)n2);
-        s[ST_NCMAX] = max(s[ST_NCMAX], (unsigned long long)nc);
-        s[ST_N2SUM] += (unsigned long long)n2;
-        if (n1 >= 0) s[ST_N1MAX] = max(s[ST_N1MAX], (unsigned long long)n1);
-        s[ST_NEEDMAX] = max(s[ST_NEEDMAX], (unsigned long long)bytes);
-        s[ST_CLASS_NEED + c] = max(s[ST_CLASS_NEED + c], (unsigned long long)bytes);
-        s[ST_CLASS_COUNT + c]++;
+        if (lane == 0) {
+            need[k] = bytes, cls[k] = (uint8_t)c, n1_out[k] = (int32_t)n1;
+            s[ST_N2MAX] = max(s[ST_N2MAX], (unsigned long long)n2);
+            s[ST_NCMAX] = max(s[ST_NCMAX], (unsigned long long)nc);
+            s[ST_N2SUM] += (unsigned long long)n2;
+            if (n1 >= 0) s[ST_N1MAX] = max(s[ST_N1MAX], (unsigned long long)n1);
+            s[ST_NEEDMAX] = max(s[ST_NEEDMAX], (unsigned long long)bytes);
+            s[ST_CLASS_NEED + c] = max(s[ST_CLASS_NEED + c], (unsigned long long)bytes);
+            s[ST_CLASS_COUNT + c]++;
+        }
     }
     if (lane != 0) return;
     for (int w = 0; w < ST_WORDS; w++) {
@@ -496,7 +565,7 @@ static spai_lsq_args spai_args(const gs_dcsr *AT, gs_dcsr *MT, int32_t *n1,
     spai_lsq_args a;
     a.at_rp = AT->rp, a.at_col = AT->col, a.at_val = (const double *)AT->val;
     a.mt_rp = MT->rp, a.mt_col = MT->col, a.mt_val = (double *)MT->val;
-    a.n1_out = n1, a.fail = fail;
+    a.n1_out = n1, a.fail = fail, a.n1_differs = NULL;
     return a;
 }
 
@@ -527,7 +596,7 @@ int spai_lsq_sizes_compute(gs_engine *e, const gs_dcsr *AT, const gs_dcsr *MT,
     {
         const int64_t want = gs_dblocks(n, 8);
         const unsigned grid = (unsigned)(want < (int64_t)c->sm_count * 16 ? want : (int64_t)c->sm_count * 16);
-        GS_TRY(CUDA_LAUNCH(&e->err, spai_sizes_kernel, grid, 256, 0, c->stream, n,
+        GS_TRY(CUDA_LAUNCH(&e->err, spai_sizes_kernel, grid, SPAI_SIZES_BLOCK, 0, c->stream, n,
                            (const int64_t *)AT->rp, (const int32_t *)AT->col,
                            (const int64_t *)MT->rp, (const int32_t *)MT->col, s->need, s->cls,
                            s->n1, d_stats));
@@ -681,8 +750,9 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     uint8_t *to_global = NULL, *key = NULL, *key_sorted = NULL;
     int64_t *flags = NULL, *pos = NULL;
     int32_t *list = NULL, *iota = NULL, *order = NULL;
-    unsigned long long *d_words = NULL; /* fail key, n1max, global stats (2 + classes) */
-    const int n_words = 4 + SPAI_CLASSES;
+    /* fail key, n1max, global stats (2 + classes), columns whose n1 differs */
+    unsigned long long *d_words = NULL;
+    const int n_words = 5 + SPAI_CLASSES;
     void *tmp = NULL;
     size_t tmp_bytes = 0;
     uint64_t w[4 + SPAI_CLASSES + 1] = {};
@@ -724,6 +794,7 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     }
     g_need = (int64_t)w[2], g_count = (int64_t)w[3];
     a.fail = d_words;
+    a.n1_differs = d_words + 4 + SPAI_CLASSES;
     if (o->strategy == 1) {
         GS_TRY(spai_launch_shared(e, q1_cls, n, NULL, 0, to_global, strides.of_class[0], a));
         rep->columns[q1_cls] = n - g_count;
@@ -751,9 +822,15 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     GS_TRY(CUDA_LAUNCH(&e->err, spai_max_kernel, gs_cuda_red_grid(e, n, 256), 256, 0, c->stream,
                        n, (const int32_t *)s->n1, d_words + 1));
     {
-        const void *src[1] = {d_words};
-        const int len[1] = {2};
-        GS_TRY(gs_dread_words(e, 1, src, len, w));
+        const void *src[2] = {d_words, d_words + 4 + SPAI_CLASSES};
+        const int len[2] = {2, 1};
+        GS_TRY(gs_dread_words(e, 2, src, len, w));
+    }
+    if (w[2] != 0) {  /* a workspace sized for fewer rows than the column has */
+        status = gs_error_set(err, GS_ERR_INTERNAL,
+                              "%s: the sizes pass and the solve counted different |I_k| for %llu "
+                              "columns", o->who, (unsigned long long)w[2]);
+        goto cleanup;
     }
     rep->n1max = (int32_t)w[1];
     if (w[0] != SPAI_NO_FAIL) GS_TRY(spai_failure(e, MT, s, w[0], o, err));
@@ -778,7 +855,7 @@ int spai_cuda_columns_of_A(gs_pc *pc, const gs_csr *A, gs_dcsr *AT)
     gs_engine *e = pc->eng;
     gs_cuda_csr_view view = {};
     gs_dcsr dA = {};
-    int status = GS_OK, uploaded = 0;
+    int status = GS_OK, uploaded = 0, symmetric = 0;
     const gs_mat *Ae = pc->A;
     const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
     if (Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows && Ai.n_cols == A->n_cols &&
@@ -797,7 +874,12 @@ int spai_cuda_columns_of_A(gs_pc *pc, const gs_csr *A, gs_dcsr *AT)
             GS_TRY(gs_cuda_upload(e, dA.val, A->val, (size_t)A->nnz * sizeof(double)));
         }
     }
-    GS_TRY(gs_dcsr_transpose(e, &dA, AT, 0));      /* columns of A as rows, sorted */
+    /* columns of A as rows, sorted: where A's pattern is symmetric (the 3-D
+     * stencils, most FEM matrices) they are its rows' patterns, and only the
+     * values move, found in place; else the sorting transpose */
+    GS_TRY(gs_dcsr_transpose_symmetric(e, &dA, AT, &symmetric));
+    if (!symmetric) GS_TRY(gs_dcsr_transpose(e, &dA, AT, 0));
+    gs_kv_str(&pc->extra, "transpose", symmetric ? "pattern-symmetric" : "sorted");
 cleanup:
     if (uploaded) gs_dcsr_free(e, &dA);            /* stream-ordered */
     gs_cuda_csr_view_free(e, &view);

@@ -68,6 +68,14 @@ int gs_dcsr_transpose_rows(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT);
 int gs_dcsr_transpose_fill(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk);
 int gs_dcsr_transpose(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int64_t chunk);
 
+/* GT = G^T without a sort where G's pattern is symmetric and its rows
+ * strictly increasing (checked here, one pass: every (i, j) finds (j, i) by
+ * a binary search, whose position gives g_ji): GT has G's row pointers and
+ * columns (copied) and G^T's values; *done = 1. Otherwise *done = 0 and GT
+ * is left empty (the caller runs gs_dcsr_transpose). G holds values (float
+ * or double). Synchronises once (the flag). */
+int gs_dcsr_transpose_symmetric(gs_engine *e, const gs_dcsr *G, gs_dcsr *GT, int *done);
+
 /* out = the pattern of (E + |P|)^k when add_identity, of |P|^k otherwise
  * (k >= 1; P's values are ignored), rows sorted, no values (vsize 0): the
  * host's gs_csr_pattern_power on the device. k - 1 symbolic products, each

@@ -21,6 +21,10 @@ const gs_param_decl gs_spai_params[] = {
                          "max_j |a_ji| (and i); the paper's iteration counts (Table II) use 0.9"),
     GS_PARAM_CHOICE_DECL("precond-precision", "double|single", "double",
                          "store M in fp64 or fp32 (the paper builds M in single precision)"),
+    GS_PARAM_CHOICE_DECL("group-size", "auto|warp", "auto",
+                         "GPU setup: lanes a column; warp is CW-SPAI's (32, as the paper), auto "
+                         "gspai-opt's rule from n2max and n2avg (measured faster); the same M "
+                         "either way; the CPU setup ignores it"),
     GS_PARAM_DECL_END,
 };
 

@@ -9,7 +9,8 @@
  *   csr of A   A's CSR from the engine's copy (or "transfer": an upload)
  *   scaling    S = diag(|a_ii|)^-1/2 and S A S (--scale yes), and at the end
  *              the factors mapped back to A (isai_ilu0.cu, here)
- *   ilu0       ILU(0) in place on S A S: cuSPARSE csrilu02 (--ilu exact) or
+ *   ilu0       ILU(0) in place on S A S: our level-scheduled IKJ (--ilu exact),
+ *              cuSPARSE csrilu02 (--ilu cusparse) or
  *              Chow-Patel sweeps (--ilu sweeps:N); L, U split (toolkit)
  *   isai L     M_L on |L|^k, the batched kernel (isai_generate.cu)
  *   isai U     M_U on |U|^k
@@ -183,7 +184,7 @@ static int isai_factor(gs_pc *pc, const gs_csr *A, const gs_isai_options *o, con
     if (bad) GS_TRY(isai_factor_failure(A, o, bad, "a missing or zero diagonal entry", err));
     if (o->scale) GS_TRY(gs_pc_stage_end(pc, "scaling", t0));
     t0 = o->scale ? gs_pc_stage_begin(pc) : t0;
-    GS_TRY(isai_cuda_ilu0(e, &W, diag, o->ilu_sweeps, &bad));
+    GS_TRY(isai_cuda_ilu0(e, &W, diag, o->ilu_sweeps, o->ilu_cusparse, &bad));
     if (bad) GS_TRY(isai_factor_failure(A, o, bad, "a zero pivot or an overflow", err));
     GS_TRY(gs_dcsr_split_lu(e, &W, L, U));
     GS_TRY(gs_pc_stage_end(pc, "ilu0", t0));
@@ -356,7 +357,7 @@ extern "C" int gs_isai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     pc->destroy = gs_isai_destroy;
     GS_TRY(gs_isai_read_options(pc->params, &o, err));
     d->power = o.power, d->sweeps = o.sweeps, d->exact = o.exact, d->scaled = o.scale;
-    d->ilu_sweeps = o.ilu_sweeps;
+    d->ilu_sweeps = o.ilu_sweeps, d->ilu_cusparse = o.ilu_cusparse;
     GS_TRY(isai_cuda_build(pc, A, &o, d, err));
     pc->apply = gs_isai_apply;
     pc->save = isai_cuda_save;

@@ -33,11 +33,14 @@ extern "C" {
 int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, double **s,
                     int64_t **diag, int *bad);
 
-/* ILU(0) in place on W's values: cuSPARSE's level-scheduled csrilu02
- * (sweeps = 0) or sweeps fixed-point sweeps (Chow-Patel, Jacobi order, the
- * CPU reference's arithmetic). *bad = the lowest 1-based row with a
- * non-finite factor entry or a zero pivot, 0 if none (one host round trip). */
-int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, int *bad);
+/* ILU(0) in place on W's values (sorted rows): sweeps fixed-point sweeps
+ * (sweeps > 0; Chow-Patel, Jacobi order, the CPU reference's arithmetic),
+ * else exact: cuSPARSE's csrilu02 (cusparse) or our level-scheduled IKJ,
+ * the reference's operations per entry in its order. *bad = the lowest
+ * 1-based row with a non-finite factor entry or a zero pivot, 0 if none
+ * (one host round trip). */
+int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, int cusparse,
+                   int *bad);
 
 /* M ~ T^-1 on the pattern of |T|^k (T = L unit lower with its diagonal
  * stored, lower = 1; or U, lower = 0), one small triangular solve per

@@ -31,7 +31,6 @@ extern "C" {
 #include "mmio.h"
 }
 
-#define ISAI_WARPS 8 /* rows (warps) per 256-thread block */
 
 /* The CUDA setup's own copies of L and U (gs_isai_data.device). */
 typedef struct isai_device_factors {
@@ -59,19 +58,20 @@ __global__ void isai_inverse_kernel(int32_t n, const double *__restrict__ s,
     if (i < n) sinv[i] = 1.0 / s[i];
 }
 
-/* One warp per row: x_ij <- x_ij (left_i right_j), the reference's
- * expression; a similarity (left = 1 / right) leaves the diagonal as it is,
- * so that L keeps an exact unit diagonal. */
+/* LANES lanes a row (isai_row_lanes): x_ij <- x_ij (left_i right_j), the
+ * reference's expression; a similarity (left = 1 / right) leaves the
+ * diagonal as it is, so that L keeps an exact unit diagonal. */
+template <int LANES>
 __global__ void isai_scale_two_sided_kernel(int32_t n, const int64_t *__restrict__ rp,
                                             const int32_t *__restrict__ col,
                                             double *__restrict__ val,
                                             const double *__restrict__ left,
                                             const double *__restrict__ right, int similarity)
 {
-    const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x % LANES;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
     if (i >= n) return;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32)
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES)
         if (!similarity || col[p] != i) val[p] = __dmul_rn(val[p], __dmul_rn(left[i], right[col[p]]));
 }
 
@@ -79,9 +79,11 @@ static int isai_scale_two_sided(gs_engine *e, gs_dcsr *X, const double *left, co
                                 int similarity)
 {
     if (!X->rp || X->n == 0) return GS_OK;
-    return CUDA_LAUNCH(&e->err, isai_scale_two_sided_kernel, gs_dblocks(X->n, ISAI_WARPS),
-                       32 * ISAI_WARPS, 0, gs_cuda_of(e)->stream, X->n, (const int64_t *)X->rp,
-                       (const int32_t *)X->col, (double *)X->val, left, right, similarity);
+    const int lanes = isai_row_lanes(X->n, X->nnz);
+    return CUDA_LAUNCH(&e->err, ISAI_ROW_KERNEL(isai_scale_two_sided_kernel, lanes),
+                       gs_dblocks(X->n, 256 / lanes), 256, 0, gs_cuda_of(e)->stream, X->n,
+                       (const int64_t *)X->rp, (const int32_t *)X->col, (double *)X->val, left,
+                       right, similarity);
 }
 
 /* L = S^-1 ~L S, U = S^-1 ~U S^-1, M_L = S^-1 ~M_L S, M_U = S ~M_U S (the

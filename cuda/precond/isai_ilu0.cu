@@ -39,38 +39,42 @@ static int isai_flag_read(gs_engine *e, const int *flag, int *row)
     return status;
 }
 
-/* One warp per row: diag[i] = the position of a_ii; where scale, s_i =
- * 1 / sqrt(|a_ii|) (the reference's expression); *bad = the lowest 1-based
- * row whose a_ii is missing (or, when scaling, zero or not finite). */
+/* LANES lanes a row (ISAI_ROW_LANES): diag[i] = the position of a_ii;
+ * where scale, s_i = 1 / sqrt(|a_ii|) (the reference's expression); *bad =
+ * the lowest 1-based row whose a_ii is missing (or, when scaling, zero or
+ * not finite). */
+template <int LANES>
 __global__ void isai_diagonal_kernel(int32_t n, const int64_t *__restrict__ rp,
                                      const int32_t *__restrict__ col,
                                      const double *__restrict__ val, int scale,
                                      int64_t *__restrict__ diag, double *__restrict__ s, int *bad)
 {
-    const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
-    if (i >= n) return;
-    int64_t at = -1;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32)
+    const int lane = threadIdx.x % LANES;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    if (i >= n) return; /* whole groups leave together */
+    long long at = -1;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES)
         if (col[p] == i) at = p;
-    for (int o = 16; o > 0; o >>= 1) at = max(at, __shfl_xor_sync(0xffffffffu, at, o));
+    for (int o = LANES / 2; o > 0; o >>= 1)
+        at = max(at, __shfl_xor_sync(isai_group_mask<LANES>(), at, o, LANES));
     if (lane != 0) return;
     diag[i] = at;
     const double d = at >= 0 ? val[at] : 0.0;
-    if (at < 0 || (scale && (d == 0.0 || !isfinite(d)))) atomicMin(bad, i + 1);
+    if (at < 0 || (scale && (d == 0.0 || !isfinite(d)))) atomicMin(bad, (int)i + 1);
     if (scale) s[i] = 1.0 / sqrt(fabs(d));
 }
 
-/* One warp per row: w_ij = a_ij (s_i s_j), or a copy. */
+/* LANES lanes a row: w_ij = a_ij (s_i s_j), or a copy. */
+template <int LANES>
 __global__ void isai_scale_values_kernel(int32_t n, const int64_t *__restrict__ rp,
                                          const int32_t *__restrict__ col,
                                          const double *__restrict__ val,
                                          const double *__restrict__ s, double *__restrict__ w)
 {
-    const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x % LANES;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
     if (i >= n) return;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32)
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES)
         w[p] = s ? __dmul_rn(val[p], __dmul_rn(s[i], s[col[p]])) : val[p];
 }
 
@@ -79,7 +83,8 @@ int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, doub
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = dA->n;
-    const unsigned grid = gs_dblocks(n, ILU_WARPS);
+    const int lanes = isai_row_lanes(n, dA->nnz);
+    const unsigned grid = gs_dblocks(n, 256 / lanes);
     int *d_bad = NULL, status = GS_OK;
     *bad = 0;
     *W = gs_dcsr{};
@@ -89,14 +94,14 @@ int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, doub
     GS_TRY(gs_cuda_alloc(e, diag, (size_t)n * sizeof(int64_t), "isai: diagonal positions"));
     if (scale) GS_TRY(gs_cuda_alloc(e, s, (size_t)n * sizeof(double), "isai: scaling S"));
     GS_TRY(isai_flag_alloc(e, &d_bad, "isai: diagonal check"));
-    GS_TRY(CUDA_LAUNCH(&e->err, isai_diagonal_kernel, grid, 32 * ILU_WARPS, 0, c->stream, n,
-                       (const int64_t *)dA->rp, (const int32_t *)dA->col,
+    GS_TRY(CUDA_LAUNCH(&e->err, ISAI_ROW_KERNEL(isai_diagonal_kernel, lanes), grid, 256, 0,
+                       c->stream, n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, scale, *diag, scale ? *s : (double *)NULL,
                        d_bad));
-    GS_TRY(CUDA_LAUNCH(&e->err, isai_scale_values_kernel, grid, 32 * ILU_WARPS, 0, c->stream, n,
-                       (const int64_t *)dA->rp, (const int32_t *)dA->col,
-                       (const double *)dA->val, scale ? (const double *)*s : (const double *)NULL,
-                       (double *)W->val));
+    GS_TRY(CUDA_LAUNCH(&e->err, ISAI_ROW_KERNEL(isai_scale_values_kernel, lanes), grid, 256, 0,
+                       c->stream, n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                       (const double *)dA->val,
+                       scale ? (const double *)*s : (const double *)NULL, (double *)W->val));
     GS_TRY(isai_flag_read(e, d_bad, bad));
 cleanup:
     gs_cuda_free(e, d_bad, 2 * sizeof(int));
@@ -105,19 +110,21 @@ cleanup:
 
 /* ------------------------------------------------------------- checks */
 
-/* One warp per row: *bad = the lowest 1-based row with a non-finite entry
- * or a zero pivot u_ii. */
+/* LANES lanes a row: *bad = the lowest 1-based row with a non-finite
+ * entry or a zero pivot u_ii. */
+template <int LANES>
 __global__ void isai_factor_check_kernel(int32_t n, const int64_t *__restrict__ rp,
                                          const double *__restrict__ w,
                                          const int64_t *__restrict__ diag, int *bad)
 {
-    const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x % LANES;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
     if (i >= n) return;
-    bool ok = true;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32) ok = ok && isfinite(w[p]);
-    ok = __all_sync(0xffffffffu, ok);
-    if (lane == 0 && (!ok || w[diag[i]] == 0.0)) atomicMin(bad, i + 1);
+    int ok = 1;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES) ok = ok && isfinite(w[p]);
+    for (int o = LANES / 2; o > 0; o >>= 1)
+        ok = min(ok, __shfl_xor_sync(isai_group_mask<LANES>(), ok, o, LANES));
+    if (lane == 0 && (!ok || w[diag[i]] == 0.0)) atomicMin(bad, (int)i + 1);
 }
 
 /* ------------------------------------------------------ exact ILU(0) */
@@ -337,9 +344,12 @@ int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, in
     else
         GS_TRY(isai_ilu0_levels(e, W, diag));
     GS_TRY(isai_flag_alloc(e, &d_bad, "isai: factor check"));
-    GS_TRY(CUDA_LAUNCH(&e->err, isai_factor_check_kernel, gs_dblocks(W->n, ILU_WARPS),
-                       32 * ILU_WARPS, 0, c->stream, W->n, (const int64_t *)W->rp,
-                       (const double *)W->val, diag, d_bad));
+    {
+        const int lanes = isai_row_lanes(W->n, W->nnz);
+        GS_TRY(CUDA_LAUNCH(&e->err, ISAI_ROW_KERNEL(isai_factor_check_kernel, lanes),
+                           gs_dblocks(W->n, 256 / lanes), 256, 0, c->stream, W->n,
+                           (const int64_t *)W->rp, (const double *)W->val, diag, d_bad));
+    }
     GS_TRY(isai_flag_read(e, d_bad, bad));
 cleanup:
     gs_cuda_free(e, d_bad, 2 * sizeof(int));

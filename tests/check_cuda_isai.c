@@ -3,12 +3,16 @@
  * that defines ISAI, (L M_L - I)_ij = 0 and (U M_U - I)_ij = 0 on the
  * patterns (Anzt, Chow, Huckle, Dongarra, ScalA 2016, Algorithm 1),
  * recomputed on the host from the device's own factors. Generated and real
- * matrices, ISAI(1..3), --ilu exact and sweeps, --scale yes/no; the batched
+ * matrices, ISAI(1..3), --ilu exact, cusparse and sweeps, --scale yes/no;
+ * our exact ILU(0) on one level, thousands of levels, 1 to 32 lanes a row,
+ * rows longer than a warp and an arrow (a row of n entries); the batched
  * kernel alone on columns of every length class (1..32 in lane groups of
  * 4, 8, 16, 32; 33..128 in warps with 2 or 4 rows a lane; 129..4096 in
  * blocks with 1, 4 or 16 rows a thread; longer in the global-memory path),
  * both sides of each threshold; the apply (plain, sweeps, exact solves);
- * IDR(4) iterations; bad input (same status and message as the CPU). The
+ * IDR(4) iterations; bad input (same status and message as the CPU: zero
+ * and missing diagonals, zero pivots early and 2000 levels deep, a tiny
+ * pivot that overflows). The
  * device heap is filled with NaN before each setup. Without a CUDA device
  * the suite says "skipped" and passes.
  *

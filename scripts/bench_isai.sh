@@ -2,8 +2,9 @@
 # bench_isai.sh - ISAI set up on the GPU (cuda/precond/isai*.cu) against the CPU
 # engine's setup (src/precond/pc_isai.c, all cores), on the 2M-row built-in
 # problems of issue 20: Tp and its stages, Ts, iterations, the floor ratio, for
-# -p isai (default: --ilu exact, cuSPARSE's level-scheduled ILU(0)), --ilu
-# sweeps:3 (Chow-Patel) and --trisolve exact (the paper's "trisol" column).
+# -p isai (default: --ilu exact, our level-scheduled IKJ ILU(0)), --ilu cusparse
+# (cuSPARSE's csrilu02, the paper's routine), --ilu sweeps:3 (Chow-Patel) and
+# --trisolve exact (the paper's "trisol" column).
 # Anzt, Chow, Huckle, Dongarra, ScalA 2016: IDR(4), b = 1, x0 = 0, tol 1e-10.
 #   GPUSOLVE=build/gpusolve scripts/bench_isai.sh [quick]
 # Environment: BENCH_OUT=DIR (raw CSV rows and logs; default a temporary
@@ -39,6 +40,7 @@ run() {
 
 for problem in "poisson3d:$SIZE" "convdiff3d:$SIZE"; do
     run "isai" cuda "$REPEAT_GPU" "$problem"
+    run "isai ilu=cusparse" cuda "$REPEAT_GPU" "$problem" --ilu cusparse
     run "isai ilu=sweeps:3" cuda "$REPEAT_GPU" "$problem" --ilu sweeps:3
     run "trisolve exact" cuda "$REPEAT_GPU" "$problem" --trisolve exact
     run "isai" cpu 1 "$problem"

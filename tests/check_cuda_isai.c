@@ -3,12 +3,16 @@
  * that defines ISAI, (L M_L - I)_ij = 0 and (U M_U - I)_ij = 0 on the
  * patterns (Anzt, Chow, Huckle, Dongarra, ScalA 2016, Algorithm 1),
  * recomputed on the host from the device's own factors. Generated and real
- * matrices, ISAI(1..3), --ilu exact and sweeps, --scale yes/no; the batched
+ * matrices, ISAI(1..3), --ilu exact, cusparse and sweeps, --scale yes/no;
+ * our exact ILU(0) on one level, thousands of levels, 1 to 32 lanes a row,
+ * rows longer than a warp and an arrow (a row of n entries); the batched
  * kernel alone on columns of every length class (1..32 in lane groups of
  * 4, 8, 16, 32; 33..128 in warps with 2 or 4 rows a lane; 129..4096 in
  * blocks with 1, 4 or 16 rows a thread; longer in the global-memory path),
  * both sides of each threshold; the apply (plain, sweeps, exact solves);
- * IDR(4) iterations; bad input (same status and message as the CPU). The
+ * IDR(4) iterations; bad input (same status and message as the CPU: zero
+ * and missing diagonals, zero pivots early and 2000 levels deep, a tiny
+ * pivot that overflows). The
  * device heap is filled with NaN before each setup. Without a CUDA device
  * the suite says "skipped" and passes.
  *
@@ -19,8 +23,12 @@
  *   = e with |dT| <= gamma_m |T(J,J)| (Higham, Thm 8.5), so |(T M - I)_ij|
  *   <= gamma_m (|T| |M|)_ij; the back-scaling of T and M adds two roundings
  *   a value: we allow (2 m + 8) u (|T| |M|)_ij.
- * - ILU(0) on the device (cuSPARSE's order of updates, or the sweeps'),
- *   checked by its own property first: (L U)_ij = a_ij on A's pattern
+ * - ILU(0) on the device (--ilu exact, our level-scheduled IKJ: each
+ *   entry sees the reference's operations in the reference's order, each
+ *   correctly rounded, no fused multiply-add on either side: equal bit for
+ *   bit on x86-64, and we allow the sweeps' 64 u of the row's largest entry;
+ *   --ilu cusparse: cuSPARSE's order of updates; the sweeps'), checked by
+ *   its own property first: (L U)_ij = a_ij on A's pattern
  *   within (4 m + 8) u (|L| |U|)_ij (Higham, Thm 9.3, m the row length,
  *   plus the scalings); then against the reference value by value, within
  *   1e-9 of the row's largest entry: the two computations differ by
@@ -233,10 +241,11 @@ static void check_against_cpu(const gs_csr *A, const char *const *kv, const char
     ck_assert_msg(got.status == GS_OK, "%s: cuda: %s", what, got.err.msg);
     const char *ilu = gs_params_lookup(&p, "ilu");
     const int sweeps = ilu && strncmp(ilu, "sweeps:", 7) == 0;
+    const int cusparse = ilu && strcmp(ilu, "cusparse") == 0;
     char label[160];
     snprintf(label, sizeof label, "%s: L U = A", what);
     if (!sweeps) assert_ilu0_property(A, &got.L, &got.U, label);
-    const double rtol = sweeps ? 64 * U64 : 1e-9;
+    const double rtol = cusparse ? 1e-9 : 64 * U64; /* our IKJ and the sweeps: the host's order */
     snprintf(label, sizeof label, "%s: L", what);
     assert_close(&want.L, &got.L, rtol, 0, label);
     snprintf(label, sizeof label, "%s: U", what);
@@ -288,6 +297,8 @@ START_TEST(test_generated)
         check_against_cpu(&A, many, specs[s]);
         const char *exact[] = {"trisolve", "exact", NULL};
         check_against_cpu(&A, exact, specs[s]);
+        const char *cusparse[] = {"ilu", "cusparse", NULL};
+        check_against_cpu(&A, cusparse, specs[s]);
         gs_csr_free(&A);
     }
 }
@@ -460,6 +471,88 @@ START_TEST(test_apply)
 }
 END_TEST
 
+/* A banded nonsymmetric matrix: entries (i, j) for i - lower <= j <= i +
+ * upper, a_ii = 2 (lower + upper) + 1, off-diagonal entries in (-1, 0)
+ * from a fixed seed (diagonally dominant: ILU(0) exists). */
+static gs_csr banded(int32_t n, int32_t lower, int32_t upper, uint64_t seed)
+{
+    tu_rng r = tu_rng_seed(seed);
+    const int64_t cap = (int64_t)n * (lower + upper + 1);
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    int64_t m = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = i - lower; j <= i + upper; j++) {
+            if (j < 0 || j >= n) continue;
+            ri[m] = i, ci[m] = j;
+            v[m++] = j == i ? 2.0 * (lower + upper) + 1.0 : -tu_uniform(&r);
+        }
+    gs_csr A = tu_from_triplets(n, n, m, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+/* An arrow: a tridiagonal matrix with a full last row and column (the last
+ * row depends on every row: n levels, a row of n entries, every other
+ * row's upper part reaching column n - 1). */
+static gs_csr arrow(int32_t n)
+{
+    int32_t *ri = malloc((size_t)5 * n * sizeof *ri), *ci = malloc((size_t)5 * n * sizeof *ci);
+    double *v = malloc((size_t)5 * n * sizeof *v);
+    int64_t m = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < n; j++) {
+            const int near = j >= i - 1 && j <= i + 1, edge = i == n - 1 || j == n - 1;
+            if (!near && !edge) continue;
+            ri[m] = i, ci[m] = j;
+            v[m++] = i == j ? (i == n - 1 ? 2.0 * n : 4.0) : -1.0 / (1.0 + (i + 2 * j) % 7);
+        }
+    gs_csr A = tu_from_triplets(n, n, m, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+/* Our exact ILU(0) on level structures the generated problems do not
+ * reach: one level (no entry below the diagonal), thousands of levels (a
+ * bidiagonal-lower band: a chain), rows longer than a warp with the 32-lane
+ * groups striding over row k's upper part (band 40 + 40), the lanes a row
+ * from 1 to 32 (the power of two at or above the mean row length), and the arrow's row of n entries.
+ * Both --ilu exact and --ilu cusparse against the reference. */
+START_TEST(test_ilu0_levels)
+{
+    struct {
+        int32_t n, lower, upper;
+        const char *what;
+    } bands[] = {
+        {3000, 0, 2, "one level (upper band), 4 lanes"}, {700, 0, 0, "diagonal, 1 lane"},
+        {3000, 1, 0, "3000 levels (lower bidiagonal), 2 lanes"}, {2500, 1, 1, "tridiagonal"},
+        {600, 2, 1, "4 lanes"}, {500, 3, 3, "8 lanes"}, {400, 6, 6, "16 lanes"},
+        {300, 40, 40, "rows of 81, 32 lanes"},   {200, 70, 5, "long lower parts"},
+    };
+    const char *scale_no[] = {"scale", "no", NULL}, *none[] = {NULL},
+               *cusparse[] = {"ilu", "cusparse", NULL};
+    for (size_t b = 0; b < sizeof bands / sizeof bands[0]; b++) {
+        gs_csr A = banded(bands[b].n, bands[b].lower, bands[b].upper, 17 + b);
+        char what[96];
+        snprintf(what, sizeof what, "%s, scale no", bands[b].what);
+        check_against_cpu(&A, scale_no, what);
+        check_against_cpu(&A, none, bands[b].what);
+        snprintf(what, sizeof what, "%s, cusparse", bands[b].what);
+        check_against_cpu(&A, cusparse, what);
+        gs_csr_free(&A);
+    }
+    const int32_t sizes[] = {40, 300};
+    for (size_t k = 0; k < 2; k++) {
+        gs_csr A = arrow(sizes[k]);
+        char what[64];
+        snprintf(what, sizeof what, "arrow %d", (int)sizes[k]);
+        check_against_cpu(&A, scale_no, what);
+        check_against_cpu(&A, none, what);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
 /* Bad input: the same status and message as the CPU reference. */
 static void expect_same_failure(const gs_csr *A, const char *const *kv, const char *what)
 {
@@ -489,12 +582,30 @@ START_TEST(test_bad_input)
     expect_same_failure(&B, noscale, "zero pivot, scale no");
     expect_same_failure(&B, none, "zero pivot, scale yes");
     expect_same_failure(&B, sweeps, "zero pivot, sweeps");
+    const char *cusparse[] = {"ilu", "cusparse", "scale", "no", NULL};
+    expect_same_failure(&B, cusparse, "zero pivot, cusparse");
     gs_csr_free(&B);
     const int32_t r2[] = {0, 1, 1, 2}, c2[] = {0, 0, 2, 2};
     const double v2[] = {1, 1, 1, 1};
     gs_csr C = tu_from_triplets(3, 3, 4, r2, c2, v2); /* row 2 has no diagonal */
     expect_same_failure(&C, noscale, "missing diagonal, scale no");
     expect_same_failure(&C, none, "missing diagonal, scale yes");
+    gs_csr_free(&C);
+    /* a tiny pivot: l_21 = 1e10 / 1e-300 overflows (the reference names the
+     * non-finite entry of row 2); a zero pivot late in a long chain, found
+     * in row 2001 of a lower bidiagonal band whose row 2000 cancels */
+    const int32_t r3[] = {0, 0, 1, 1}, c3[] = {0, 1, 0, 1};
+    const double v3[] = {1e-300, 1e10, 1e10, 1};
+    gs_csr D = tu_from_triplets(2, 2, 4, r3, c3, v3);
+    expect_same_failure(&D, noscale, "tiny pivot, scale no");
+    gs_csr_free(&D);
+    gs_csr E = banded(3000, 1, 1, 5);
+    for (int64_t p = E.row_ptr[2000]; p < E.row_ptr[2001]; p++) E.val[p] = 1.0; /* row 2001 */
+    for (int64_t p = E.row_ptr[1999]; p < E.row_ptr[2000]; p++) E.val[p] = 1.0; /* row 2000 */
+    for (int64_t p = E.row_ptr[1998]; p < E.row_ptr[1999]; p++)
+        if (E.col[p] == 1999) E.val[p] = 0.0; /* (2000, 2000) keeps its 1 */
+    expect_same_failure(&E, noscale, "zero pivot in row 2001, scale no");
+    gs_csr_free(&E);
 }
 END_TEST
 
@@ -562,6 +673,7 @@ static Suite *cuda_isai_suite(int have_gpu)
         tcase_add_test(tc, test_kernel_thresholds);
         tcase_add_test(tc, test_kernel_zero_diagonal);
         tcase_add_test(tc, test_generated);
+        tcase_add_test(tc, test_ilu0_levels);
         tcase_add_test(tc, test_real);
         tcase_add_test(tc, test_apply);
         tcase_add_test(tc, test_bad_input);

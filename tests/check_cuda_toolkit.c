@@ -571,7 +571,9 @@ static void check_trisolve_on(const gs_csr *T, int upper, const char *what)
 /* Many levels (a chain: n levels), one level (diagonal), short rows (1, 2, 4 lanes of
  * the level kernel), rows near and past a warp (span 40 dense: up to 41 entries, 32
  * lanes, two passes of a warp), sizes below and above a block of rows (8) and of
- * threads (256), lower and upper. */
+ * threads (256), lower and upper; mean row lengths on both sides of the analysis' switch
+ * from a warp a row to a thread a row (8: the chain, the diagonal, spans 3 and 12 take a
+ * thread, spans 40 and 300 a warp). */
 START_TEST(test_trisolve)
 {
     tu_rng r = tu_rng_seed(12);

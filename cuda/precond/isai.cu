@@ -9,7 +9,8 @@
  *   csr of A   A's CSR from the engine's copy (or "transfer": an upload)
  *   scaling    S = diag(|a_ii|)^-1/2 and S A S (--scale yes), and at the end
  *              the factors mapped back to A (isai_ilu0.cu, here)
- *   ilu0       ILU(0) in place on S A S: cuSPARSE csrilu02 (--ilu exact) or
+ *   ilu0       ILU(0) in place on S A S: our level-scheduled IKJ (--ilu exact),
+ *              cuSPARSE csrilu02 (--ilu cusparse) or
  *              Chow-Patel sweeps (--ilu sweeps:N); L, U split (toolkit)
  *   isai L     M_L on |L|^k, the batched kernel (isai_generate.cu)
  *   isai U     M_U on |U|^k
@@ -30,7 +31,6 @@ extern "C" {
 #include "mmio.h"
 }
 
-#define ISAI_WARPS 8 /* rows (warps) per 256-thread block */
 
 /* The CUDA setup's own copies of L and U (gs_isai_data.device). */
 typedef struct isai_device_factors {
@@ -58,19 +58,20 @@ __global__ void isai_inverse_kernel(int32_t n, const double *__restrict__ s,
     if (i < n) sinv[i] = 1.0 / s[i];
 }
 
-/* One warp per row: x_ij <- x_ij (left_i right_j), the reference's
- * expression; a similarity (left = 1 / right) leaves the diagonal as it is,
- * so that L keeps an exact unit diagonal. */
+/* LANES lanes a row (isai_row_lanes): x_ij <- x_ij (left_i right_j), the
+ * reference's expression; a similarity (left = 1 / right) leaves the
+ * diagonal as it is, so that L keeps an exact unit diagonal. */
+template <int LANES>
 __global__ void isai_scale_two_sided_kernel(int32_t n, const int64_t *__restrict__ rp,
                                             const int32_t *__restrict__ col,
                                             double *__restrict__ val,
                                             const double *__restrict__ left,
                                             const double *__restrict__ right, int similarity)
 {
-    const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x % LANES;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
     if (i >= n) return;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32)
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES)
         if (!similarity || col[p] != i) val[p] = __dmul_rn(val[p], __dmul_rn(left[i], right[col[p]]));
 }
 
@@ -78,9 +79,11 @@ static int isai_scale_two_sided(gs_engine *e, gs_dcsr *X, const double *left, co
                                 int similarity)
 {
     if (!X->rp || X->n == 0) return GS_OK;
-    return CUDA_LAUNCH(&e->err, isai_scale_two_sided_kernel, gs_dblocks(X->n, ISAI_WARPS),
-                       32 * ISAI_WARPS, 0, gs_cuda_of(e)->stream, X->n, (const int64_t *)X->rp,
-                       (const int32_t *)X->col, (double *)X->val, left, right, similarity);
+    const int lanes = isai_row_lanes(X->n, X->nnz);
+    return CUDA_LAUNCH(&e->err, ISAI_ROW_KERNEL(isai_scale_two_sided_kernel, lanes),
+                       gs_dblocks(X->n, 256 / lanes), 256, 0, gs_cuda_of(e)->stream, X->n,
+                       (const int64_t *)X->rp, (const int32_t *)X->col, (double *)X->val, left,
+                       right, similarity);
 }
 
 /* L = S^-1 ~L S, U = S^-1 ~U S^-1, M_L = S^-1 ~M_L S, M_U = S ~M_U S (the
@@ -183,7 +186,7 @@ static int isai_factor(gs_pc *pc, const gs_csr *A, const gs_isai_options *o, con
     if (bad) GS_TRY(isai_factor_failure(A, o, bad, "a missing or zero diagonal entry", err));
     if (o->scale) GS_TRY(gs_pc_stage_end(pc, "scaling", t0));
     t0 = o->scale ? gs_pc_stage_begin(pc) : t0;
-    GS_TRY(isai_cuda_ilu0(e, &W, diag, o->ilu_sweeps, &bad));
+    GS_TRY(isai_cuda_ilu0(e, &W, diag, o->ilu_sweeps, o->ilu_cusparse, &bad));
     if (bad) GS_TRY(isai_factor_failure(A, o, bad, "a zero pivot or an overflow", err));
     GS_TRY(gs_dcsr_split_lu(e, &W, L, U));
     GS_TRY(gs_pc_stage_end(pc, "ilu0", t0));
@@ -356,7 +359,7 @@ extern "C" int gs_isai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     pc->destroy = gs_isai_destroy;
     GS_TRY(gs_isai_read_options(pc->params, &o, err));
     d->power = o.power, d->sweeps = o.sweeps, d->exact = o.exact, d->scaled = o.scale;
-    d->ilu_sweeps = o.ilu_sweeps;
+    d->ilu_sweeps = o.ilu_sweeps, d->ilu_cusparse = o.ilu_cusparse;
     GS_TRY(isai_cuda_build(pc, A, &o, d, err));
     pc->apply = gs_isai_apply;
     pc->save = isai_cuda_save;

@@ -1,8 +1,12 @@
 /* isai_ilu0.cu - the factorisation stages of ISAI's CUDA setup: the scaling to
- * unit diagonal S A S and ILU(0) on A's pattern, exact by cuSPARSE's
- * level-scheduled csrilu02 (the routine of Anzt, Chow, Huckle, Dongarra, ScalA
- * 2016), or by the fine-grained fixed-point sweeps of E. Chow, A. Patel, SIAM J.
- * Sci. Comput. 37(2) 2015 (the CPU reference gs_ilu0_sweeps, same arithmetic). */
+ * unit diagonal S A S and ILU(0) on A's pattern, exact by our own
+ * level-scheduled IKJ elimination (the default; Saad, Iterative Methods for
+ * Sparse Linear Systems, 2nd ed., Alg. 10.4, rows of one wavefront of L's
+ * pattern in parallel: Anderson & Saad 1989), or by cuSPARSE's csrilu02 (the
+ * routine of Anzt, Chow, Huckle, Dongarra, ScalA 2016; --ilu cusparse, for
+ * comparison), or by the fine-grained fixed-point sweeps of E. Chow, A. Patel,
+ * SIAM J. Sci. Comput. 37(2) 2015 (the CPU reference gs_ilu0_sweeps, same
+ * arithmetic). */
 #define DISABLE_CUSPARSE_DEPRECATED /* csrilu02: deprecated, still the level-scheduled ILU(0) */
 #include <string.h>
 
@@ -35,38 +39,42 @@ static int isai_flag_read(gs_engine *e, const int *flag, int *row)
     return status;
 }
 
-/* One warp per row: diag[i] = the position of a_ii; where scale, s_i =
- * 1 / sqrt(|a_ii|) (the reference's expression); *bad = the lowest 1-based
- * row whose a_ii is missing (or, when scaling, zero or not finite). */
+/* LANES lanes a row (ISAI_ROW_LANES): diag[i] = the position of a_ii;
+ * where scale, s_i = 1 / sqrt(|a_ii|) (the reference's expression); *bad =
+ * the lowest 1-based row whose a_ii is missing (or, when scaling, zero or
+ * not finite). */
+template <int LANES>
 __global__ void isai_diagonal_kernel(int32_t n, const int64_t *__restrict__ rp,
                                      const int32_t *__restrict__ col,
                                      const double *__restrict__ val, int scale,
                                      int64_t *__restrict__ diag, double *__restrict__ s, int *bad)
 {
-    const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
-    if (i >= n) return;
-    int64_t at = -1;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32)
+    const int lane = threadIdx.x % LANES;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    if (i >= n) return; /* whole groups leave together */
+    long long at = -1;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES)
         if (col[p] == i) at = p;
-    for (int o = 16; o > 0; o >>= 1) at = max(at, __shfl_xor_sync(0xffffffffu, at, o));
+    for (int o = LANES / 2; o > 0; o >>= 1)
+        at = max(at, __shfl_xor_sync(isai_group_mask<LANES>(), at, o, LANES));
     if (lane != 0) return;
     diag[i] = at;
     const double d = at >= 0 ? val[at] : 0.0;
-    if (at < 0 || (scale && (d == 0.0 || !isfinite(d)))) atomicMin(bad, i + 1);
+    if (at < 0 || (scale && (d == 0.0 || !isfinite(d)))) atomicMin(bad, (int)i + 1);
     if (scale) s[i] = 1.0 / sqrt(fabs(d));
 }
 
-/* One warp per row: w_ij = a_ij (s_i s_j), or a copy. */
+/* LANES lanes a row: w_ij = a_ij (s_i s_j), or a copy. */
+template <int LANES>
 __global__ void isai_scale_values_kernel(int32_t n, const int64_t *__restrict__ rp,
                                          const int32_t *__restrict__ col,
                                          const double *__restrict__ val,
                                          const double *__restrict__ s, double *__restrict__ w)
 {
-    const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x % LANES;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
     if (i >= n) return;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32)
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES)
         w[p] = s ? __dmul_rn(val[p], __dmul_rn(s[i], s[col[p]])) : val[p];
 }
 
@@ -75,7 +83,8 @@ int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, doub
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = dA->n;
-    const unsigned grid = gs_dblocks(n, ILU_WARPS);
+    const int lanes = isai_row_lanes(n, dA->nnz);
+    const unsigned grid = gs_dblocks(n, 256 / lanes);
     int *d_bad = NULL, status = GS_OK;
     *bad = 0;
     *W = gs_dcsr{};
@@ -85,14 +94,14 @@ int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, doub
     GS_TRY(gs_cuda_alloc(e, diag, (size_t)n * sizeof(int64_t), "isai: diagonal positions"));
     if (scale) GS_TRY(gs_cuda_alloc(e, s, (size_t)n * sizeof(double), "isai: scaling S"));
     GS_TRY(isai_flag_alloc(e, &d_bad, "isai: diagonal check"));
-    GS_TRY(CUDA_LAUNCH(&e->err, isai_diagonal_kernel, grid, 32 * ILU_WARPS, 0, c->stream, n,
-                       (const int64_t *)dA->rp, (const int32_t *)dA->col,
+    GS_TRY(CUDA_LAUNCH(&e->err, ISAI_ROW_KERNEL(isai_diagonal_kernel, lanes), grid, 256, 0,
+                       c->stream, n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, scale, *diag, scale ? *s : (double *)NULL,
                        d_bad));
-    GS_TRY(CUDA_LAUNCH(&e->err, isai_scale_values_kernel, grid, 32 * ILU_WARPS, 0, c->stream, n,
-                       (const int64_t *)dA->rp, (const int32_t *)dA->col,
-                       (const double *)dA->val, scale ? (const double *)*s : (const double *)NULL,
-                       (double *)W->val));
+    GS_TRY(CUDA_LAUNCH(&e->err, ISAI_ROW_KERNEL(isai_scale_values_kernel, lanes), grid, 256, 0,
+                       c->stream, n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
+                       (const double *)dA->val,
+                       scale ? (const double *)*s : (const double *)NULL, (double *)W->val));
     GS_TRY(isai_flag_read(e, d_bad, bad));
 cleanup:
     gs_cuda_free(e, d_bad, 2 * sizeof(int));
@@ -101,19 +110,21 @@ cleanup:
 
 /* ------------------------------------------------------------- checks */
 
-/* One warp per row: *bad = the lowest 1-based row with a non-finite entry
- * or a zero pivot u_ii. */
+/* LANES lanes a row: *bad = the lowest 1-based row with a non-finite
+ * entry or a zero pivot u_ii. */
+template <int LANES>
 __global__ void isai_factor_check_kernel(int32_t n, const int64_t *__restrict__ rp,
                                          const double *__restrict__ w,
                                          const int64_t *__restrict__ diag, int *bad)
 {
-    const int lane = threadIdx.x & 31;
-    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x % LANES;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
     if (i >= n) return;
-    bool ok = true;
-    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += 32) ok = ok && isfinite(w[p]);
-    ok = __all_sync(0xffffffffu, ok);
-    if (lane == 0 && (!ok || w[diag[i]] == 0.0)) atomicMin(bad, i + 1);
+    int ok = 1;
+    for (int64_t p = rp[i] + lane; p < rp[i + 1]; p += LANES) ok = ok && isfinite(w[p]);
+    for (int o = LANES / 2; o > 0; o >>= 1)
+        ok = min(ok, __shfl_xor_sync(isai_group_mask<LANES>(), ok, o, LANES));
+    if (lane == 0 && (!ok || w[diag[i]] == 0.0)) atomicMin(bad, (int)i + 1);
 }
 
 /* ------------------------------------------------------ exact ILU(0) */
@@ -128,7 +139,7 @@ __global__ void isai_row_ptr32_kernel(int32_t n, const int64_t *__restrict__ rp,
 /* cuSPARSE csrilu02 in place on W's values (32-bit row pointers: W has
  * fewer than 2^31 entries). No zero-pivot query here: the check kernel
  * that follows finds zero pivots and overflow alike, without a wait. */
-static int isai_ilu0_exact(gs_engine *e, gs_dcsr *W)
+static int isai_ilu0_cusparse(gs_engine *e, gs_dcsr *W)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = W->n;
@@ -138,8 +149,8 @@ static int isai_ilu0_exact(gs_engine *e, gs_dcsr *W)
     void *buffer = NULL;
     if (W->nnz > INT32_MAX)
         return gs_error_set(&e->err, GS_ERR_UNSUPPORTED,
-                            "isai: --ilu exact: cuSPARSE's ILU(0) takes at most 2^31 - 1 "
-                            "entries (%lld here); use --ilu sweeps:N", (long long)W->nnz);
+                            "isai: --ilu cusparse: cuSPARSE's ILU(0) takes at most 2^31 - 1 "
+                            "entries (%lld here); use --ilu exact", (long long)W->nnz);
     GS_TRY(gs_cuda_alloc(e, &rp32, ((size_t)n + 1) * sizeof(int), "isai: 32-bit row pointers"));
     GS_TRY(CUDA_LAUNCH(&e->err, isai_row_ptr32_kernel, gs_dblocks((int64_t)n + 1, 256), 256, 0,
                        c->stream, n, (const int64_t *)W->rp, rp32));
@@ -237,7 +248,90 @@ cleanup:
     return status;
 }
 
-int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, int *bad)
+/* ------------------------------------------- exact ILU(0), our own */
+
+/* Rows level_rows[first, first + count) of one wavefront of L's pattern,
+ * LANES lanes a row: the reference's row i of the IKJ loop (src/sparse/
+ * ilu0.c, ilu0_row), in place on w. For k < i in row i, ascending:
+ *   l_ik = w_ik / u_kk, then w_ij -= l_ik u_kj for j > k in both rows,
+ * the lanes striding over row k's upper part (finished: an earlier level,
+ * an earlier launch), each finding j in row i after k by a binary search.
+ * The columns of row k are distinct, so the lanes of one step write
+ * distinct entries; the step's barrier orders them before the next step
+ * reads w_ik'. Each entry sees the same operations in the same order as on
+ * the host, products and differences rounded alike (no fused multiply-add):
+ * the factors are the reference's bit for bit where the host does not fuse
+ * either. w is read and written through plain pointers (no read-only path). */
+template <int LANES>
+__global__ void isai_ilu0_level_kernel(int64_t first, int64_t count,
+                                       const int32_t *__restrict__ rows,
+                                       const int64_t *__restrict__ rp,
+                                       const int32_t *__restrict__ col,
+                                       const int64_t *__restrict__ diag, double *w)
+{
+    const int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    const int lane = threadIdx.x % LANES;
+    /* whole groups leave together: the group's barriers see all its lanes */
+    if (g >= count) return;
+    const unsigned mask = LANES == 32 ? 0xffffffffu
+                                      : ((1u << LANES) - 1u) << ((threadIdx.x & 31) / LANES * LANES);
+    const int32_t i = rows[first + g];
+    const int64_t end = rp[i + 1];
+    for (int64_t p = rp[i]; p < end; p++) {
+        const int32_t k = col[p];
+        if (k >= i) break;
+        const double lik = w[p] / w[diag[k]];              /* l_ik = a_ik / u_kk */
+        for (int64_t q = diag[k] + 1 + lane; q < rp[k + 1]; q += LANES) {
+            const int64_t at = isai_find(col + p + 1, end - p - 1, col[q]);
+            if (at >= 0) {
+                double *wij = w + p + 1 + at;
+                *wij = __dsub_rn(*wij, __dmul_rn(lik, w[q])); /* a_ij -= l_ik u_kj */
+            }
+        }
+        __syncwarp(mask); /* every lane has read w_ik before it is overwritten */
+        if (lane == 0) w[p] = lik;
+    }
+}
+
+template <int LANES>
+static int isai_ilu0_level_launch(gs_engine *e, const gs_dtri *t, int64_t first, int64_t count,
+                                  const int64_t *diag, double *w)
+{
+    return CUDA_LAUNCH(&e->err, isai_ilu0_level_kernel<LANES>, gs_dblocks(count, 256 / LANES),
+                       256, 0, gs_cuda_of(e)->stream, first, count,
+                       (const int32_t *)t->level_rows, t->rp, t->col, diag, w);
+}
+
+/* ILU(0) in place on W's values, a launch per level of L's pattern (the
+ * rows k < i that row i reads are those of its forward-solve dependencies:
+ * gs_dtri_analyse on W's pattern, upper entries ignored). The lanes a row:
+ * the analysis's choice (power of two at or above the mean row length). */
+static int isai_ilu0_levels(gs_engine *e, gs_dcsr *W, const int64_t *diag)
+{
+    gs_dtri t = {};
+    double *w = (double *)W->val;
+    int status = GS_OK;
+    GS_TRY(gs_dtri_analyse(e, W->n, W->nnz, W->rp, W->col, 0, &t));
+    for (int32_t l = 0; l < t.n_levels; l++) {
+        const int64_t first = t.level_ptr[l], count = t.level_ptr[l + 1] - first;
+        switch (t.lanes) {
+        case 1: GS_TRY(isai_ilu0_level_launch<1>(e, &t, first, count, diag, w)); break;
+        case 2: GS_TRY(isai_ilu0_level_launch<2>(e, &t, first, count, diag, w)); break;
+        case 4: GS_TRY(isai_ilu0_level_launch<4>(e, &t, first, count, diag, w)); break;
+        case 8: GS_TRY(isai_ilu0_level_launch<8>(e, &t, first, count, diag, w)); break;
+        case 16: GS_TRY(isai_ilu0_level_launch<16>(e, &t, first, count, diag, w)); break;
+        default: GS_TRY(isai_ilu0_level_launch<32>(e, &t, first, count, diag, w)); break;
+        }
+    }
+cleanup:
+    gs_dtri_free(e, &t);
+    return status;
+}
+
+/* ------------------------------------------------------------ driver */
+
+int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, int cusparse,
+                   int *bad)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int *d_bad = NULL, status = GS_OK;
@@ -245,12 +339,17 @@ int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, in
     if (W->n == 0) return GS_OK;
     if (sweeps > 0)
         GS_TRY(isai_ilu0_sweeps(e, W, diag, sweeps));
+    else if (cusparse)
+        GS_TRY(isai_ilu0_cusparse(e, W));
     else
-        GS_TRY(isai_ilu0_exact(e, W));
+        GS_TRY(isai_ilu0_levels(e, W, diag));
     GS_TRY(isai_flag_alloc(e, &d_bad, "isai: factor check"));
-    GS_TRY(CUDA_LAUNCH(&e->err, isai_factor_check_kernel, gs_dblocks(W->n, ILU_WARPS),
-                       32 * ILU_WARPS, 0, c->stream, W->n, (const int64_t *)W->rp,
-                       (const double *)W->val, diag, d_bad));
+    {
+        const int lanes = isai_row_lanes(W->n, W->nnz);
+        GS_TRY(CUDA_LAUNCH(&e->err, ISAI_ROW_KERNEL(isai_factor_check_kernel, lanes),
+                           gs_dblocks(W->n, 256 / lanes), 256, 0, c->stream, W->n,
+                           (const int64_t *)W->rp, (const double *)W->val, diag, d_bad));
+    }
     GS_TRY(isai_flag_read(e, d_bad, bad));
 cleanup:
     gs_cuda_free(e, d_bad, 2 * sizeof(int));

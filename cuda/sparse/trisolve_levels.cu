@@ -7,7 +7,13 @@
  * taken in dependency order by blocks that draw a ticket (a global counter) when they
  * start, a warp a row: a row waits only on rows earlier in that order, which belong to
  * blocks that started earlier (so are resident) or to its own block, so every wait ends.
- * The level doubles as the ready flag (0: not yet). Then the rows are sorted by level
+ * The level doubles as the ready flag (0: not yet). Short rows (a mean of at most
+ * LEVEL_THREAD_MEAN entries) take a thread a row instead of a warp: the blocks in flight
+ * then hold 32x the rows (all the resident warps hold about 8k rows a warp each, under
+ * half a plane of a 128^3 grid, so the wavefront waited for the window to slide; a
+ * thread a row holds about 16 planes). A row waiting on a row of its own warp relies on
+ * independent thread scheduling (sm_70 on): the lanes of a diverged warp each progress.
+ * Then the rows are sorted by level
  * (cub's stable radix sort: increasing within a level) and the level pointers are found
  * where the sorted level changes; they come to the host, one launch a level. */
 #include <cuda/atomic>
@@ -17,6 +23,7 @@
 #include "gs_dsparse.h"
 
 #define LEVEL_WARPS 8 /* rows (warps) a 256-thread block of the analysis */
+#define LEVEL_THREAD_MEAN 8 /* mean row length up to which a thread takes a row */
 #define FULL_MASK 0xffffffffu
 
 /* The rows of t, in dependency order, at position pos (< n). */
@@ -58,6 +65,31 @@ __global__ void tri_levels_kernel(int32_t n, bool upper, const int64_t *__restri
         /* a plain read first: most rows find a level as high already there */
         if (lv + 1 > *(volatile int32_t *)max_level) atomicMax(max_level, lv + 1);
     }
+}
+
+/* The same, a thread a row (rows in dependency order within a block too). */
+__global__ void tri_levels_thread_kernel(int32_t n, bool upper, const int64_t *__restrict__ rp,
+                                         const int32_t *__restrict__ col, int32_t *level,
+                                         unsigned *ticket, int32_t *max_level)
+{
+    __shared__ unsigned block;
+    if (threadIdx.x == 0) block = atomicAdd(ticket, 1u);
+    __syncthreads();
+    const int64_t pos = (int64_t)block * blockDim.x + threadIdx.x;
+    if (pos >= n) return; /* no __syncthreads below */
+    const int32_t i = tri_row_at(n, upper, pos);
+    int32_t lv = 0;
+    for (int64_t p = rp[i]; p < rp[i + 1]; p++) {
+        const int32_t j = col[p];
+        if (!tri_depends(upper, i, j)) continue;
+        cuda::atomic_ref<int32_t, cuda::thread_scope_device> flag(level[j]);
+        int32_t v;
+        while ((v = flag.load(cuda::memory_order_acquire)) == 0) __nanosleep(20);
+        lv = max(lv, v);
+    }
+    cuda::atomic_ref<int32_t, cuda::thread_scope_device>(level[i])
+        .store(lv + 1, cuda::memory_order_release);
+    if (lv + 1 > *(volatile int32_t *)max_level) atomicMax(max_level, lv + 1);
 }
 
 __global__ void tri_iota_kernel(int32_t n, int32_t *__restrict__ out)
@@ -215,8 +247,13 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 2 * sizeof(unsigned), s)));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(ticket, 0, 2 * sizeof(unsigned), s)));
     if (n == 0) goto cleanup;
-    GS_TRY(CUDA_LAUNCH(&e->err, tri_levels_kernel, gs_dblocks(n, LEVEL_WARPS), 32 * LEVEL_WARPS,
-                       0, s, n, (bool)t->upper, rp, col, t->level, ticket, max_level));
+    if ((double)nnz <= (double)LEVEL_THREAD_MEAN * n)
+        GS_TRY(CUDA_LAUNCH(&e->err, tri_levels_thread_kernel, gs_dblocks(n, 256), 256, 0, s, n,
+                           (bool)t->upper, rp, col, t->level, ticket, max_level));
+    else
+        GS_TRY(CUDA_LAUNCH(&e->err, tri_levels_kernel, gs_dblocks(n, LEVEL_WARPS),
+                           32 * LEVEL_WARPS, 0, s, n, (bool)t->upper, rp, col, t->level, ticket,
+                           max_level));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(&t->n_levels, max_level, sizeof(int32_t),
                                               cudaMemcpyDeviceToHost, s)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s)));

@@ -13,6 +13,7 @@ typedef struct gs_isai_options {
     long power, sweeps;
     int exact, scale;
     int ilu_sweeps; /* --ilu sweeps:N: N (Chow-Patel fixed-point ILU(0)); 0: exact */
+    int ilu_cusparse; /* --ilu cusparse: the GPU factorises by cuSPARSE's csrilu02 (the CPU: exact) */
 } gs_isai_options;
 
 /* pc->data of both setups. The host factors are the CPU setup's (empty for
@@ -24,7 +25,7 @@ typedef struct gs_isai_data {
     gs_mat *ML_eng, *MU_eng;   /* the ISAI apply, else NULL */
     gs_vec *y, *t;             /* y = L-stage result; t = sweep residual */
     long power, sweeps;
-    int exact, scaled, ilu_sweeps;
+    int exact, scaled, ilu_sweeps, ilu_cusparse;
     /* The CUDA setup's device copies of L and U where no engine matrix holds
      * them (for --save-precond), freed by device_free; NULL for the CPU setup. */
     void *device;

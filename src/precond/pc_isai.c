@@ -31,9 +31,10 @@ const gs_param_decl gs_isai_params[] = {
     GS_PARAM_CHOICE_DECL("scale", "yes|no", "yes",
                          "factorise S A S with S = diag(|a_ii|)^-1/2 (unit diagonal), then map "
                          "the factors back so M acts on A"),
-    GS_PARAM_CHOICE_DECL("ilu", "exact|sweeps:N", "exact",
-                         "ILU(0) exact (level-scheduled on the GPU), or N fixed-point sweeps "
-                         "(Chow-Patel), 1 <= N <= 1000"),
+    GS_PARAM_CHOICE_DECL("ilu", "exact|cusparse|sweeps:N", "exact",
+                         "ILU(0) exact (our level-scheduled IKJ on the GPU), exact by "
+                         "cuSPARSE's csrilu02 (GPU; the CPU factorises exactly), or N "
+                         "fixed-point sweeps (Chow-Patel), 1 <= N <= 1000"),
     GS_PARAM_DECL_END,
 };
 
@@ -248,6 +249,7 @@ int gs_isai_read_options(const gs_params *p, isai_options *o, gs_error *err)
     o->exact = strcmp(trisolve, "exact") == 0;
     o->scale = strcmp(scale, "yes") == 0;
     o->ilu_sweeps = strncmp(ilu, "sweeps:", 7) == 0 ? atoi(ilu + 7) : 0; /* checked: 1..1000 */
+    o->ilu_cusparse = strcmp(ilu, "cusparse") == 0;
 cleanup:
     return status;
 }
@@ -367,7 +369,8 @@ void gs_isai_describe(gs_pc *pc, const isai_data *d, const gs_isai_sizes *z)
         pc->apply_bytes = bL + bU + 4 * n8;                 /* r, y twice, z */
         snprintf(pc->description, sizeof pc->description,
                  "ILU(0)%s with exact triangular solves (trisol), scale=%s",
-                 d->ilu_sweeps > 0 ? " by sweeps" : "", d->scaled ? "yes" : "no");
+                 d->ilu_sweeps > 0 ? " by sweeps" : d->ilu_cusparse ? " by cuSPARSE" : "",
+                 d->scaled ? "yes" : "no");
     } else {
         const double bML = z->bytes_ML, bMU = z->bytes_MU;
         pc->nnz = z->nnz_ML + z->nnz_MU + (d->sweeps > 0 ? z->nnz_L + z->nnz_U : 0);
@@ -375,6 +378,7 @@ void gs_isai_describe(gs_pc *pc, const isai_data *d, const gs_isai_sizes *z)
         pc->apply_bytes = bML + bMU + 4 * n8 + d->sweeps * (bL + bU + bML + bMU + 16 * n8);
         char ilu[32] = "";
         if (d->ilu_sweeps > 0) snprintf(ilu, sizeof ilu, " ilu=sweeps:%d,", d->ilu_sweeps);
+        if (d->ilu_cusparse) snprintf(ilu, sizeof ilu, " ilu=cusparse,");
         snprintf(pc->description, sizeof pc->description,
                  "ILU(0)+ISAI(%ld),%s sweeps=%ld, scale=%s", d->power, ilu, d->sweeps,
                  d->scaled ? "yes" : "no");

@@ -220,7 +220,7 @@ static int ssorai_cuda_save(gs_pc *pc, const char *prefix, gs_error *err)
         GS_TRY(gs_dcsr_download(e, &dF, &F));
     }
     snprintf(path, sizeof path, "%s_F.mtx", prefix);
-    snprintf(comment, sizeof comment, "gpusolve ssor-ai (cuda setup): M^-1 = F^T F, %s",
+    snprintf(comment, sizeof comment, "gpusolve ssor-ai (cuda setup): %s",
              pc->description);
     GS_TRY(gs_mm_write_csr(path, &F, 0, comment, err));
 cleanup:
@@ -272,11 +272,14 @@ extern "C" int gs_ssorai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     int status = GS_OK;
     /* no fp64 copy of this A on the engine (fp32 storage rounds it): the
      * reference builds F on the host, the engine takes its matrices */
-    if (e->ops->kind != GS_ENGINE_CUDA || !pc->A) return gs_ssorai_setup_cpu(pc, A, err);
-    const gs_cuda_mat_info Ai = gs_cuda_mat_info_of(pc->A);
-    if (Ai.prec != GS_FP64 || Ai.n_rows != A->n_rows || Ai.n_cols != A->n_cols ||
-        Ai.nnz != A->nnz || A->n_rows != A->n_cols || !A->val)
-        return gs_ssorai_setup_cpu(pc, A, err);
+    if (e->ops->kind != GS_ENGINE_CUDA) return gs_ssorai_setup_cpu(pc, A, err);
+    const gs_cuda_mat_info Ai = pc->A ? gs_cuda_mat_info_of(pc->A) : gs_cuda_mat_info{};
+    if (!pc->A || Ai.prec != GS_FP64 || Ai.n_rows != A->n_rows || Ai.n_cols != A->n_cols ||
+        Ai.nnz != A->nnz || A->n_rows != A->n_cols || !A->val) {
+        status = gs_ssorai_setup_cpu(pc, A, err);
+        if (status == GS_OK) gs_kv_str(&pc->extra, "setup", "host");
+        return status;
+    }
     gs_ssorai_data *s = (gs_ssorai_data *)gs_calloc(1, sizeof *s, "ssor-ai", err);
     if (!s) return GS_ERR_NOMEM;
     pc->data = s;

@@ -211,7 +211,7 @@ static int ssorai_save(gs_pc *pc, const char *prefix, gs_error *err)
     gs_ssorai_data *s = pc->data;
     char path[4096], comment[512];
     snprintf(path, sizeof path, "%s_F.mtx", prefix);
-    snprintf(comment, sizeof comment, "gpusolve ssor-ai: M^-1 = F^T F, %s", pc->description);
+    snprintf(comment, sizeof comment, "gpusolve ssor-ai: %s", pc->description);
     return gs_mm_write_csr(path, &s->F, 0, comment, err);
 }
 

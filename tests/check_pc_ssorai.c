@@ -250,9 +250,10 @@ START_TEST(factor_pattern_and_diagonal)
 END_TEST
 
 /* When L^(m+1) = 0 the truncated series is K^-1 itself and ssor-ai is SSOR:
- * a tridiagonal matrix of 3 rows has L^3 = 0, so with two terms M^-1 A's
- * inverse is the exact SSOR inverse: M z = r with M = (2 - omega)^-1
- * (D/omega + L) (D/omega)^-1 (D/omega + L)^T, checked by multiplying. */
+ * a tridiagonal matrix of 3 rows has L^3 = 0, so with two terms the apply is
+ * the exact SSOR solve, M z = r with M = (2 - omega)^-1 (D/omega + L)
+ * (D/omega)^-1 (D/omega + L)^T (which also pins down the scale omega
+ * (2 - omega) of M^-1), checked by multiplying z by M. */
 START_TEST(two_terms_exact_when_l_cubed_vanishes)
 {
     const int32_t r[] = {0, 0, 1, 1, 1, 2, 2}, c[] = {0, 1, 0, 1, 2, 1, 2};

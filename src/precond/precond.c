@@ -40,7 +40,7 @@ static const gs_pc_type registry[] = {
     {.name = "ssor-ai",
      .summary = "SSOR approximate inverse M^-1 = F^T F, truncated Neumann series of the SSOR "
                 "factors, no triangular solves (MIC paper's SSORPCGA, Helfenstein and Koko 2012)",
-     .params = gs_ssorai_params, .check_params = gs_ssorai_check_params,
+     .params = gs_ssorai_params,
      .setup = {gs_ssorai_setup_cpu, CUDA_SETUP(gs_ssorai_setup_cuda)}, .paper_method = "cg"},
     /* registry end: add new types above this line */
 };

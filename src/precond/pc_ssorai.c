@@ -30,8 +30,7 @@
 
 /* omega: SSOR needs 0 < omega < 2 (M^-1 carries omega (2 - omega) > 0); the
  * declared range is closed, as every declaration's, so it stops 1e-3 short
- * of both ends (there the factor omega (2 - omega) and the correction terms
- * vanish or blow up and nobody would choose them). */
+ * of both ends, where omega (2 - omega), and M^-1 with it, vanishes. */
 const gs_param_decl gs_ssorai_params[] = {
     GS_PARAM_DOUBLE_DECL("omega", 0.001, 1.999, "1",
                          "SSOR relaxation parameter, inside (0, 2) (ssor-ai: 1 is symmetric "

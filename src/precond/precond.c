@@ -37,6 +37,11 @@ static const gs_pc_type registry[] = {
     {.name = "mic",
      .summary = "modified incomplete Cholesky L D L^T, dropped fill to the diagonal (MICPCGA)",
      .params = gs_mic_params, .setup = {gs_mic_setup_cpu, CUDA_SETUP(gs_mic_setup_cuda)}},
+    {.name = "ssor-ai",
+     .summary = "SSOR approximate inverse M^-1 = F^T F, truncated Neumann series of the SSOR "
+                "factors, no triangular solves (MIC paper's SSORPCGA, Helfenstein and Koko 2012)",
+     .params = gs_ssorai_params,
+     .setup = {gs_ssorai_setup_cpu, CUDA_SETUP(gs_ssorai_setup_cuda)}, .paper_method = "cg"},
     /* registry end: add new types above this line */
 };
 

@@ -145,5 +145,8 @@ double gs_mic_next_shift(double alpha);
 /* mic's input checks with the CPU setup's messages (square, values,
  * symmetric, a positive finite diagonal). */
 int gs_mic_check_input(const gs_csr *A, gs_error *err);
+extern const gs_param_decl gs_ssorai_params[];
+int gs_ssorai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
+int gs_ssorai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/precond/ssorai.cu */
 
 #endif

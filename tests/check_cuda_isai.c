@@ -59,9 +59,9 @@
 
 #define U64 (DBL_EPSILON / 2)
 
-static gs_engine *gpu;
-
 #if GS_HAVE_CUDA
+
+static gs_engine *gpu;
 
 static void poison_device_heap(void)
 {

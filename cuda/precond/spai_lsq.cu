@@ -1079,7 +1079,7 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     a.n1_differs = d_words + 4 + SPAI_CLASSES;
     if (o->strategy == 1) {
         GS_TRY(spai_launch_shared(e, q1_cls, n, NULL, 0, to_global, strides.of_class[0], a));
-        rep->columns[q1_cls] = n - g_count;
+        rep->columns[q1_cls] = n - g_count - lib_count;
         rep->shared_bytes[q1_cls] = strides.of_class[0];
     } else {                                      /* S2: columns sorted by q_k, descending */
         GS_TRY(gs_cuda_alloc(e, &iota, (size_t)n * sizeof(int32_t), "spai: column ids"));

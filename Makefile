@@ -42,7 +42,7 @@ LIB_SRC  := $(filter-out src/cli/main.c src/engine/engine_cuda_stub.c,$(wildcard
 ifeq ($(CUDA),1)
   CU_SRC   := $(wildcard cuda/*/*.cu)
   CFLAGS   += -DGS_HAVE_CUDA=1
-  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusparse -lcublas -lcudart -lstdc++
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusolver -lcusparse -lcublas -lcudart -lstdc++
 else
   CU_SRC   :=
   LIB_SRC  += src/engine/engine_cuda_stub.c

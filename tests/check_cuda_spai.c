@@ -5,7 +5,8 @@
  * least-squares engine (the group sizes 4 .. 256 and the shared-memory
  * limit, moved down by the debug switch spai_shared_cap so that small inputs
  * cross it), S1 and S2 forced, fp32 storage, BiCGSTAB iterations, bad input
- * (same status and message as the CPU). The device heap is filled with NaN
+ * (same status and message as the CPU), the cuSOLVER path of the largest
+ * columns (its threshold moved by the debug switch spai_cusolver_work). The device heap is filled with NaN
  * before each setup. Without a CUDA device the suite says "skipped" and
  * passes.
  *
@@ -607,6 +608,106 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* A (n x n) of tu_random_matrix with column 7 and row 11 dense (|A(:,7)| =
+ * n, |A(11,:)| = n). dup >= 0: column dup + 1 a copy of column dup, rows
+ * dup and dup + 1 without random entries left of column 11 (so that column 7
+ * of M, J = everything, is the lowest with both in J). */
+static gs_csr dense_cross(int32_t n, uint64_t seed, int32_t dup)
+{
+    tu_rng r = tu_rng_seed(seed);
+    gs_csr B = tu_random_matrix(&r, n, 2);
+    const size_t cap = (size_t)B.nnz + 2 * (size_t)n + 64;
+    int32_t *ri = malloc(cap * sizeof *ri), *ci = malloc(cap * sizeof *ci);
+    double *v = malloc(cap * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t nz = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t p = B.row_ptr[i]; p < B.row_ptr[i + 1]; p++) {
+            const int32_t j = B.col[p];
+            if (j == 7 || i == 11) continue;
+            if (dup >= 0 && (j == dup + 1 || ((i == dup || i == dup + 1) && j < 11 && j != i)))
+                continue;
+            ri[nz] = i, ci[nz] = j, v[nz++] = B.val[p];
+        }
+    for (int32_t i = 0; i < n; i++) {
+        ri[nz] = i, ci[nz] = 7, v[nz++] = i == 7 ? 50.0 : tu_rand_signed(&r, 0.01, 0.1);
+        if (i != 7 && !(dup >= 0 && i == dup + 1))
+            ri[nz] = 11, ci[nz] = i, v[nz++] = i == 11 ? 50.0 : tu_rand_signed(&r, 0.01, 0.1);
+    }
+    if (dup >= 0) { /* column dup + 1 = column dup (entries found so far) */
+        const int64_t before = nz;
+        for (int64_t q = 0; q < before; q++)
+            if (ci[q] == dup && (size_t)nz < cap) ri[nz] = ri[q], ci[nz] = dup + 1, v[nz++] = v[q];
+    }
+    gs_csr A = tu_from_triplets(n, n, nz, ri, ci, v);
+    free(ri), free(ci), free(v);
+    gs_csr_free(&B);
+    return A;
+}
+
+/* The library path (cuSOLVER, spai_lsq.cu): the dense column's own column
+ * of M (J = I = all n) is far above the default threshold; with the
+ * threshold moved down (spai_cusolver_work) the columns of a 3-D stencil
+ * fall on both sides of it. Against the CPU, S1 = S2 to the bit (a column's
+ * route does not depend on the strategy), and a rank-deficient huge column
+ * fails with the CPU's message. */
+START_TEST(test_cusolver_path)
+{
+    gs_csr A = dense_cross(1600, 41, -1);
+    gs_params k1 = params2("pattern-power", "1", NULL, NULL);
+    pc_out g = against_cpu("gspai-opt", &A, &k1, 0, "dense cross n 1600, gspai-opt");
+    ck_assert_msg(strstr(g.kernels, "cusolver:1") != NULL, "the dense column missed cuSOLVER: %s",
+                  g.kernels);
+    out_free(&g);
+    gs_params s1 = params2("pattern-power", "1", "strategy", "s1");
+    gs_params s2 = params2("pattern-power", "1", "strategy", "s2");
+    pc_out a1 = pc_on(gpu, "gspai-opt", &A, &s1, 0), a2 = pc_on(gpu, "gspai-opt", &A, &s2, 0);
+    ck_assert_msg(a1.status == GS_OK && a2.status == GS_OK, "%s / %s", a1.err.msg, a2.err.msg);
+    tu_assert_same_csr(&a1.M, &a2.M, "dense cross, S1 against S2");
+    out_free(&a1), out_free(&a2);
+    gs_csr_free(&A);
+
+    gs_csr P = tu_generated("poisson3d27:6");
+    gs_params k2 = params2("pattern-power", "2", NULL, NULL);
+    gs_params p1 = params2("pattern-power", "2", "strategy", "s1");
+    gs_params p2 = params2("pattern-power", "2", "strategy", "s2");
+    /* n2 = 8 .. 125 (corner to interior), n1 up to 343: 2 n1 n2^2 from about
+     * 10^3 to 10^7, so 10^6 splits them */
+    debug_switches.spai_cusolver_work = 1000000;
+    use_debug();
+    pc_out q = against_cpu("gspai-opt", &P, &k2, 0, "poisson3d27:6, cuSOLVER above 1e6 flops");
+    ck_assert_msg(strstr(q.kernels, "cusolver:") != NULL && strchr(q.kernels, 'q') != NULL,
+                  "not both sides of the threshold: %s", q.kernels);
+    pc_out q1 = pc_on(gpu, "gspai-opt", &P, &p1, 0), q2 = pc_on(gpu, "gspai-opt", &P, &p2, 0);
+    ck_assert_msg(q1.status == GS_OK && q2.status == GS_OK, "%s / %s", q1.err.msg, q2.err.msg);
+    tu_assert_same_csr(&q1.M, &q2.M, "poisson3d27:6 with cuSOLVER columns, S1 against S2");
+    debug_switches.spai_shared_cap = 1; /* every other column global: still the same routes */
+    use_debug();
+    pc_out q3 = pc_on(gpu, "gspai-opt", &P, &p1, 0);
+    ck_assert_msg(q3.status == GS_OK, "%s", q3.err.msg);
+    tu_assert_same_csr(&q1.M, &q3.M, "poisson3d27:6 with cuSOLVER columns, shared cap 1");
+    gs_params t1 = params2("tau", "1", NULL, NULL);
+    debug_switches.spai_shared_cap = 0;
+    debug_switches.spai_cusolver_work = 20000;
+    use_debug();
+    pc_out q4 = against_cpu("spai", &P, &t1, 0, "poisson3d27:6 spai, cuSOLVER above 2e4 flops");
+    ck_assert_msg(strstr(q4.kernels, "cusolver:") != NULL, "spai: no cuSOLVER column: %s", q4.kernels);
+    reset_debug();
+    out_free(&q), out_free(&q1), out_free(&q2), out_free(&q3), out_free(&q4);
+    gs_csr_free(&P);
+
+    /* columns 20 and 21 of A equal: Â of column 7 of M (A itself) is singular */
+    gs_csr D = dense_cross(1500, 43, 20);
+    pc_out c = pc_on(NULL, "gspai-opt", &D, &k1, 0);
+    ck_assert_msg(c.status == GS_ERR_NUMERIC && strstr(c.err.msg, "column 8 of M") &&
+                      strstr(c.err.msg, "1500 x 1500"),
+                  "CPU: %s", c.err.msg);
+    out_free(&c);
+    same_failure("gspai-opt", &D, &k1, GS_ERR_NUMERIC, "rank-deficient cuSOLVER column");
+    gs_csr_free(&D);
+}
+END_TEST
+
 static Suite *cuda_spai_suite(int have_gpu)
 {
     Suite *s = suite_create("cuda_spai");
@@ -624,6 +725,7 @@ static Suite *cuda_spai_suite(int have_gpu)
         tcase_add_test(tc, test_single_precision);
         tcase_add_test(tc, test_bicgstab_iterations);
         tcase_add_test(tc, test_bad_input);
+        tcase_add_test(tc, test_cusolver_path);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -265,6 +265,18 @@ START_TEST(progress_always_shows_and_clears_the_line)
 }
 END_TEST
 
+/* A stage's start reaches the line too (gs_pc_stage_start: spai's least
+ * squares, which can take minutes), not only its end. */
+START_TEST(progress_shows_a_stage_as_it_starts)
+{
+    split_out o = run_split("--progress always -e cpu --format csv -p spai -m bicgstab "
+                            "data/poisson3d_8.mtx");
+    ck_assert_int_eq(o.code, 0);
+    ck_assert_msg(strstr(o.err, "setup: least squares ...") != NULL, "stderr '%s'", o.err);
+    split_free(&o);
+}
+END_TEST
+
 /* On a terminal (a pty from script(1)) auto waits GS_PROGRESS_AFTER_S: a run
  * far shorter shows nothing, always shows the line there too. */
 START_TEST(progress_auto_on_a_terminal_waits)
@@ -305,6 +317,7 @@ Suite *history_suite(void)
     tcase_add_test(tc, help_says_when_rows_come);
     tcase_add_test(tc, progress_never_and_auto_off_a_terminal_print_nothing);
     tcase_add_test(tc, progress_always_shows_and_clears_the_line);
+    tcase_add_test(tc, progress_shows_a_stage_as_it_starts);
     tcase_add_test(tc, progress_auto_on_a_terminal_waits);
     suite_add_tcase(s, tc);
     return s;

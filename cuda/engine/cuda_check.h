@@ -14,6 +14,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cusolverDn.h>
 #include <cusparse.h>
 
 #include <utility>
@@ -52,6 +53,16 @@ static inline int gs_cublas_status(gs_error *err, cublasStatus_t rc, const char 
                         cublasGetStatusString(rc), cublasGetStatusName(rc));
 }
 
+static inline int gs_cusolver_status(gs_error *err, cusolverStatus_t rc, const char *call,
+                                     const char *file, int line)
+{
+    if (rc == CUSOLVER_STATUS_SUCCESS) return GS_OK;
+    gs_status st = rc == CUSOLVER_STATUS_ALLOC_FAILED ? GS_ERR_NOMEM : GS_ERR_CUDA;
+    return gs_error_set(err, st, "%s:%d: %s failed: cuSOLVER status %d", file, line, call,
+                        (int)rc);
+}
+
+#define CUSOLVER_CALL(err, call) gs_cusolver_status((err), (call), #call, __FILE__, __LINE__)
 #define CUDA_CALL(err, call) gs_cuda_status((err), (call), #call, __FILE__, __LINE__)
 #define CUSPARSE_CALL(err, call) gs_cusparse_status((err), (call), #call, __FILE__, __LINE__)
 #define CUBLAS_CALL(err, call) gs_cublas_status((err), (call), #call, __FILE__, __LINE__)

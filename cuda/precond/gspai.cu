@@ -30,7 +30,7 @@ extern "C" int gs_gspai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     gs_dcsr AT = {}, MT = {};
     spai_lsq_sizes sizes = {};
     spai_lsq_report rep = {};
-    spai_lsq_options o = {1, 4, "gspai-opt", "--pattern-power 2 widens J"};
+    spai_lsq_options o = {1, 4, "gspai-opt", "--pattern-power 2 widens J", NULL};
     long k;
     int alpha = 0, beta = 0;
     double t0;
@@ -44,20 +44,21 @@ extern "C" int gs_gspai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
                               (int)A->n_rows, (int)A->n_cols);
         goto cleanup;
     }
-    t0 = gs_pc_stage_begin(pc);
+    t0 = gs_pc_stage_start(pc, "pattern");
     GS_TRY(spai_cuda_columns_of_A(pc, A, &AT));
     GS_TRY(gs_dcsr_pattern_power(e, &AT, (int)k, 1, &MT)); /* row k of (E + |A^T|)^k */
     GS_TRY(gs_cuda_alloc(e, &MT.val, (size_t)MT.nnz * sizeof(double), "gspai-opt: values of M^T"));
     MT.vsize = sizeof(double);
     GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
 
-    t0 = gs_pc_stage_begin(pc);                    /* Pre-GSPAI */
+    t0 = gs_pc_stage_start(pc, "dimensions");    /* Pre-GSPAI */
     GS_TRY(spai_lsq_sizes_compute(e, &AT, &MT, &sizes, &rep));
     o.strategy = gs_gspai_strategy(rep.n2max, rep.n2avg, strategy, &alpha, &beta);
     o.q = spai_lsq_s1_group(alpha);                /* (1)-(2), at least 4 lanes */
     GS_TRY(gs_pc_stage_end(pc, "dimensions", t0));
 
-    t0 = gs_pc_stage_begin(pc);                    /* Compute-GSPAI */
+    t0 = gs_pc_stage_start(pc, "least squares"); /* Compute-GSPAI */
+    o.pc = pc;
     GS_TRY(spai_lsq_solve(e, &AT, &MT, &sizes, &o, &rep, err));
     spai_lsq_sizes_free(e, &sizes);
     gs_dcsr_free(e, &AT);

@@ -102,7 +102,7 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     spai_lsq_sizes sizes = {};
     spai_lsq_report rep = {};
     /* CW-SPAI: a warp (q = 32) a column, eight columns a block, for every column */
-    spai_lsq_options o = {1, 32, "spai", "a larger --tau widens J"};
+    spai_lsq_options o = {1, 32, "spai", "a larger --tau widens J", NULL};
     double tau, t0;
     int alpha = 0, beta = 0;
     const char *precision, *group;
@@ -116,7 +116,7 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
                               (int)A->n_rows, (int)A->n_cols);
         goto cleanup;
     }
-    t0 = gs_pc_stage_begin(pc);
+    t0 = gs_pc_stage_start(pc, "pattern");
     GS_TRY(spai_cuda_columns_of_A(pc, A, &AT));
     GS_TRY(spai_pattern(e, &AT, tau, &MT));
     GS_TRY(spai_lsq_sizes_compute(e, &AT, &MT, &sizes, &rep));
@@ -126,7 +126,8 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     }
     GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
 
-    t0 = gs_pc_stage_begin(pc);
+    t0 = gs_pc_stage_start(pc, "least squares");
+    o.pc = pc;
     GS_TRY(spai_lsq_solve(e, &AT, &MT, &sizes, &o, &rep, err));
     spai_lsq_sizes_free(e, &sizes);
     gs_dcsr_free(e, &AT);

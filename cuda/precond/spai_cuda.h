@@ -21,6 +21,7 @@ typedef struct spai_lsq_options {
                       columns sorted by q_k descending, blocks of one q each */
     int q;         /* S1: the group size, a power of two in [4, 256] */
     const char *who, *hint; /* the failure message's prefix and hint (spai_common.h) */
+    gs_pc *pc;     /* NULL, or told of the library path's progress (gs_pc_stage_progress) */
 } spai_lsq_options;
 
 /* S1's group size from alpha (2^(alpha-1) < n2max <= 2^alpha, GSPAI-Opt
@@ -39,6 +40,8 @@ typedef struct spai_lsq_report {
     int64_t columns[8];      /* columns by kernel: q = 4 .. 256 in shared memory, global */
     int64_t shared_bytes[8]; /* each kernel's per-group shared (or global) workspace */
     int global_slots;        /* columns of the global kernel solved at once */
+    int64_t cusolver_columns; /* columns of the library path (cuSOLVER, one at a time) */
+    int64_t cusolver_bytes;   /* its largest dense n1 x n2 matrix */
 } spai_lsq_report;
 #define SPAI_LSQ_GLOBAL 7 /* index of the global-memory kernel in columns[] */
 

@@ -515,15 +515,33 @@ typedef struct spai_strides {
 __global__ void spai_route_kernel(int32_t n, const int64_t *__restrict__ need,
                                   const uint8_t *__restrict__ cls, spai_strides strides,
                                   uint8_t *__restrict__ to_global, int64_t *__restrict__ flags,
-                                  uint8_t *__restrict__ sort_key, unsigned long long *gstats)
+                                  uint8_t *__restrict__ sort_key, unsigned long long *gstats,
+                                  const int64_t *__restrict__ mt_rp,
+                                  const int32_t *__restrict__ n1_of, double lib_work,
+                                  int32_t lib_min_n2, unsigned long long *lib_count)
 {
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
     const int c = cls[k];
-    const bool global = need[k] > strides.of_class[c];
-    to_global[k] = global;
+    /* the library path: 2 n1 n2^2 flops above lib_work and n2 >= lib_min_n2,
+     * from the sizes alone (never the strides), so that S1 and S2 route a
+     * column alike. n1 unknown (-1): the candidates, from the workspace
+     * need (spai_ws_bytes with n1 = nc), at most n. */
+    const int64_t n2 = mt_rp[k + 1] - mt_rp[k];
+    int64_t n1 = n1_of[k];
+    if (n1 < 0) {
+        n1 = (need[k] - SPAI_WS_HEADER - 4 * (n2 + 1)) / (8 * (n2 + 2));
+        if (n1 > n) n1 = n;
+    }
+    const bool lib = n2 >= lib_min_n2 && 2.0 * (double)n1 * (double)n2 * (double)n2 > lib_work;
+    const bool global = !lib && need[k] > strides.of_class[c];
+    to_global[k] = lib ? 2 : global;              /* the shared kernels skip both */
     flags[k] = global;
     sort_key[k] = (uint8_t)(SPAI_CLASSES - 1 - c); /* S2: q_k descending */
+    if (lib) {
+        atomicAdd(lib_count, 1ull);
+        atomicAdd(&gstats[2 + c], 1ull);          /* not the class's shared columns */
+    }
     if (global) {
         atomicMax(&gstats[0], (unsigned long long)need[k]);
         atomicAdd(&gstats[1], 1ull);
@@ -742,6 +760,259 @@ static int spai_failure(gs_engine *e, const gs_dcsr *MT, const spai_lsq_sizes *s
                                   (int32_t)(more[1] - more[0]), a_col, o->who, o->hint, err);
 }
 
+/* ------------------------------------------------- the library path */
+
+/* Columns too big for one block's serial QR (issue 19, item 4) go to
+ * cuSOLVER one at a time: Â_k gathered densely (column-major n1 x n2, rows of
+ * I_k in ascending order, e_k(I_k) beside it), dgeqrf, the reference's rank
+ * test on R's diagonal, dormqr for Q^T e_k, cublasDtrsv for R m = (Q^T e_k)(1:n2),
+ * m into row k of MT. The order of I_k differs from the batched kernels'
+ * (first occurrence): a row permutation, the same least-squares problem.
+ *
+ * The threshold. The block kernels do a reflector step as n2 lanes, each
+ * streaming its own column of Â (2 n1 fma a step: the dot product and the
+ * update, ~24 bytes of L2/HBM traffic for 4 flops); a block of 256 lanes
+ * sustains some 30-60 GB/s of such traffic (an H100 SM's fair share of HBM
+ * is 25 GB/s, its L2 port ~110 GB/s), i.e. 5-20 GFLOP/s, so one block takes
+ * ~1 ms (or more) for 2 n1 n2^2 = 2^24 (1.7e7) flops. Below n2 = 32 lanes the
+ * blocked QR of a library has nothing to block and a launch-bound panel
+ * loop, while the batched kernels run hundreds of such columns at once:
+ * those stay there. debug->spai_cusolver_work replaces both (tests). */
+#define SPAI_LIB_WORK ((double)(1 << 24))
+#define SPAI_LIB_MIN_N2 32
+#define SPAI_LIB_NORM_BLOCK 256
+
+/* mark[r] = 1 for every row r of the lists A(:,J_k). */
+__global__ void spai_lib_mark_kernel(int32_t k, spai_lsq_args A, int32_t *__restrict__ mark)
+{
+    const int64_t p0 = A.mt_rp[k];
+    const int32_t n2 = (int32_t)(A.mt_rp[k + 1] - p0);
+    for (int32_t a = blockIdx.x; a < n2; a += gridDim.x) {
+        const int32_t j = A.mt_col[p0 + a];
+        for (int64_t p = A.at_rp[j] + threadIdx.x; p < A.at_rp[j + 1]; p += blockDim.x)
+            mark[A.at_col[p]] = 1;
+    }
+}
+
+/* words = {mt_rp[k], mt_rp[k+1], n1}; n1_out[k] = n1 (pos: exclusive scan of mark). */
+__global__ void spai_lib_count_kernel(int32_t k, int32_t n, spai_lsq_args A,
+                                      const int32_t *__restrict__ mark,
+                                      const int32_t *__restrict__ pos, unsigned long long *words)
+{
+    const int32_t n1 = pos[n - 1] + mark[n - 1];
+    words[0] = (unsigned long long)A.mt_rp[k];
+    words[1] = (unsigned long long)A.mt_rp[k + 1];
+    words[2] = (unsigned long long)n1;
+    const int32_t counted = A.n1_out[k];
+    if (counted >= 0 && counted != n1 && A.n1_differs) atomicAdd(A.n1_differs, 1ull);
+    A.n1_out[k] = n1;
+}
+
+/* Ahat(pos[r], a) = A(r, J[a]) (Ahat zeroed), b = e_k(I_k) (b zeroed). */
+__global__ void spai_lib_fill_kernel(int32_t k, int32_t n1, spai_lsq_args A,
+                                     const int32_t *__restrict__ mark,
+                                     const int32_t *__restrict__ pos, double *__restrict__ Ahat,
+                                     double *__restrict__ b)
+{
+    const int64_t p0 = A.mt_rp[k];
+    const int32_t n2 = (int32_t)(A.mt_rp[k + 1] - p0);
+    if (blockIdx.x == 0 && threadIdx.x == 0 && mark[k]) b[pos[k]] = 1.0;
+    for (int32_t a = blockIdx.x; a < n2; a += gridDim.x) {
+        const int32_t j = A.mt_col[p0 + a];
+        double *col = Ahat + (int64_t)a * n1;
+        for (int64_t p = A.at_rp[j] + threadIdx.x; p < A.at_rp[j + 1]; p += blockDim.x)
+            col[pos[A.at_col[p]]] = A.at_val[p];
+    }
+}
+
+/* norms[a] = ||Ahat(:,a)||_2 (a fixed summation order: the same every run). */
+__global__ void __launch_bounds__(SPAI_LIB_NORM_BLOCK)
+    spai_lib_norm_kernel(int32_t n1, int32_t n2, const double *__restrict__ Ahat,
+                         double *__restrict__ norms)
+{
+    __shared__ double part[SPAI_LIB_NORM_BLOCK];
+    for (int32_t a = blockIdx.x; a < n2; a += gridDim.x) {
+        const double *col = Ahat + (int64_t)a * n1;
+        double s = 0.0;
+        for (int32_t i = threadIdx.x; i < n1; i += blockDim.x) s = fma(col[i], col[i], s);
+        part[threadIdx.x] = s;
+        __syncthreads();
+        for (int h = SPAI_LIB_NORM_BLOCK / 2; h > 0; h >>= 1) {
+            if ((int)threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) norms[a] = sqrt(part[0]);
+        __syncthreads();
+    }
+}
+
+/* The reference's rank test (src/sparse/lsq.c) on R = triu(Ahat) after
+ * dgeqrf: the first j with !(|r_jj| > n1 eps ||Â(:,j)||), or j = n1 when
+ * there are more unknowns than rows; else row k missing from I_k (m_k = 0).
+ * The failure key as the batched kernels record it. info: dgeqrf's and
+ * dormqr's; any nonzero one lands in *bad. One block. */
+__global__ void spai_lib_check_kernel(int32_t k, int32_t n1, spai_lsq_args A,
+                                      const int32_t *__restrict__ mark,
+                                      const double *__restrict__ Ahat,
+                                      const double *__restrict__ norms, const int *info,
+                                      unsigned long long *bad)
+{
+    __shared__ int first;
+    const int64_t p0 = A.mt_rp[k];
+    const int32_t n2 = (int32_t)(A.mt_rp[k + 1] - p0);
+    const int32_t kmin = n1 < n2 ? n1 : n2;
+    if (threadIdx.x == 0) first = INT_MAX;
+    __syncthreads();
+    for (int32_t j = threadIdx.x; j < kmin; j += blockDim.x) {
+        const double r = Ahat[(int64_t)j * n1 + j];
+        if (!(fabs(r) > (double)n1 * DBL_EPSILON * norms[j])) atomicMin(&first, (int)j);
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    if (info[0] != 0) atomicOr(bad, 1ull);
+    int fail_j = first;
+    if (fail_j == INT_MAX && n1 < n2) fail_j = n1;
+    if (fail_j != INT_MAX) atomicMin(A.fail, spai_fail_key(k, GS_SPAI_COLUMN_RANK, A.mt_col[p0 + fail_j]));
+    else if (!mark[k]) atomicMin(A.fail, spai_fail_key(k, GS_SPAI_COLUMN_ZERO, 0));
+}
+
+/* Row k of MT = b(0:n2). */
+__global__ void spai_lib_scatter_kernel(int32_t k, spai_lsq_args A, const double *__restrict__ b,
+                                        const int *info, unsigned long long *bad)
+{
+    const int64_t p0 = A.mt_rp[k];
+    const int32_t n2 = (int32_t)(A.mt_rp[k + 1] - p0);
+    for (int32_t a = blockIdx.x * blockDim.x + threadIdx.x; a < n2; a += gridDim.x * blockDim.x)
+        A.mt_val[p0 + a] = b[a];
+    if (blockIdx.x == 0 && threadIdx.x == 0 && info[1] != 0) atomicOr(bad, 2ull);
+}
+
+/* *p holds at least want bytes (what was there is lost). */
+static int spai_lib_grow(gs_engine *e, void **p, size_t *cap, size_t want, const char *what)
+{
+    if (want <= *cap) return GS_OK;
+    gs_cuda_free(e, *p, *cap);
+    *p = NULL, *cap = 0;
+    int status = gs_cuda_alloc_at(e, p, want, what, __FILE__, __LINE__);
+    if (status == GS_OK) *cap = want;
+    return status;
+}
+
+/* The library path over the columns cols[0..count) (host), in order, one at
+ * a time on the engine's stream: memory bounded by the largest column's
+ * dense n1 x n2 (plus O(n)). One read-back a column (its n1, to size the
+ * factorisation). bad: nonzero when cuSOLVER reported an invalid argument. */
+static int spai_launch_library(gs_engine *e, const int32_t *cols, int64_t count,
+                               const spai_lsq_args &a, int32_t n, unsigned long long *bad,
+                               const spai_lsq_options *o, spai_lsq_report *rep)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    cusolverDnHandle_t solver = NULL;
+    cublasHandle_t blas = NULL;
+    int32_t *mark = NULL, *pos = NULL;
+    int *info = NULL;
+    unsigned long long *words = NULL;
+    void *scan_tmp = NULL, *Ahat = NULL, *b = NULL, *tau = NULL, *norms = NULL, *work = NULL;
+    size_t scan_bytes = 0, cap_A = 0, cap_b = 0, cap_tau = 0, cap_norms = 0, cap_work = 0;
+    int status = GS_OK;
+    if (count <= 0) return GS_OK;
+    GS_TRY(CUSOLVER_CALL(&e->err, cusolverDnCreate(&solver)));
+    GS_TRY(CUSOLVER_CALL(&e->err, cusolverDnSetStream(solver, c->stream)));
+    GS_TRY(CUBLAS_CALL(&e->err, cublasCreate(&blas)));
+    GS_TRY(CUBLAS_CALL(&e->err, cublasSetStream(blas, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &mark, (size_t)n * sizeof(int32_t), "spai: rows of a large column"));
+    GS_TRY(gs_cuda_alloc(e, &pos, (size_t)n * sizeof(int32_t), "spai: row positions of a large column"));
+    GS_TRY(gs_cuda_alloc(e, &info, 2 * sizeof(int), "spai: cuSOLVER info"));
+    GS_TRY(gs_cuda_alloc(e, &words, 3 * sizeof(uint64_t), "spai: large column sizes"));
+    GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, mark, pos, n, c->stream)));
+    GS_TRY(gs_cuda_alloc(e, &scan_tmp, scan_bytes, "spai: scan workspace"));
+    for (int64_t i = 0; i < count; i++) {
+        const int32_t k = cols[i];
+        uint64_t w[3] = {0, 0, 0};
+        const unsigned spread = (unsigned)c->sm_count * 2;
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(mark, 0, (size_t)n * sizeof(int32_t), c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(info, 0, 2 * sizeof(int), c->stream)));
+        GS_TRY(CUDA_LAUNCH(&e->err, spai_lib_mark_kernel, spread, 256, 0, c->stream, k, a, mark));
+        GS_TRY(CUDA_CALL(&e->err, cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, mark, pos, n,
+                                                                c->stream)));
+        GS_TRY(CUDA_LAUNCH(&e->err, spai_lib_count_kernel, 1, 1, 0, c->stream, k, n, a,
+                           (const int32_t *)mark, (const int32_t *)pos, words));
+        {
+            const void *src[1] = {words};
+            const int len[1] = {3};
+            GS_TRY(gs_dread_words(e, 1, src, len, w));
+        }
+        const int32_t n2 = (int32_t)(w[1] - w[0]), n1 = (int32_t)w[2];
+        if (o->pc) {                              /* the CLI's progress line: the host waits here */
+            char what[96];
+            snprintf(what, sizeof what, "least squares: cuSOLVER column %lld of %lld (%d x %d)",
+                     (long long)i + 1, (long long)count, (int)n1, (int)n2);
+            gs_pc_stage_progress(o->pc, what);
+        }
+        const int32_t kmin = n1 < n2 ? n1 : n2;
+        const size_t a_bytes = (size_t)n1 * (size_t)n2 * sizeof(double);
+        GS_TRY(spai_lib_grow(e, &Ahat, &cap_A, a_bytes, "spai: dense matrix of a large column"));
+        GS_TRY(spai_lib_grow(e, &b, &cap_b, ((size_t)n1 + 1) * sizeof(double), "spai: right-hand side of a large column"));
+        GS_TRY(spai_lib_grow(e, &tau, &cap_tau, ((size_t)kmin + 1) * sizeof(double), "spai: Householder scalars"));
+        GS_TRY(spai_lib_grow(e, &norms, &cap_norms, ((size_t)n2 + 1) * sizeof(double), "spai: column norms"));
+        if (a_bytes) GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(Ahat, 0, a_bytes, c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(b, 0, ((size_t)n1 + 1) * sizeof(double), c->stream)));
+        GS_TRY(CUDA_LAUNCH(&e->err, spai_lib_fill_kernel, spread, 256, 0, c->stream, k, n1, a,
+                           (const int32_t *)mark, (const int32_t *)pos, (double *)Ahat, (double *)b));
+        GS_TRY(CUDA_LAUNCH(&e->err, spai_lib_norm_kernel, spread, SPAI_LIB_NORM_BLOCK, 0, c->stream,
+                           n1, n2, (const double *)Ahat, (double *)norms));
+        if (kmin > 0) {
+            int lw_qr = 0, lw_q = 0;
+            const int lda = n1;
+            GS_TRY(CUSOLVER_CALL(&e->err, cusolverDnDgeqrf_bufferSize(solver, n1, n2, (double *)Ahat,
+                                                                      lda, &lw_qr)));
+            if (n1 >= n2)
+                GS_TRY(CUSOLVER_CALL(&e->err, cusolverDnDormqr_bufferSize(
+                                                  solver, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, n1, 1, n2,
+                                                  (const double *)Ahat, lda, (const double *)tau,
+                                                  (const double *)b, n1, &lw_q)));
+            const int lw = lw_qr > lw_q ? lw_qr : lw_q;
+            GS_TRY(spai_lib_grow(e, &work, &cap_work, ((size_t)lw + 1) * sizeof(double), "spai: cuSOLVER workspace"));
+            GS_TRY(CUSOLVER_CALL(&e->err, cusolverDnDgeqrf(solver, n1, n2, (double *)Ahat, lda,
+                                                           (double *)tau, (double *)work, lw, info)));
+        }
+        GS_TRY(CUDA_LAUNCH(&e->err, spai_lib_check_kernel, 1, 256, 0, c->stream, k, n1, a,
+                           (const int32_t *)mark, (const double *)Ahat, (const double *)norms,
+                           (const int *)info, bad));
+        if (n2 > 0 && n1 >= n2) {
+            const int lw = (int)(cap_work / sizeof(double)) - 1;
+            GS_TRY(CUSOLVER_CALL(&e->err, cusolverDnDormqr(solver, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, n1,
+                                                           1, n2, (const double *)Ahat, n1,
+                                                           (const double *)tau, (double *)b, n1,
+                                                           (double *)work, lw, info + 1)));
+            /* a zero pivot (a failed rank test above) gives inf/NaN here, never a fault */
+            GS_TRY(CUBLAS_CALL(&e->err, cublasDtrsv(blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                                    CUBLAS_DIAG_NON_UNIT, n2, (const double *)Ahat,
+                                                    n1, (double *)b, 1)));
+            GS_TRY(CUDA_LAUNCH(&e->err, spai_lib_scatter_kernel, gs_dblocks(n2, 256), 256, 0,
+                               c->stream, k, a, (const double *)b, (const int *)info, bad));
+        }
+        if ((int64_t)a_bytes > rep->cusolver_bytes) rep->cusolver_bytes = (int64_t)a_bytes;
+    }
+    rep->cusolver_columns = count;
+cleanup:
+    gs_cuda_free(e, mark, (size_t)n * sizeof(int32_t)); /* stream-ordered */
+    gs_cuda_free(e, pos, (size_t)n * sizeof(int32_t));
+    gs_cuda_free(e, info, 2 * sizeof(int));
+    gs_cuda_free(e, words, 3 * sizeof(uint64_t));
+    gs_cuda_free(e, scan_tmp, scan_bytes);
+    gs_cuda_free(e, Ahat, cap_A);
+    gs_cuda_free(e, b, cap_b);
+    gs_cuda_free(e, tau, cap_tau);
+    gs_cuda_free(e, norms, cap_norms);
+    gs_cuda_free(e, work, cap_work);
+    /* the frees above are ordered after the column's work on the stream;
+     * the handles own no buffer of it (cublasDestroy synchronises) */
+    if (solver) cusolverDnDestroy(solver);
+    if (blas) cublasDestroy(blas);
+    return status;
+}
+
 int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_sizes *s,
                    const spai_lsq_options *o, spai_lsq_report *rep, gs_error *err)
 {
@@ -752,7 +1023,11 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     int32_t *list = NULL, *iota = NULL, *order = NULL;
     /* fail key, n1max, global stats (2 + classes), columns whose n1 differs */
     unsigned long long *d_words = NULL;
-    const int n_words = 5 + SPAI_CLASSES;
+    /* ..., library columns, cuSOLVER argument errors */
+    const int n_words = 7 + SPAI_CLASSES;
+    uint8_t *h_route = NULL;
+    int32_t *h_lib = NULL;
+    int64_t lib_count = 0;
     void *tmp = NULL;
     size_t tmp_bytes = 0;
     uint64_t w[4 + SPAI_CLASSES + 1] = {};
@@ -781,23 +1056,30 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     }
     if (gs_cuda_debug(e)->spai_shared_cap == 1)   /* tests: every column global */
         for (int k = 0; k < SPAI_CLASSES; k++) strides.of_class[k] = 0;
-    GS_TRY(CUDA_LAUNCH(&e->err, spai_route_kernel, grid, 256, 0, c->stream, n,
-                       (const int64_t *)s->need, (const uint8_t *)s->cls, strides, to_global,
-                       flags, key, d_words + 2));
+    {
+        const long long forced = gs_cuda_debug(e)->spai_cusolver_work;
+        const double lib_work = forced > 0 ? (double)forced : SPAI_LIB_WORK;
+        const int32_t lib_min_n2 = forced > 0 ? 1 : SPAI_LIB_MIN_N2;
+        GS_TRY(CUDA_LAUNCH(&e->err, spai_route_kernel, grid, 256, 0, c->stream, n,
+                           (const int64_t *)s->need, (const uint8_t *)s->cls, strides, to_global,
+                           flags, key, d_words + 2, (const int64_t *)MT->rp,
+                           (const int32_t *)s->n1, lib_work, lib_min_n2,
+                           d_words + 5 + SPAI_CLASSES));
+    }
     GS_TRY(gs_dscan_exclusive(e, flags, pos, n));
     GS_TRY(CUDA_LAUNCH(&e->err, spai_compact_kernel, grid, 256, 0, c->stream, n,
                        (const int64_t *)flags, (const int64_t *)pos, list));
     {
-        const void *src[1] = {d_words + 2};
-        const int len[1] = {2 + SPAI_CLASSES};
-        GS_TRY(gs_dread_words(e, 1, src, len, w + 2));
+        const void *src[2] = {d_words + 2, d_words + 5 + SPAI_CLASSES};
+        const int len[2] = {2 + SPAI_CLASSES, 1};
+        GS_TRY(gs_dread_words(e, 2, src, len, w + 2)); /* w[4 + SPAI_CLASSES]: library */
     }
-    g_need = (int64_t)w[2], g_count = (int64_t)w[3];
+    g_need = (int64_t)w[2], g_count = (int64_t)w[3], lib_count = (int64_t)w[4 + SPAI_CLASSES];
     a.fail = d_words;
     a.n1_differs = d_words + 4 + SPAI_CLASSES;
     if (o->strategy == 1) {
         GS_TRY(spai_launch_shared(e, q1_cls, n, NULL, 0, to_global, strides.of_class[0], a));
-        rep->columns[q1_cls] = n - g_count;
+        rep->columns[q1_cls] = n - g_count - lib_count;
         rep->shared_bytes[q1_cls] = strides.of_class[0];
     } else {                                      /* S2: columns sorted by q_k, descending */
         GS_TRY(gs_cuda_alloc(e, &iota, (size_t)n * sizeof(int32_t), "spai: column ids"));
@@ -819,12 +1101,33 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     }
     rep->columns[SPAI_LSQ_GLOBAL] = g_count;
     GS_TRY(spai_launch_global(e, (int32_t)g_count, list, g_need, a, n, o->who, rep, err));
+    if (lib_count > 0) {                          /* the library path, columns in order */
+        h_route = (uint8_t *)gs_calloc((size_t)n, 1, "spai: routes of the columns", err);
+        h_lib = (int32_t *)gs_calloc((size_t)lib_count, sizeof(int32_t), "spai: large columns", err);
+        if (!h_route || !h_lib) {
+            status = GS_ERR_NOMEM;
+            goto cleanup;
+        }
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h_route, to_global, (size_t)n,
+                                                  cudaMemcpyDeviceToHost, c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+        int64_t m = 0;
+        for (int32_t k = 0; k < n && m < lib_count; k++)
+            if (h_route[k] == 2) h_lib[m++] = k;
+        GS_TRY(spai_launch_library(e, h_lib, m, a, n, d_words + 6 + SPAI_CLASSES, o, rep));
+    }
     GS_TRY(CUDA_LAUNCH(&e->err, spai_max_kernel, gs_cuda_red_grid(e, n, 256), 256, 0, c->stream,
                        n, (const int32_t *)s->n1, d_words + 1));
     {
-        const void *src[2] = {d_words, d_words + 4 + SPAI_CLASSES};
-        const int len[2] = {2, 1};
-        GS_TRY(gs_dread_words(e, 2, src, len, w));
+        const void *src[3] = {d_words, d_words + 4 + SPAI_CLASSES, d_words + 6 + SPAI_CLASSES};
+        const int len[3] = {2, 1, 1};
+        GS_TRY(gs_dread_words(e, 3, src, len, w));
+    }
+    if (w[3] != 0) {  /* dgeqrf or dormqr refused an argument */
+        status = gs_error_set(err, GS_ERR_INTERNAL,
+                              "%s: cuSOLVER reported an invalid argument (%s) on a large column",
+                              o->who, (w[3] & 1) ? "dgeqrf" : "dormqr");
+        goto cleanup;
     }
     if (w[2] != 0) {  /* a workspace sized for fewer rows than the column has */
         status = gs_error_set(err, GS_ERR_INTERNAL,
@@ -845,6 +1148,8 @@ cleanup:
     gs_cuda_free(e, order, (size_t)n * sizeof(int32_t));
     gs_cuda_free(e, d_words, (size_t)n_words * sizeof(uint64_t));
     gs_cuda_free(e, tmp, tmp_bytes);
+    free(h_route);
+    free(h_lib);
     return status;
 }
 
@@ -981,11 +1286,18 @@ void spai_cuda_report(gs_pc *pc, const spai_lsq_report *rep)
     gs_kv_num(&pc->extra, "n2avg", rep->n2avg);
     /* columns per kernel: "q8:N" shared-memory groups of 8 lanes, "global:N" a
      * block a column with its workspace in global memory */
-    gs_kv_str(&pc->extra, "kernels", kernels);
     int64_t most = 0;
     for (int k = 0; k < SPAI_LSQ_GLOBAL; k++)
         if (rep->columns[k] && rep->shared_bytes[k] > most) most = rep->shared_bytes[k];
     if (most) gs_kv_num(&pc->extra, "shared_bytes_per_group", (double)most);
+    if (rep->cusolver_columns) { /* "cusolver:N" columns by dgeqrf/dormqr/trsv, one at a time */
+        const int w = snprintf(kernels + used, sizeof kernels - used, "%scusolver:%lld",
+                               used ? "," : "", (long long)rep->cusolver_columns);
+        if (w > 0 && (size_t)w < sizeof kernels - used) used += (size_t)w;
+    }
+    gs_kv_str(&pc->extra, "kernels", kernels);
+    if (rep->cusolver_columns)
+        gs_kv_num(&pc->extra, "cusolver_bytes_max", (double)rep->cusolver_bytes);
     if (rep->columns[SPAI_LSQ_GLOBAL]) {
         gs_kv_num(&pc->extra, "global_slots", rep->global_slots);
         gs_kv_num(&pc->extra, "global_bytes_per_slot", (double)rep->shared_bytes[SPAI_LSQ_GLOBAL]);

@@ -33,11 +33,12 @@ void gs_progress_run_begin(gs_progress *pg)
  * recent, or the run moved from setup to solve (a run shorter than the
  * rate limit still shows its solve); the padding wipes what a longer
  * previous line left. */
-static void progress_show(gs_progress *pg, int solving, const char *text)
+static void progress_show_at(gs_progress *pg, int solving, const char *text, int force)
 {
     const double now = gs_now(), elapsed = now - pg->start;
     if (!pg->out || elapsed < pg->after) return;
-    if (pg->last >= 0.0 && now - pg->last < GS_PROGRESS_EVERY_S && solving == pg->solving)
+    if (!force && pg->last >= 0.0 && now - pg->last < GS_PROGRESS_EVERY_S &&
+        solving == pg->solving)
         return;
     pg->solving = solving;
     char line[160];
@@ -48,6 +49,20 @@ static void progress_show(gs_progress *pg, int solving, const char *text)
     fflush(pg->out);
     if (n > pg->width) pg->width = n;
     pg->last = now;
+}
+
+static void progress_show(gs_progress *pg, int solving, const char *text)
+{
+    progress_show_at(pg, solving, text, 0);
+}
+
+void gs_progress_stage_begin(void *ctx, const char *name)
+{
+    char text[96];
+    snprintf(text, sizeof text, "setup: %s ...", name);
+    /* a stage's start is shown at once; a note within a stage ("least
+     * squares: cuSOLVER column 3 of 8", gs_pc_stage_progress) is rate-limited */
+    progress_show_at(ctx, 0, text, strchr(name, ':') == NULL);
 }
 
 void gs_progress_stage_done(void *ctx, const char *name)

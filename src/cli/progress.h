@@ -26,6 +26,12 @@ void gs_progress_init(gs_progress *pg, FILE *out, const char *mode, int quiet);
 void gs_progress_run_begin(gs_progress *pg);
 /* The callbacks (gs_pc_hook's stage_done, gs_krylov_opts's progress). */
 void gs_progress_stage_done(void *ctx, const char *name);
+/* gs_pc_hook's stage_begin: "setup: NAME ..." with the elapsed time. A
+ * stage's start (a NAME without ':') is shown even within
+ * GS_PROGRESS_EVERY_S of the last line (a stage that starts right after
+ * another ends must not hide behind the previous one's "done"); a note
+ * within a stage ("least squares: cuSOLVER column 3 of 8") is not. */
+void gs_progress_stage_begin(void *ctx, const char *name);
 void gs_progress_solve(void *ctx, long it, double rel);
 /* Clears the line, if one is shown. */
 void gs_progress_run_end(gs_progress *pg);

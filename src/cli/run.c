@@ -266,7 +266,8 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
                     double *x_host, double *b_host, one_run *t, gs_krylov_result *res,
                     gs_progress *progress, gs_error *err)
 {
-    const gs_pc_hook hook = {progress ? gs_progress_stage_done : NULL, progress};
+    const gs_pc_hook hook = {progress ? gs_progress_stage_done : NULL, progress,
+                             progress ? gs_progress_stage_begin : NULL};
     gs_mat *A = NULL;
     gs_pc *pc = NULL;
     gs_vec *b = NULL, *x = NULL;

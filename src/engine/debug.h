@@ -28,6 +28,10 @@ typedef struct gs_debug {
      * kernels give a thread group at most N bytes, so that larger columns
      * take the global-memory kernel; 1: every column global; 0: the device's */
     long long spai_shared_cap;
+    /* GS_SPAI_CUSOLVER_WORK=N (N > 0): spai's and gspai-opt's columns of
+     * more than N flops (2 n1 n2^2) take the cuSOLVER path, whatever their
+     * n2, so that small inputs reach it (tests); 0: the default threshold */
+    long long spai_cusolver_work;
     int has_stepped_min_bytes;
     size_t stepped_min_bytes;
 } gs_debug;

@@ -156,6 +156,17 @@ double gs_pc_stage_begin(gs_pc *pc)
     return gs_now();
 }
 
+double gs_pc_stage_start(gs_pc *pc, const char *name)
+{
+    if (pc->hook.stage_begin) pc->hook.stage_begin(pc->hook.ctx, name);
+    return gs_now();
+}
+
+void gs_pc_stage_progress(gs_pc *pc, const char *what)
+{
+    if (pc && pc->hook.stage_begin) pc->hook.stage_begin(pc->hook.ctx, what);
+}
+
 int gs_pc_stage_end(gs_pc *pc, const char *name, double t0)
 {
     int status = pc->eng->ops->sync(pc->eng);

@@ -20,10 +20,15 @@
 typedef struct gs_pc gs_pc;
 
 /* Told the name of each setup stage as it ends (gs_pc_stage_end), e.g. for
- * a progress line; the caller's code, never the library's, prints. */
+ * a progress line; the caller's code, never the library's, prints.
+ * stage_begin (may be NULL) is told the name of a stage that may be long
+ * as it starts (gs_pc_stage_start), and again while it runs
+ * (gs_pc_stage_progress, e.g. "least squares: cuSOLVER column 3 of 8"):
+ * no synchronisation is added for it. */
 typedef struct gs_pc_hook {
     void (*stage_done)(void *ctx, const char *name);
     void *ctx;
+    void (*stage_begin)(void *ctx, const char *name);
 } gs_pc_hook;
 
 /* Builds pc->data and sets pc->apply (and optionally the other hooks) for A
@@ -115,6 +120,11 @@ int gs_pc_setup_exit(gs_pc *pc, int status, gs_error *err);
  * engine (so GPU work is inside the stage) and adds the elapsed time. */
 double gs_pc_stage_begin(gs_pc *pc);
 int gs_pc_stage_end(gs_pc *pc, const char *name, double t0);
+/* gs_pc_stage_begin that also tells the hook's stage_begin the stage's name
+ * (no device synchronisation: the host only queues work until the stage ends). */
+double gs_pc_stage_start(gs_pc *pc, const char *name);
+/* What a long stage is doing now, for the hook's stage_begin (no-op without). */
+void gs_pc_stage_progress(gs_pc *pc, const char *what);
 
 /* Setups of the built-in types, referenced by the registry. */
 int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err);

@@ -270,7 +270,7 @@ int gs_spai_finish(gs_pc *pc, const gs_csr *AT, gs_csr *MT, gs_precision prec, c
 {
     gs_csr M = {0};
     int status;
-    double t0 = gs_pc_stage_begin(pc);
+    double t0 = gs_pc_stage_start(pc, "least squares"); /* may be long: tell the hook */
     GS_TRY(gs_spai_solve_columns(AT, MT, who, hint, err));
     GS_TRY(gs_pc_stage_end(pc, "least squares", t0));
 

@@ -169,9 +169,9 @@ START_TEST(gspai_chooses_the_strategy_from_alpha_and_beta)
             ck_assert_int_eq((int)tu_pc_extra(run.pc, "beta")->num, beta);
             ck_assert(tu_pc_extra(run.pc, "n1max")->num >= n2max);
             /* paper: alpha = beta -> S1, alpha - beta >= 3 -> S2; between:
-             * provisional S2 from alpha - beta >= 2 (docs/gspai-opt.md) */
+             * S1, as measured (docs/gspai-opt.md) */
             const char *want = forced == 1 ? "S1" : forced == 2 ? "S2"
-                               : alpha - beta >= 2 ? "S2" : "S1";
+                               : alpha - beta >= 3 ? "S2" : "S1";
             ck_assert_str_eq(tu_pc_extra(run.pc, "strategy")->str, want);
             ck_assert_str_eq(tu_pc_extra(run.pc, "strategy_from")->str,
                              forced ? "forced" : "auto");

@@ -586,58 +586,18 @@ static double fsai_stream_bytes(const gs_dcsr *M, gs_precision prec)
     return (double)M->nnz * ((prec == GS_FP32 ? 4.0 : 8.0) + 4.0) + ((double)M->n + 1.0) * 8.0;
 }
 
-static int fsai_upload(gs_engine *e, const gs_csr *A, gs_dcsr *dA)
-{
-    int status = GS_OK;
-    GS_TRY(gs_dcsr_alloc_rows(e, dA, A->n_rows, "fsai: row pointers of A"));
-    GS_TRY(gs_dcsr_alloc_entries(e, dA, A->nnz, sizeof(double), "fsai: A"));
-    GS_TRY(gs_cuda_upload(e, dA->rp, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof(int64_t)));
-    if (A->nnz > 0) {
-        GS_TRY(gs_cuda_upload(e, dA->col, A->col, (size_t)A->nnz * sizeof(int32_t)));
-        GS_TRY(gs_cuda_upload(e, dA->val, A->val, (size_t)A->nnz * sizeof(double)));
-    }
-cleanup:
-    return status;
-}
-
-/* A's CSR on the device. From the engine's own copy (pc->A, stored in fp64
- * from this very A) when there is one: its CSR arrays, or its sliced ELL
- * turned back into CSR on the device (stage "csr of A"); otherwise uploaded
- * from the host (stage "transfer"). dA then aliases view's arrays when view
- * is used; fsai_release_A frees whichever it is. */
+/* A's CSR on the device (gs_dcsr_of_A): from the engine's own copy (pc->A,
+ * stored in fp64 from this very A) when there is one, its CSR arrays or its
+ * sliced ELL turned back into CSR on the device (stage "csr of A"); otherwise
+ * uploaded from the host (stage "transfer"). gs_dcsr_release_A frees it. */
 static int fsai_device_A(gs_pc *pc, const gs_csr *A, gs_dcsr *dA, gs_cuda_csr_view *view)
 {
-    gs_engine *e = pc->eng;
-    int status = GS_OK;
-    const gs_mat *Ae = pc->A;
-    const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
+    int status = GS_OK, from_engine = 0;
     double t0 = gs_pc_stage_begin(pc);
-    if (Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows && Ai.n_cols == A->n_cols &&
-        Ai.nnz == A->nnz) {
-        GS_TRY(gs_cuda_mat_device_csr(e, Ae, view));
-        dA->n = view->n_rows;
-        dA->nnz = view->nnz;
-        dA->rp = (int64_t *)view->row_ptr;
-        dA->col = (int32_t *)view->col;
-        dA->val = (void *)view->val;
-        dA->vsize = sizeof(double);
-        GS_TRY(gs_pc_stage_end(pc, "csr of A", t0));
-    } else {
-        GS_TRY(fsai_upload(e, A, dA));
-        GS_TRY(gs_pc_stage_end(pc, "transfer", t0));
-    }
+    GS_TRY(gs_dcsr_of_A(pc->eng, pc->A, A, "fsai", dA, view, &from_engine));
+    GS_TRY(gs_pc_stage_end(pc, from_engine ? "csr of A" : "transfer", t0));
 cleanup:
     return status;
-}
-
-static void fsai_release_A(gs_engine *e, gs_dcsr *dA, gs_cuda_csr_view *view)
-{
-    if (dA->rp && dA->rp == view->row_ptr) {
-        gs_cuda_csr_view_free(e, view); /* frees only what it built */
-        *dA = gs_dcsr{};
-    } else {
-        gs_dcsr_free(e, dA);
-    }
 }
 
 /* The stages; d's engine objects on success. */
@@ -669,7 +629,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
         GS_TRY(fsai_diagonal(e, &dA, o->prec, &G, &GT));
         m_max = 1;
         nnz_hat = G.nnz;
-        fsai_release_A(e, &dA, &viewA);
+        gs_dcsr_release_A(e, &dA, &viewA);
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     } else {
         t0 = gs_pc_stage_begin(pc);
@@ -687,7 +647,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
             GS_TRY(fsai_postfilter_typed<double>(e, &dA, &S, m_max, o->delta, factor_fail, &G,
                                                  plan_g, err));
         gs_dcsr_free(e, &S);
-        fsai_release_A(e, &dA, &viewA);
+        gs_dcsr_release_A(e, &dA, &viewA);
         GS_TRY(gs_pc_stage_end(pc, "postfilter", t0));
         t0 = gs_pc_stage_begin(pc);
         GS_TRY(fsai_transpose(e, &G, &GT, plan_gt));
@@ -707,7 +667,7 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     if (plan_on_device >= 0) gs_kv_str(&pc->extra, "factor_plan", plan_on_device ? "device" : "host");
 cleanup:
     if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
-    fsai_release_A(e, &dA, &viewA);
+    gs_dcsr_release_A(e, &dA, &viewA);
     gs_dcsr_free(e, &At);
     gs_dcsr_free(e, &L1);
     gs_dcsr_free(e, &S);

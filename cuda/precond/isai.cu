@@ -108,55 +108,16 @@ cleanup:
 
 /* ------------------------------------------------------------- A's CSR */
 
-static int isai_upload_A(gs_engine *e, const gs_csr *A, gs_dcsr *dA)
-{
-    int status = GS_OK;
-    GS_TRY(gs_dcsr_alloc_rows(e, dA, A->n_rows, "isai: row pointers of A"));
-    GS_TRY(gs_dcsr_alloc_entries(e, dA, A->nnz, sizeof(double), "isai: A"));
-    GS_TRY(gs_cuda_upload(e, dA->rp, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof(int64_t)));
-    if (A->nnz > 0) {
-        GS_TRY(gs_cuda_upload(e, dA->col, A->col, (size_t)A->nnz * sizeof(int32_t)));
-        GS_TRY(gs_cuda_upload(e, dA->val, A->val, (size_t)A->nnz * sizeof(double)));
-    }
-cleanup:
-    return status;
-}
-
-/* A's CSR on the device: the engine's copy pc->A (stage "csr of A") when it
- * is this A in fp64, else an upload (stage "transfer"). */
+/* A's CSR on the device (gs_dcsr_of_A): the engine's copy pc->A (stage "csr
+ * of A") when it is this A in fp64, else an upload (stage "transfer"). */
 static int isai_device_A(gs_pc *pc, const gs_csr *A, gs_dcsr *dA, gs_cuda_csr_view *view)
 {
-    gs_engine *e = pc->eng;
-    const gs_mat *Ae = pc->A;
-    const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
-    int status = GS_OK;
+    int status = GS_OK, from_engine = 0;
     double t0 = gs_pc_stage_begin(pc);
-    if (Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows && Ai.n_cols == A->n_cols &&
-        Ai.nnz == A->nnz) {
-        GS_TRY(gs_cuda_mat_device_csr(e, Ae, view));
-        dA->n = view->n_rows;
-        dA->nnz = view->nnz;
-        dA->rp = (int64_t *)view->row_ptr;
-        dA->col = (int32_t *)view->col;
-        dA->val = (void *)view->val;
-        dA->vsize = sizeof(double);
-        GS_TRY(gs_pc_stage_end(pc, "csr of A", t0));
-    } else {
-        GS_TRY(isai_upload_A(e, A, dA));
-        GS_TRY(gs_pc_stage_end(pc, "transfer", t0));
-    }
+    GS_TRY(gs_dcsr_of_A(pc->eng, pc->A, A, "isai", dA, view, &from_engine));
+    GS_TRY(gs_pc_stage_end(pc, from_engine ? "csr of A" : "transfer", t0));
 cleanup:
     return status;
-}
-
-static void isai_release_A(gs_engine *e, gs_dcsr *dA, gs_cuda_csr_view *view)
-{
-    if (dA->rp && dA->rp == view->row_ptr) {
-        gs_cuda_csr_view_free(e, view); /* frees only what it built */
-        *dA = gs_dcsr{};
-    } else {
-        gs_dcsr_free(e, dA);
-    }
 }
 
 /* --------------------------------------------------------------- stages */
@@ -317,7 +278,7 @@ static int isai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_isai_options *o,
     double t0;
     GS_TRY(isai_device_A(pc, A, &dA, &viewA));
     GS_TRY(isai_factor(pc, A, o, &dA, &L, &U, &s, err));
-    isai_release_A(e, &dA, &viewA);
+    gs_dcsr_release_A(e, &dA, &viewA);
     if (!o->exact) {
         GS_TRY(isai_inverse(pc, &L, 1, o->power, &ML, err));
         GS_TRY(isai_inverse(pc, &U, 0, o->power, &MU, err));
@@ -336,7 +297,7 @@ static int isai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_isai_options *o,
     gs_isai_describe(pc, d, &z);
 cleanup:
     if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
-    isai_release_A(e, &dA, &viewA);
+    gs_dcsr_release_A(e, &dA, &viewA);
     gs_cuda_free(e, s, (size_t)A->n_rows * sizeof(double));
     gs_dcsr_free(e, &L);
     gs_dcsr_free(e, &U);
@@ -376,7 +337,7 @@ extern "C" int gs_isai_cuda_hook_generate(gs_engine *e, const gs_csr *T, int low
     void *poison = NULL;
     const size_t poison_bytes = (size_t)T->nnz * 64 + ((size_t)T->n_rows + 1) * 64 + 4096;
     int status = GS_OK;
-    GS_TRY(isai_upload_A(e, T, &dT));
+    GS_TRY(gs_dcsr_upload(e, T, "isai", &dT));
     /* NaN-filled memory freed just before the generation allocates */
     GS_TRY(gs_cuda_alloc(e, &poison, poison_bytes, "hook: poison"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(poison, 0xFF, poison_bytes, gs_cuda_of(e)->stream)));

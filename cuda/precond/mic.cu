@@ -107,52 +107,16 @@ cleanup:
 
 /* ------------------------------------------------------------ the stages */
 
-static int mic_upload(gs_engine *e, const gs_csr *A, gs_dcsr *dA)
-{
-    int status = GS_OK;
-    GS_TRY(gs_dcsr_alloc_rows(e, dA, A->n_rows, "mic: row pointers of A"));
-    GS_TRY(gs_dcsr_alloc_entries(e, dA, A->nnz, sizeof(double), "mic: A"));
-    GS_TRY(gs_cuda_upload(e, dA->rp, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof(int64_t)));
-    if (A->nnz > 0) {
-        GS_TRY(gs_cuda_upload(e, dA->col, A->col, (size_t)A->nnz * sizeof(int32_t)));
-        GS_TRY(gs_cuda_upload(e, dA->val, A->val, (size_t)A->nnz * sizeof(double)));
-    }
-cleanup:
-    return status;
-}
-
-/* A's CSR on the device: the engine's fp64 copy of this A when there is one, else
- * uploaded. dA aliases view's arrays in the first case (mic_release_A frees either). */
+/* A's CSR on the device (gs_dcsr_of_A): the engine's fp64 copy of this A when
+ * there is one (stage "csr of A"), else uploaded (stage "transfer"). */
 static int mic_device_A(gs_pc *pc, const gs_csr *A, gs_dcsr *dA, gs_cuda_csr_view *view)
 {
-    gs_engine *e = pc->eng;
-    const gs_mat *Ae = pc->A;
-    const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
+    int status = GS_OK, from_engine = 0;
     double t0 = gs_pc_stage_begin(pc);
-    int status = GS_OK;
-    if (Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows && Ai.n_cols == A->n_cols &&
-        Ai.nnz == A->nnz) {
-        GS_TRY(gs_cuda_mat_device_csr(e, Ae, view));
-        dA->n = view->n_rows, dA->nnz = view->nnz;
-        dA->rp = (int64_t *)view->row_ptr, dA->col = (int32_t *)view->col;
-        dA->val = (void *)view->val, dA->vsize = sizeof(double);
-        GS_TRY(gs_pc_stage_end(pc, "csr of A", t0));
-    } else {
-        GS_TRY(mic_upload(e, A, dA));
-        GS_TRY(gs_pc_stage_end(pc, "transfer", t0));
-    }
+    GS_TRY(gs_dcsr_of_A(pc->eng, pc->A, A, "mic", dA, view, &from_engine));
+    GS_TRY(gs_pc_stage_end(pc, from_engine ? "csr of A" : "transfer", t0));
 cleanup:
     return status;
-}
-
-static void mic_release_A(gs_engine *e, gs_dcsr *dA, gs_cuda_csr_view *view)
-{
-    if (dA->rp && dA->rp == view->row_ptr) {
-        gs_cuda_csr_view_free(e, view);
-        *dA = gs_dcsr{};
-    } else {
-        gs_dcsr_free(e, dA);
-    }
 }
 
 /* Factorisations of A + alpha diag(A) until the pivots are positive: alpha = m->shift,
@@ -355,7 +319,7 @@ extern "C" int gs_mic_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     if (A->n_rows == 0) GS_TRY(gs_error_set(err, GS_ERR_INPUT, "the matrix has no rows"));
     GS_TRY(mic_device_A(pc, A, &dA, &view));
     status = mic_cuda_build(pc, A, &dA, m, fixed, err);
-    mic_release_A(e, &dA, &view);
+    gs_dcsr_release_A(e, &dA, &view);
     if (status == GS_ERR_UNSUPPORTED) {
         /* a pattern this setup does not take (mic_cuda_patterns): the reference's setup,
          * reported as setup=host */
@@ -375,6 +339,6 @@ extern "C" int gs_mic_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     pc->apply = mic_cuda_apply;
     pc->save = mic_cuda_save;
 cleanup:
-    mic_release_A(e, &dA, &view);
+    gs_dcsr_release_A(e, &dA, &view);
     return gs_pc_setup_exit(pc, status, err);
 }

@@ -1160,25 +1160,8 @@ int spai_cuda_columns_of_A(gs_pc *pc, const gs_csr *A, gs_dcsr *AT)
     gs_engine *e = pc->eng;
     gs_cuda_csr_view view = {};
     gs_dcsr dA = {};
-    int status = GS_OK, uploaded = 0, symmetric = 0;
-    const gs_mat *Ae = pc->A;
-    const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
-    if (Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows && Ai.n_cols == A->n_cols &&
-        Ai.nnz == A->nnz) {                        /* the engine's copy of A (a loan) */
-        GS_TRY(gs_cuda_mat_device_csr(e, Ae, &view));
-        dA.n = view.n_rows, dA.nnz = view.nnz;
-        dA.rp = (int64_t *)view.row_ptr, dA.col = (int32_t *)view.col;
-        dA.val = (void *)view.val, dA.vsize = sizeof(double);
-    } else {                                       /* no fp64 engine copy: upload */
-        uploaded = 1;
-        GS_TRY(gs_dcsr_alloc_rows(e, &dA, A->n_rows, "spai: row pointers of A"));
-        GS_TRY(gs_dcsr_alloc_entries(e, &dA, A->nnz, sizeof(double), "spai: A"));
-        GS_TRY(gs_cuda_upload(e, dA.rp, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof(int64_t)));
-        if (A->nnz > 0) {
-            GS_TRY(gs_cuda_upload(e, dA.col, A->col, (size_t)A->nnz * sizeof(int32_t)));
-            GS_TRY(gs_cuda_upload(e, dA.val, A->val, (size_t)A->nnz * sizeof(double)));
-        }
-    }
+    int status = GS_OK, from_engine = 0, symmetric = 0;
+    GS_TRY(gs_dcsr_of_A(e, pc->A, A, "spai", &dA, &view, &from_engine));
     /* columns of A as rows, sorted: where A's pattern is symmetric (the 3-D
      * stencils, most FEM matrices) they are its rows' patterns, and only the
      * values move, found in place; else the sorting transpose */
@@ -1186,8 +1169,7 @@ int spai_cuda_columns_of_A(gs_pc *pc, const gs_csr *A, gs_dcsr *AT)
     if (!symmetric) GS_TRY(gs_dcsr_transpose(e, &dA, AT, 0));
     gs_kv_str(&pc->extra, "transpose", symmetric ? "pattern-symmetric" : "sorted");
 cleanup:
-    if (uploaded) gs_dcsr_free(e, &dA);            /* stream-ordered */
-    gs_cuda_csr_view_free(e, &view);
+    gs_dcsr_release_A(e, &dA, &view); /* stream-ordered */
     return status;
 }
 

@@ -1,5 +1,6 @@
 /* dcsr.cu - the device CSR of the toolkit (gs_dsparse.h): allocation in
  * the engine's accounting, row pointers from row counts, download to host. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "gs_dsparse.h"
@@ -39,6 +40,49 @@ void gs_dcsr_free(gs_engine *e, gs_dcsr *m)
     gs_cuda_free(e, m->col, (size_t)m->nnz * sizeof(int32_t));
     gs_cuda_free(e, m->val, (size_t)m->nnz * m->vsize);
     *m = gs_dcsr{};
+}
+
+int gs_dcsr_upload(gs_engine *e, const gs_csr *A, const char *who, gs_dcsr *d)
+{
+    char rows[96], entries[96];
+    snprintf(rows, sizeof rows, "%s: row pointers of A", who);
+    snprintf(entries, sizeof entries, "%s: A", who);
+    int status = GS_OK;
+    GS_TRY(gs_dcsr_alloc_rows(e, d, A->n_rows, rows));
+    GS_TRY(gs_dcsr_alloc_entries(e, d, A->nnz, sizeof(double), entries));
+    GS_TRY(gs_cuda_upload(e, d->rp, A->row_ptr, ((size_t)A->n_rows + 1) * sizeof(int64_t)));
+    if (A->nnz > 0) {
+        GS_TRY(gs_cuda_upload(e, d->col, A->col, (size_t)A->nnz * sizeof(int32_t)));
+        GS_TRY(gs_cuda_upload(e, d->val, A->val, (size_t)A->nnz * sizeof(double)));
+    }
+cleanup:
+    return status;
+}
+
+int gs_dcsr_of_A(gs_engine *e, const gs_mat *Ae, const gs_csr *A, const char *who, gs_dcsr *dA,
+                 gs_cuda_csr_view *view, int *from_engine)
+{
+    const gs_cuda_mat_info Ai = Ae ? gs_cuda_mat_info_of(Ae) : gs_cuda_mat_info{};
+    int status = GS_OK;
+    *from_engine = Ae && Ai.prec == GS_FP64 && Ai.n_rows == A->n_rows &&
+                   Ai.n_cols == A->n_cols && Ai.nnz == A->nnz;
+    if (*from_engine) {
+        GS_TRY(gs_cuda_mat_device_csr(e, Ae, view));
+        dA->n = view->n_rows, dA->nnz = view->nnz;
+        dA->rp = (int64_t *)view->row_ptr, dA->col = (int32_t *)view->col;
+        dA->val = (void *)view->val, dA->vsize = sizeof(double);
+    } else {
+        GS_TRY(gs_dcsr_upload(e, A, who, dA));
+    }
+cleanup:
+    return status;
+}
+
+void gs_dcsr_release_A(gs_engine *e, gs_dcsr *dA, gs_cuda_csr_view *view)
+{
+    if (!(dA->rp && dA->rp == view->row_ptr)) gs_dcsr_free(e, dA); /* an upload */
+    *dA = gs_dcsr{};
+    gs_cuda_csr_view_free(e, view); /* frees only what it built; an empty view: nothing */
 }
 
 int gs_dcsr_counts_scan(gs_engine *e, int64_t *rp, int32_t n)

@@ -51,6 +51,17 @@ int gs_dcsr_counts_to_row_ptr(gs_engine *e, int64_t *rp, int32_t n, int64_t *nnz
  * 1). Synchronises. out is allocated here (gs_csr_free). */
 int gs_dcsr_download(gs_engine *e, const gs_dcsr *m, gs_csr *out);
 
+/* A setup's device CSR of its matrix. gs_dcsr_upload: the host CSR A (fp64
+ * values) uploaded; allocations named "WHO: row pointers of A", "WHO: A".
+ * gs_dcsr_of_A: the engine's own copy Ae (a loan through
+ * gs_cuda_mat_device_csr; *from_engine = 1) when Ae holds this A in fp64,
+ * else the upload (*from_engine = 0); dA then aliases view's arrays or owns
+ * its own, and gs_dcsr_release_A frees whichever it is. */
+int gs_dcsr_upload(gs_engine *e, const gs_csr *A, const char *who, gs_dcsr *d);
+int gs_dcsr_of_A(gs_engine *e, const gs_mat *Ae, const gs_csr *A, const char *who, gs_dcsr *dA,
+                 gs_cuda_csr_view *view, int *from_engine);
+void gs_dcsr_release_A(gs_engine *e, gs_dcsr *dA, gs_cuda_csr_view *view);
+
 /* Sort the columns of every row of P (a pattern: values are not carried),
  * cub's segmented sort into a new column array, the old one freed. */
 int gs_dcsr_sort_rows(gs_engine *e, gs_dcsr *P);

@@ -351,11 +351,28 @@ cleanup:
     return status;
 }
 
+/* With exact solves, one solve with each factor now: an engine may analyse a
+ * triangular matrix at its first solve (cuSPARSE SpSV), which belongs to the
+ * setup and may not happen while a Krylov method captures its iteration
+ * (BiCGSTAB's first apply is inside the captured body). */
+static int isai_warm_exact(gs_pc *pc, isai_data *d, int32_t n)
+{
+    gs_engine *e = pc->eng;
+    gs_vec *t = NULL;
+    int status = e->ops->vec_create(e, n, &t);
+    if (status == GS_OK) status = e->ops->set(e, d->y, 1.0);
+    if (status == GS_OK) status = e->ops->trisolve(e, d->L_eng, 1, d->y, t);
+    if (status == GS_OK) status = e->ops->trisolve(e, d->U_eng, 0, t, d->y);
+    e->ops->vec_destroy(e, t);
+    return status;
+}
+
 int gs_isai_vectors(gs_pc *pc, isai_data *d, int32_t n)
 {
     gs_engine *e = pc->eng;
     int status = e->ops->vec_create(e, n, &d->y);
     if (status == GS_OK && d->sweeps > 0 && !d->exact) status = e->ops->vec_create(e, n, &d->t);
+    if (status == GS_OK && d->exact && d->L_eng && d->U_eng && e->ops->trisolve) status = isai_warm_exact(pc, d, n);
     return status;
 }
 

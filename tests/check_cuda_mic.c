@@ -539,6 +539,156 @@ START_TEST(test_cg_iterations)
 }
 END_TEST
 
+/* ------------------------------------------------- the fused apply_dot */
+
+#define SLOT_FUSED 40 /* S slots of these tests (no Krylov method runs meanwhile) */
+#define SLOT_SEPARATE 41
+
+/* On eng: z = M r by apply_dot with S[SLOT_FUSED] = r.z (*rz_fused), z set to `poison`
+ * first (not NaN: a row the sync-free forward solve failed to fill for the backward one
+ * would then be read as a stale value, and the residual check would see it); then
+ * z2 = M r by the plain apply (z2 poisoned with NaN) and r.z2 by the engine's dot
+ * (*rz_separate). */
+static void apply_dot_on(gs_engine *eng, gs_pc *pc, const double *r, int32_t n, double poison,
+                         double *z, double *rz_fused, double *z2, double *rz_separate)
+{
+    const gs_engine_ops *o = eng->ops;
+    gs_vec *vr = NULL, *vz = NULL, *vz2 = NULL;
+    ck_assert(o->vec_create(eng, n, &vr) == GS_OK && o->vec_create(eng, n, &vz) == GS_OK &&
+              o->vec_create(eng, n, &vz2) == GS_OK);
+    ck_assert(o->vec_upload(eng, vr, r) == GS_OK);
+    ck_assert(o->set(eng, vz, poison) == GS_OK);
+    ck_assert(o->set(eng, vz2, NAN) == GS_OK);
+    ck_assert(o->scalar_set(eng, SLOT_FUSED, gs_coef_const(NAN)) == GS_OK);
+    ck_assert_msg(gs_pc_apply_dot(pc, vr, vz, SLOT_FUSED) == GS_OK, "%s", eng->err.msg);
+    ck_assert_msg(pc->apply(pc, vr, vz2) == GS_OK, "%s", eng->err.msg);
+    ck_assert(o->dot(eng, vr, vz2, SLOT_SEPARATE) == GS_OK);
+    ck_assert_msg(o->vec_download(eng, vz, z) == GS_OK, "%s", eng->err.msg);
+    ck_assert_msg(o->vec_download(eng, vz2, z2) == GS_OK, "%s", eng->err.msg);
+    ck_assert(o->scalar_read(eng, SLOT_FUSED, 1, rz_fused) == GS_OK);
+    ck_assert(o->scalar_read(eng, SLOT_SEPARATE, 1, rz_separate) == GS_OK);
+    o->vec_destroy(eng, vr), o->vec_destroy(eng, vz), o->vec_destroy(eng, vz2);
+}
+
+/* sum |r_i z_i|: the scale of the rounding of any order of summing r.z. */
+static double abs_dot(const double *r, const double *z, int32_t n)
+{
+    double s = 0.0;
+    for (int32_t i = 0; i < n; i++) s += fabs(r[i] * z[i]);
+    return s;
+}
+
+/* mic's apply_dot on the GPU with --trisolve scheme, against the plain apply and a separate
+ * dot on the same device (z bit for bit: the fused work does not touch the substitution's
+ * arithmetic; r.z within the rounding of two summation orders, 2 n u sum |r_i z_i|, or for
+ * exact, whose fused value is t^T D^-1 t with t = L^-1 r, within the substitutions'
+ * rounding, 1e-9 of the scale), against the CPU engine's apply and dot on its own factors
+ * (1e-7 relative: the factors agree to 1e-9 of their columns' scale), and against itself:
+ * five more fused applies, and the fused apply captured in a graph and replayed, give the
+ * same bits of z and of r.z. z also passes the residual check on the device's factors. */
+static void check_apply_dot(const gs_csr *A, const char *scheme, const char *what, int vs_cpu)
+{
+    const char *kv[] = {"trisolve", scheme, NULL};
+    gs_params p = tu_params(kv);
+    mic_run g, c;
+    gs_error err = {0};
+    char label[256];
+    snprintf(label, sizeof label, "%s --trisolve %s", what, scheme);
+    ck_assert_msg(mic_build(A, &p, 1, &g, &err) == GS_OK, "%s: %s", label, err.msg);
+    ck_assert_msg(g.pc->apply_dot != NULL, "%s: no apply_dot installed", label);
+    const int32_t n = A->n_rows;
+    double *r = malloc(n * sizeof(double)), *z = malloc(n * sizeof(double));
+    double *z2 = malloc(n * sizeof(double)), *zc = malloc(n * sizeof(double));
+    double *zc2 = malloc(n * sizeof(double)), *zr = malloc(n * sizeof(double));
+    ck_assert(r && z && z2 && zc && zc2 && zr);
+    tu_rng rng = tu_rng_seed(29);
+    for (int32_t i = 0; i < n; i++) r[i] = tu_uniform(&rng) - 0.25;
+    double rz = 0.0, rz2 = 0.0;
+    apply_dot_on(gpu, g.pc, r, n, 1.0, z, &rz, z2, &rz2);
+    ck_assert_msg(memcmp(z, z2, n * sizeof(double)) == 0, "%s: apply_dot's z is not apply's", label);
+    const double scale = abs_dot(r, z, n);
+    const double tol = strcmp(scheme, "exact") == 0 ? 1e-9 * scale : 2.0 * n * EPS * scale;
+    ck_assert_msg(isfinite(rz) && fabs(rz - rz2) <= tol, "%s: fused r.z = %.17g, separate %.17g",
+                  label, rz, rz2);
+    factors f;
+    factors_read(g.pc, &f);
+    check_residual(&f, r, z, label);
+    factors_free(&f);
+    /* deterministic: the same bits every run, direct or replayed */
+    for (int rep = 0; rep < 5; rep++) {
+        double again = 0.0, sep = 0.0;
+        apply_dot_on(gpu, g.pc, r, n, 0.0, zr, &again, z2, &sep);
+        ck_assert_msg(memcmp(zr, z, n * sizeof(double)) == 0, "%s: z differs on run %d", label, rep + 2);
+        ck_assert_msg(memcmp(&again, &rz, sizeof rz) == 0, "%s: r.z %.17g, then %.17g", label, rz, again);
+    }
+    if (gpu->ops->capture_begin) {
+        gs_vec *vr = NULL, *vz = NULL;
+        void *seq = NULL;
+        ck_assert(gpu->ops->vec_create(gpu, n, &vr) == GS_OK);
+        ck_assert(gpu->ops->vec_create(gpu, n, &vz) == GS_OK);
+        ck_assert(gpu->ops->vec_upload(gpu, vr, r) == GS_OK);
+        ck_assert(gpu->ops->set(gpu, vz, 0.0) == GS_OK);
+        ck_assert(gpu->ops->capture_begin(gpu) == GS_OK);
+        ck_assert(gs_pc_apply_dot(g.pc, vr, vz, SLOT_FUSED) == GS_OK);
+        ck_assert_msg(gpu->ops->capture_end(gpu, &seq) == GS_OK, "%s", gpu->err.msg);
+        for (int rep = 0; rep < 3; rep++) {
+            double again = 0.0;
+            ck_assert(gpu->ops->scalar_set(gpu, SLOT_FUSED, gs_coef_const(NAN)) == GS_OK);
+            ck_assert_msg(gpu->ops->replay(gpu, seq) == GS_OK, "%s", gpu->err.msg);
+            ck_assert(gpu->ops->vec_download(gpu, vz, zr) == GS_OK);
+            ck_assert(gpu->ops->scalar_read(gpu, SLOT_FUSED, 1, &again) == GS_OK);
+            ck_assert_msg(memcmp(zr, z, n * sizeof(double)) == 0, "%s: replayed z differs", label);
+            ck_assert_msg(memcmp(&again, &rz, sizeof rz) == 0, "%s: replayed r.z %.17g, direct %.17g",
+                          label, again, rz);
+        }
+        gpu->ops->seq_destroy(gpu, seq);
+        gpu->ops->vec_destroy(gpu, vr);
+        gpu->ops->vec_destroy(gpu, vz);
+    }
+    if (vs_cpu) { /* the oracle: the CPU engine's apply and dot (no apply_dot there) */
+        double rzc = 0.0, rzc2 = 0.0;
+        ck_assert_msg(mic_build(A, &p, 0, &c, &err) == GS_OK, "%s (cpu): %s", label, err.msg);
+        apply_dot_on(c.eng, c.pc, r, n, 1.0, zc, &rzc, zc2, &rzc2);
+        ck_assert_msg(fabs(rz - rzc) <= 1e-7 * abs_dot(r, zc, n),
+                      "%s: r.z gpu %.17g, cpu %.17g", label, rz, rzc);
+        double zmax = 0.0;
+        for (int32_t i = 0; i < n; i++) zmax = fmax(zmax, fabs(zc[i]));
+        for (int32_t i = 0; i < n; i++)
+            ck_assert_msg(fabs(z[i] - zc[i]) <= 1e-7 * zmax, "%s: z_%d gpu %.17g, cpu %.17g", label,
+                          i + 1, z[i], zc[i]);
+        mic_release(&c);
+    }
+    free(r), free(z), free(z2), free(zc), free(zc2), free(zr);
+    mic_release(&g);
+}
+
+/* Every scheme, on matrices with many levels (a chain of 3000 rows: 3000 levels, one row
+ * each, so the level scheme's partials are one a level; poisson3d:40: 118 levels of up to
+ * hundreds of rows, several blocks in the wide ones), with one level (bcsstm25, diagonal:
+ * one launch of the level scheme, whose blocks all count toward the last), and with more
+ * blocks than a reduction block's threads (poisson3d:64: 262144 rows, over 4096 sync-free
+ * blocks of 64 rows). */
+START_TEST(test_apply_dot)
+{
+    const char *schemes[] = {"syncfree", "levels", "exact", NULL};
+    const char *specs[] = {"poisson3d:3000x1x1", "poisson3d:40", "poisson3d27:9", "aniso3d:9x6x5",
+                           "poisson3d:64", NULL};
+    for (int s = 0; specs[s]; s++) {
+        gs_csr A = tu_generated(specs[s]);
+        for (int k = 0; schemes[k]; k++)
+            check_apply_dot(&A, schemes[k], specs[s], strcmp(specs[s], "poisson3d:64") != 0);
+        gs_csr_free(&A);
+    }
+    const char *names[] = {"bcsstm25", "gr_30_30", NULL};
+    for (int m = 0; names[m]; m++) {
+        gs_csr A;
+        if (!tu_real_matrix(names[m], &A)) return;
+        for (int k = 0; schemes[k]; k++) check_apply_dot(&A, schemes[k], names[m], 1);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
 /* Bad input: the same status and message as the reference. */
 START_TEST(test_bad_input)
 {
@@ -573,6 +723,7 @@ static Suite *cuda_mic_suite(int have_gpu)
         tcase_add_test(tc, test_substitutions);
         tcase_add_test(tc, test_repeated_and_replayed);
         tcase_add_test(tc, test_cg_iterations);
+        tcase_add_test(tc, test_apply_dot);
         tcase_add_test(tc, test_bad_input);
     }
     suite_add_tcase(s, tc);

@@ -534,6 +534,37 @@ START_TEST(report_items)
 }
 END_TEST
 
+/* --trisolve given on the CPU engine: one apply timed at setup (stage "timing",
+ * fbs_cpu_ms, positive and finite), which leaves the preconditioner as it was: the same z
+ * bit for bit as a setup without it (whose stages report_items checks: no "timing"). */
+START_TEST(cpu_substitution_timed_when_asked)
+{
+    gs_csr A = tu_generated("poisson3d:6");
+    const char *kv[] = {"trisolve", "exact", NULL};
+    gs_params asked = tu_params(kv), plain = {0};
+    tu_pc_run r, q;
+    tu_pc_build_ok(&A, "mic", &asked, &r);
+    tu_pc_build_ok(&A, "mic", &plain, &q);
+    const char *stages[] = {"factorisation", "transpose", "upload", "timing", NULL};
+    tu_assert_stages(r.pc, stages);
+    const gs_kv *ms = tu_pc_extra(r.pc, "fbs_cpu_ms");
+    ck_assert(ms && isfinite(ms->num) && ms->num > 0);
+    ck_assert(tu_pc_extra(q.pc, "fbs_cpu_ms") == NULL);
+    const int32_t n = A.n_rows;
+    double *rhs = malloc(n * sizeof(double)), *z1 = malloc(n * sizeof(double));
+    double *z2 = malloc(n * sizeof(double));
+    ck_assert(rhs && z1 && z2);
+    for (int32_t i = 0; i < n; i++) rhs[i] = 1.0 + (i % 5);
+    tu_pc_apply(&r, rhs, z1, n);
+    tu_pc_apply(&q, rhs, z2, n);
+    ck_assert(memcmp(z1, z2, n * sizeof(double)) == 0);
+    free(rhs), free(z1), free(z2);
+    tu_pc_release(&r);
+    tu_pc_release(&q);
+    gs_csr_free(&A);
+}
+END_TEST
+
 /* Every allocation of the setup made to fail in turn (error.h's injector):
  * each failure is reported as GS_ERR_NOMEM, never a crash or a leak. */
 START_TEST(allocation_failures_reported)
@@ -559,6 +590,7 @@ int main(void)
     tcase_add_test(t, sets_up_on_every_spd_matrix);
     tcase_add_test(t, bad_parameters_named);
     tcase_add_test(t, report_items);
+    tcase_add_test(t, cpu_substitution_timed_when_asked);
     tcase_add_test(t, allocation_failures_reported);
     return tu_run_suite(s);
 }

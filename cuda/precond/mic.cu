@@ -10,8 +10,9 @@
  *   transpose            L's values gathered from L^T's (the elimination writes L^T)
  *   layout               the substitutions: L^T's levels and the choice of scheme, or
  *                        cuSPARSE's matrices (--trisolve exact)
- * Apply: y = L^-1 r, then z = L^-T (D^-1 y) with D^-1 fused into the backward solve; by
- * the toolkit's sync-free or level-scheduled substitution (cuda/sparse/trisolve_*.cu).
+ * Apply: y = L^-1 r, then z = L^-T (D^-1 y) with D^-1 and CG's r.z fused into the backward
+ * solve (apply_dot); by the toolkit's sync-free or level-scheduled substitution
+ * (cuda/sparse/trisolve_*.cu).
  * --trisolve auto times both on the factors once (after a warm-up) and keeps the faster. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,23 +57,43 @@ static void mic_cuda_destroy(gs_pc *pc)
     pc->data = NULL;
 }
 
-/* z = L^-T (D^-1 (L^-1 r)). */
-static int mic_cuda_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
+/* z = L^-T (D^-1 (L^-1 r)), and S[slot] = r.z where slot != GS_SLOT_NONE, in as few
+ * kernels as the scheme allows (docs/mic.md, "Kernels per iteration"):
+ * - syncfree: the fill of y (NaN bytes), the forward solve, which also fills z for the
+ *   backward one (a store per row), and the backward solve with D^-1 and r.z fused
+ *   (per-block partials, summed in a fixed order by the last block): 3 operations;
+ * - levels: a launch per level, the last level of the backward solve summing r.z;
+ * - exact (cuSPARSE's SpSV): t = L \ r, w = D^-1 t with S[slot] = t.w, z = L^T \ w.
+ *   t.w = t^T D^-1 t = r^T L^-T D^-1 L^-1 r = r.z, the same number in exact arithmetic
+ *   (and positive by construction), without a pass over r and z of its own. */
+static int mic_cuda_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
 {
     mic_cuda_data *m = (mic_cuda_data *)pc->data;
     gs_engine *e = pc->eng;
-    if (m->exact) { /* as the reference's apply, on cuSPARSE's SpSV: t = L \ r, w = D^-1 t */
-        int status = e->ops->trisolve(e, m->L_eng, 1, r, m->t);
-        if (status == GS_OK) status = e->ops->pointwise_mult_dot(e, m->u, m->t, m->w, GS_SLOT_NONE);
-        if (status == GS_OK) status = e->ops->trisolve(e, m->LT_eng, 1, m->w, z);
-        return status;
+    int status = GS_OK;
+    if (slot != GS_SLOT_NONE) GS_TRY(gs_cuda_check_slot(e, slot, "mic apply_dot"));
+    if (m->exact) {
+        GS_TRY(e->ops->trisolve(e, m->L_eng, 1, r, m->t));                 /* t = L \ r    */
+        GS_TRY(e->ops->pointwise_mult_dot(e, m->u, m->t, m->w, slot));     /* w = D^-1 t   */
+        GS_TRY(e->ops->trisolve(e, m->LT_eng, 1, m->w, z));                /* z = L^T \ w  */
+        goto cleanup;
     }
-    int status = gs_dtri_solve(e, &m->f.lower, m->how, (const double *)m->f.L.val, 1, NULL, r->d,
-                               m->y);                                     /* y = L \ r */
-    if (status == GS_OK)
-        status = gs_dtri_solve(e, &m->upper, m->how, (const double *)m->f.U.val, 1, m->dinv,
-                               m->y, z->d);                               /* z = L^T \ (D^-1 y) */
+    {
+        gs_dtri_fused fwd = {}, bwd = {};
+        if (m->how == GS_DTRI_SYNCFREE) fwd.fill = z->d, bwd.x_filled = 1;
+        if (slot != GS_SLOT_NONE) bwd.w = r->d, bwd.dot = gs_cuda_of(e)->S + slot;
+        GS_TRY(gs_dtri_solve_fused(e, &m->f.lower, m->how, (const double *)m->f.L.val, 1, NULL,
+                                   r->d, m->y, &fwd));                       /* y = L \ r */
+        GS_TRY(gs_dtri_solve_fused(e, &m->upper, m->how, (const double *)m->f.U.val, 1, m->dinv,
+                                   m->y, z->d, &bwd));           /* z = L^T \ (D^-1 y), r.z */
+    }
+cleanup:
     return status;
+}
+
+static int mic_cuda_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)
+{
+    return mic_cuda_apply_dot(pc, r, z, GS_SLOT_NONE);
 }
 
 /* PREFIX_L.mtx (unit lower, diagonal stored) and PREFIX_D.mtx, as the reference's. */
@@ -233,6 +254,7 @@ static int mic_layout(gs_pc *pc, mic_cuda_data *m, const char *choice)
         goto cleanup;
     }
     GS_TRY(gs_dtri_analyse(e, n, m->f.U.nnz, m->f.U.rp, m->f.U.col, 1, &m->upper));
+    GS_TRY(gs_dtri_prepare_dot(e, &m->upper)); /* r.z fused into the backward solve */
     m->how = strcmp(choice, "levels") == 0 ? GS_DTRI_LEVELS : GS_DTRI_SYNCFREE;
     GS_TRY(e->ops->vec_create(e, n, &probe));
     GS_TRY(e->ops->vec_create(e, n, &out));
@@ -259,8 +281,9 @@ static void mic_cuda_describe(gs_pc *pc, const mic_cuda_data *m)
 {
     const double n8 = 8.0 * m->f.n;
     pc->nnz = m->f.L.nnz;
-    /* L \ r: r, y; L^T \ (D^-1 y): y, D^-1, z (cuSPARSE's: the reference's 7 vectors) */
-    pc->apply_bytes = mic_stream_bytes(&m->f.L) + mic_stream_bytes(&m->f.U) + (m->exact ? 7 : 5) * n8;
+    /* L \ r: r, y; L^T \ (D^-1 y) with r.z: y, D^-1, r, z (cuSPARSE's: r, t; D^-1, t, w
+     * with t.w; w, z) */
+    pc->apply_bytes = mic_stream_bytes(&m->f.L) + mic_stream_bytes(&m->f.U) + (m->exact ? 7 : 6) * n8;
     pc->symmetric = 1;
     snprintf(pc->description, sizeof pc->description, "%s, omega=%g, shift=%g",
              m->omega == 0 ? "IC(0)" : m->omega == 1 ? "MIC(0)" : "relaxed MIC(0)", m->omega,
@@ -337,6 +360,7 @@ extern "C" int gs_mic_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(gs_pc_stage_end(pc, "layout", t0));
     mic_cuda_describe(pc, m);
     pc->apply = mic_cuda_apply;
+    pc->apply_dot = mic_cuda_apply_dot;
     pc->save = mic_cuda_save;
 cleanup:
     gs_dcsr_release_A(e, &dA, &view);

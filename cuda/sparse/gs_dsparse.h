@@ -163,6 +163,11 @@ typedef struct gs_dtri {
     int32_t *slot_rows;       /* device, n_slots: level_rows with each level padded by -1 to
                                  whole warps (no warp holds two levels) */
     unsigned *state;          /* device, 2: the sync-free block ticket, blocks done */
+    /* gs_dtri_prepare_dot's (zero before): the fused dot's per-block partial sums */
+    double *partials;         /* device, n_partials */
+    int64_t n_partials;       /* blocks of a solve, whichever scheme (the larger count) */
+    int64_t *level_part;      /* host, n_levels + 1: the level scheme's first partial a level */
+    unsigned *dot_counter;    /* device, 1: the level scheme's blocks done in its last level */
 } gs_dtri;
 
 /* Levels of the triangular pattern (rp, col) of n rows, in t (synchronises:
@@ -183,10 +188,35 @@ typedef enum gs_dtri_scheme {
  * b and x distinct, n doubles each. In stream order, capturable. */
 int gs_dtri_solve(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, const double *val,
                   int unit, const double *s, const double *b, double *x);
+
+/* What a solve may do besides x = T^-1 (s .* b), in its own kernels (all zero: nothing):
+ * - w, dot: *dot = w . x (dot: device, one double, e.g. a slot of the engine's S; w: n
+ *   doubles, distinct from x). Each block's rows are summed by a fixed tree into its
+ *   partial (the sync-free blocks' in ticket order, the level blocks' level by level) and
+ *   the last block to finish adds the partials in their order: the same bits every run,
+ *   whatever order the blocks ran in. Needs gs_dtri_prepare_dot once.
+ * - fill (sync-free only): fill[i] = the sync-free solve's unset pattern (NaN bytes) for
+ *   every row, each row's own store: the x of a sync-free solve that follows (n doubles,
+ *   distinct from b, x, w), which is then given x_filled.
+ * - x_filled (sync-free only): x was filled so by the solve before; no fill of its own. */
+typedef struct gs_dtri_fused {
+    const double *w;
+    double *dot;
+    double *fill;
+    int x_filled;
+} gs_dtri_fused;
+
+/* The partial-sum buffer of the fused dot, for both schemes (idempotent; allocates, so
+ * not while capturing). Freed by gs_dtri_free. */
+int gs_dtri_prepare_dot(gs_engine *e, gs_dtri *t);
+int64_t gs_dtri_syncfree_blocks(const gs_dtri *t); /* the sync-free solve's blocks */
+int gs_dtri_solve_fused(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, const double *val,
+                        int unit, const double *s, const double *b, double *x,
+                        const gs_dtri_fused *f);
 int gs_dtri_solve_syncfree(gs_engine *e, const gs_dtri *t, const double *val, int unit,
-                           const double *s, const double *b, double *x);
+                           const double *s, const double *b, double *x, const gs_dtri_fused *f);
 int gs_dtri_solve_levels(gs_engine *e, const gs_dtri *t, const double *val, int unit,
-                         const double *s, const double *b, double *x);
+                         const double *s, const double *b, double *x, const gs_dtri_fused *f);
 
 /* ------------------------------------------------------ launch helpers */
 

@@ -21,6 +21,7 @@
 #include <cub/cub.cuh>
 
 #include "gs_dsparse.h"
+#include "reduce.cuh"
 
 #define LEVEL_WARPS 8 /* rows (warps) a 256-thread block of the analysis */
 #define LEVEL_THREAD_MEAN 8 /* mean row length up to which a thread takes a row */
@@ -279,8 +280,42 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
     gs_cuda_free(e, t->level_rows, ((size_t)t->n + 1) * sizeof(int32_t));
     gs_cuda_free(e, t->state, 2 * sizeof(unsigned));
     gs_cuda_free(e, t->slot_rows, ((size_t)t->n_slots + 1) * sizeof(int32_t));
+    gs_cuda_free(e, t->partials, ((size_t)t->n_partials + 1) * sizeof(double));
+    gs_cuda_free(e, t->dot_counter, sizeof(unsigned));
     free(t->level_ptr);
+    free(t->level_part);
     *t = gs_dtri{};
+}
+
+/* The level kernels' rows a block. */
+static int64_t tri_level_rows_per_block(const gs_dtri *t)
+{
+    return 256 / t->lanes;
+}
+
+int gs_dtri_prepare_dot(gs_engine *e, gs_dtri *t)
+{
+    int status = GS_OK;
+    if (t->partials) return GS_OK;
+    t->level_part = (int64_t *)malloc(((size_t)t->n_levels + 1) * sizeof(int64_t));
+    if (!t->level_part)
+        return gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve: %d level partial pointers",
+                            (int)t->n_levels);
+    t->level_part[0] = 0;
+    for (int32_t l = 0; l < t->n_levels; l++)
+        t->level_part[l + 1] = t->level_part[l] +
+                               gs_dblocks(t->level_ptr[l + 1] - t->level_ptr[l],
+                                          tri_level_rows_per_block(t));
+    const int64_t sf = t->n_slots > 0 ? gs_dtri_syncfree_blocks(t) : 0;
+    const int64_t count = t->level_part[t->n_levels] > sf ? t->level_part[t->n_levels] : sf;
+    GS_TRY(gs_cuda_alloc(e, &t->dot_counter, sizeof(unsigned), "trisolve: fused dot counter"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->dot_counter, 0, sizeof(unsigned),
+                                              gs_cuda_of(e)->stream)));
+    GS_TRY(gs_cuda_alloc(e, &t->partials, ((size_t)count + 1) * sizeof(double),
+                         "trisolve: fused dot partial sums"));
+    t->n_partials = count;
+cleanup:
+    return status;
 }
 
 /* ------------------------------------------------------------- the solve */
@@ -294,7 +329,15 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
  * visible) before it reads x. Every thread passes the wait, so a level
  * completes only after the level before it has. The first level is a plain launch: it
  * starts after everything before the solve is complete, so the entries (which a setup
- * may have just written) are final before any level reads them early. */
+ * may have just written) are final before any level reads them early.
+ *
+ * Fused dot (dot != NULL): each block sums w_i x_i of its rows by a fixed tree into
+ * partials[part0 + blockIdx.x] (part0: the level's first partial); in the last level
+ * (counter != NULL) the blocks count themselves done and the last one adds every level's
+ * partials, [0, n_parts), in order, writes *dot and resets the counter. The earlier
+ * levels' partials are visible there: each level ended before the next passed its wait,
+ * so all of them ended before the last level's. Rows, and so partials, are the same each
+ * run (the analysis' stable sort): the same bits every run. */
 template <int LANES>
 __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
                                        const int32_t *__restrict__ rows,
@@ -302,7 +345,9 @@ __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
                                        const int32_t *__restrict__ col,
                                        const double *__restrict__ val, bool unit,
                                        const double *__restrict__ s, const double *__restrict__ b,
-                                       double *x)
+                                       double *x, const double *__restrict__ w,
+                                       double *__restrict__ partials, int64_t part0,
+                                       int64_t n_parts, unsigned *counter, double *dot)
 {
     gs_pdl_start();
     const int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
@@ -310,57 +355,99 @@ __global__ void tri_level_solve_kernel(int64_t first, int64_t count, bool upper,
     const int32_t i = g < count ? rows[first + g] : -1;
     int64_t p = 0, end = 0;
     int32_t j = -1;
-    double v = 0.0, rhs = 0.0;
+    double v = 0.0, rhs = 0.0, wi = 0.0;
     if (i >= 0) {
         p = rp[i] + lane, end = rp[i + 1];
         if (p < end) j = col[p], v = val[p];
-        /* b and s are final too: the solve never writes them, and the first level's
+        /* b, s and w are final too: the solve never writes them, and the first level's
          * plain launch started only after everything before the solve was complete */
-        if (lane == 0) rhs = (s ? s[i] : 1.0) * b[i];
+        if (lane == 0) {
+            rhs = (s ? s[i] : 1.0) * b[i];
+            if (dot) wi = w[i];
+        }
     }
     gs_pdl_end();
-    /* whole groups of LANES leave together, so the shuffles below see full groups */
-    if (i < 0) return;
-    double sum = 0.0, diag = 0.0;
-    while (p < end) {
-        if (j == i) diag = v;
-        else if (tri_depends(upper, i, j)) sum += v * x[j];
-        p += LANES;
-        if (p < end) j = col[p], v = val[p];
+    double term = 0.0; /* w_i x_i on the row's first lane */
+    /* whole groups of LANES are active or not together, so the shuffles see full groups */
+    if (i >= 0) {
+        double sum = 0.0, diag = 0.0;
+        while (p < end) {
+            if (j == i) diag = v;
+            else if (tri_depends(upper, i, j)) sum += v * x[j];
+            p += LANES;
+            if (p < end) j = col[p], v = val[p];
+        }
+        const unsigned mask = LANES == 32 ? FULL_MASK
+                                          : ((1u << LANES) - 1u) << ((threadIdx.x & 31) / LANES * LANES);
+        for (int o = LANES / 2; o > 0; o >>= 1) {
+            sum += __shfl_down_sync(mask, sum, o, LANES);
+            diag += __shfl_down_sync(mask, diag, o, LANES);
+        }
+        if (lane == 0) {
+            const double xi = (rhs - sum) / (unit ? 1.0 : diag);
+            x[i] = xi;
+            term = wi * xi;
+        }
     }
-    const unsigned mask = LANES == 32 ? FULL_MASK
-                                      : ((1u << LANES) - 1u) << ((threadIdx.x & 31) / LANES * LANES);
-    for (int o = LANES / 2; o > 0; o >>= 1) {
-        sum += __shfl_down_sync(mask, sum, o, LANES);
-        diag += __shfl_down_sync(mask, diag, o, LANES);
+    if (!dot) return; /* uniform: the rest is the whole block's */
+    __shared__ double smem[32];
+    __shared__ bool is_last;
+    const double part = gs_block_sum(term, smem);
+    if (threadIdx.x == 0) partials[part0 + blockIdx.x] = part;
+    if (!counter) return; /* not the last level */
+    if (threadIdx.x == 0) {
+        __threadfence();
+        is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
     }
-    if (lane == 0) x[i] = (rhs - sum) / (unit ? 1.0 : diag);
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    double acc = 0.0;
+    for (int64_t k = threadIdx.x; k < n_parts; k += blockDim.x) acc += __ldcg(&partials[k]);
+    acc = gs_block_sum(acc, smem);
+    if (threadIdx.x == 0) {
+        *dot = acc;
+        *counter = 0u;
+    }
 }
 
 template <int LANES>
-static int tri_level_launch(gs_engine *e, const gs_dtri *t, int64_t first, int64_t count,
-                            const double *val, int unit, const double *s, const double *b,
-                            double *x)
+static int tri_level_launch(gs_engine *e, const gs_dtri *t, int32_t l, const double *val,
+                            int unit, const double *s, const double *b, double *x,
+                            const gs_dtri_fused *f)
 {
+    const int64_t first = t->level_ptr[l], count = t->level_ptr[l + 1] - first;
     const int64_t per_block = 256 / LANES;
+    const bool last = l == t->n_levels - 1;
+    const int64_t part0 = f->dot ? t->level_part[l] : 0;
+    const int64_t n_parts = f->dot ? t->level_part[t->n_levels] : 0;
     return CUDA_LAUNCH_PDL(&e->err, first > 0, tri_level_solve_kernel<LANES>, gs_dblocks(count, per_block),
                            256, 0, gs_cuda_of(e)->stream, first, count, (bool)t->upper,
-                           (const int32_t *)t->level_rows, t->rp, t->col, val, (bool)unit, s, b, x);
+                           (const int32_t *)t->level_rows, t->rp, t->col, val, (bool)unit, s, b, x,
+                           f->w, t->partials, part0, n_parts,
+                           f->dot && last ? t->dot_counter : (unsigned *)NULL, f->dot);
 }
 
 int gs_dtri_solve_levels(gs_engine *e, const gs_dtri *t, const double *val, int unit,
-                         const double *s, const double *b, double *x)
+                         const double *s, const double *b, double *x, const gs_dtri_fused *f)
 {
+    const gs_dtri_fused none = {};
     int status = GS_OK;
+    if (!f) f = &none;
+    if (f->dot && (!f->w || !t->partials || !t->level_part ||
+                   t->n_partials < t->level_part[t->n_levels]))
+        return gs_error_set(&e->err, GS_ERR_INTERNAL,
+                            "trisolve levels: a fused dot without w or gs_dtri_prepare_dot");
+    if (f->dot && t->n_levels == 0) /* no rows: the dot of nothing */
+        return CUDA_CALL(&e->err, cudaMemsetAsync(f->dot, 0, sizeof(double), gs_cuda_of(e)->stream));
     for (int32_t l = 0; l < t->n_levels && status == GS_OK; l++) {
-        const int64_t first = t->level_ptr[l], count = t->level_ptr[l + 1] - first;
         switch (t->lanes) {
-        case 1: status = tri_level_launch<1>(e, t, first, count, val, unit, s, b, x); break;
-        case 2: status = tri_level_launch<2>(e, t, first, count, val, unit, s, b, x); break;
-        case 4: status = tri_level_launch<4>(e, t, first, count, val, unit, s, b, x); break;
-        case 8: status = tri_level_launch<8>(e, t, first, count, val, unit, s, b, x); break;
-        case 16: status = tri_level_launch<16>(e, t, first, count, val, unit, s, b, x); break;
-        default: status = tri_level_launch<32>(e, t, first, count, val, unit, s, b, x); break;
+        case 1: status = tri_level_launch<1>(e, t, l, val, unit, s, b, x, f); break;
+        case 2: status = tri_level_launch<2>(e, t, l, val, unit, s, b, x, f); break;
+        case 4: status = tri_level_launch<4>(e, t, l, val, unit, s, b, x, f); break;
+        case 8: status = tri_level_launch<8>(e, t, l, val, unit, s, b, x, f); break;
+        case 16: status = tri_level_launch<16>(e, t, l, val, unit, s, b, x, f); break;
+        default: status = tri_level_launch<32>(e, t, l, val, unit, s, b, x, f); break;
         }
     }
     return status;

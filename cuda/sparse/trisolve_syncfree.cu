@@ -34,10 +34,18 @@
  *
  * No reset beyond the fill: the last block to finish (state[1] counts them) zeroes the
  * ticket and the count. The kernel's arguments never change, so the fill and the launch
- * can be captured in a graph and replayed. */
+ * can be captured in a graph and replayed.
+ *
+ * Fused (gs_dtri_fused): the dot w . x, a block's rows summed by a fixed tree into
+ * partials[ticket] (the ticket, not blockIdx.x: it fixes which rows a block holds), and
+ * the last block adds partials[0 .. blocks) in that order, before it resets the ticket;
+ * and the fill of the next sync-free solve's x, a store per row, issued before the row's
+ * waits (off the wavefront's path). MIC's apply takes both: the forward solve fills z
+ * for the backward one, which computes r . z (docs/mic.md). */
 #include <cuda/atomic>
 
 #include "gs_dsparse.h"
+#include "reduce.cuh"
 
 #define SYNCFREE_THREADS 256
 #define SYNCFREE_UNSET 0xffffffffffffffffull /* the fill's bytes, 0xFF */
@@ -67,24 +75,33 @@ static __device__ inline double syncfree_wait(double *x, int32_t j)
 }
 
 /* LANES lanes a row, SYNCFREE_THREADS / LANES slots a block:
- * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit). */
+ * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit); with dot, *dot = w . x;
+ * with fill, fill_i = the unset pattern. */
 template <int LANES>
 __global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *__restrict__ slots,
                                     const int64_t *__restrict__ rp,
                                     const int32_t *__restrict__ col,
                                     const double *__restrict__ val, bool unit,
                                     const double *__restrict__ s, const double *__restrict__ b,
-                                    double *x, unsigned *state)
+                                    double *x, unsigned *state, const double *__restrict__ w,
+                                    double *__restrict__ partials, double *dot,
+                                    unsigned long long *__restrict__ fill)
 {
     __shared__ unsigned block;
+    __shared__ bool is_last;
+    __shared__ double smem[32];
     if (threadIdx.x == 0) block = atomicAdd(&state[0], 1u);
     __syncthreads();
     const int sub = threadIdx.x % LANES;
     const int64_t slot = (int64_t)block * (SYNCFREE_THREADS / LANES) + threadIdx.x / LANES;
     const int32_t i = slot < n_slots ? slots[slot] : -1;
-    double sum = 0.0, diag = 0.0, rhs = 0.0;
+    double sum = 0.0, diag = 0.0, rhs = 0.0, wi = 0.0;
     if (i >= 0) {
-        if (sub == 0) rhs = (s ? s[i] : 1.0) * b[i]; /* issued before the waits */
+        if (sub == 0) { /* issued before the waits */
+            rhs = (s ? s[i] : 1.0) * b[i];
+            if (dot) wi = w[i];
+            if (fill) fill[i] = SYNCFREE_UNSET;
+        }
         for (int64_t p = rp[i] + sub; p < rp[i + 1]; p += LANES) {
             const int32_t j = col[p];
             if (j == i) diag = val[p];
@@ -96,52 +113,95 @@ __global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *
         sum += __shfl_xor_sync(FULL_MASK, sum, o, LANES);
         diag += __shfl_xor_sync(FULL_MASK, diag, o, LANES);
     }
+    double term = 0.0; /* w_i x_i, on the row's first lane */
     if (i >= 0 && sub == 0) {
-        unsigned long long v =
-            (unsigned long long)__double_as_longlong((rhs - sum) / (unit ? 1.0 : diag));
+        const double xi = (rhs - sum) / (unit ? 1.0 : diag);
+        unsigned long long v = (unsigned long long)__double_as_longlong(xi);
         if (v == SYNCFREE_UNSET) v = SYNCFREE_NAN;
         word_ref(*reinterpret_cast<unsigned long long *>(x + i)).store(v, cuda::memory_order_relaxed);
+        term = wi * xi;
     }
-    __syncthreads(); /* every row of this block written */
+    if (dot) { /* uniform: the whole block sums (gs_block_sum's barriers) */
+        const double part = gs_block_sum(term, smem);
+        if (threadIdx.x == 0) partials[block] = part;
+    }
+    __syncthreads(); /* every row of this block written, and its partial */
     if (threadIdx.x == 0) {
         __threadfence();
-        if (atomicAdd(&state[1], 1u) == gridDim.x - 1) { /* the last block: all others done */
-            state[0] = 0u;
-            state[1] = 0u;
-        }
+        is_last = atomicAdd(&state[1], 1u) == gridDim.x - 1; /* the last block: all others done */
+    }
+    __syncthreads();
+    if (!is_last) return;
+    if (dot) { /* the partials in ticket order, a fixed tree: the same bits every run */
+        __threadfence();
+        double acc = 0.0;
+        for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) acc += __ldcg(&partials[k]);
+        acc = gs_block_sum(acc, smem);
+        if (threadIdx.x == 0) *dot = acc;
+    }
+    if (threadIdx.x == 0) {
+        state[0] = 0u;
+        state[1] = 0u;
     }
 }
 
 template <int LANES>
 static int tri_syncfree_launch(gs_engine *e, const gs_dtri *t, const double *val, int unit,
-                               const double *s, const double *b, double *x)
+                               const double *s, const double *b, double *x,
+                               const gs_dtri_fused *f)
 {
     cudaStream_t st = gs_cuda_of(e)->stream;
-    if (t->n_slots == 0) return GS_OK;
-    const int status = CUDA_CALL(&e->err, cudaMemsetAsync(x, 0xFF, (size_t)t->n * sizeof(double), st));
-    if (status != GS_OK) return status;
+    if (!f->x_filled) {
+        const int status = CUDA_CALL(&e->err, cudaMemsetAsync(x, 0xFF, (size_t)t->n * sizeof(double), st));
+        if (status != GS_OK) return status;
+    }
     return CUDA_LAUNCH(&e->err, tri_syncfree_kernel<LANES>,
                        gs_dblocks(t->n_slots, SYNCFREE_THREADS / LANES), SYNCFREE_THREADS, 0, st,
                        t->n_slots, (bool)t->upper, (const int32_t *)t->slot_rows, t->rp, t->col,
-                       val, (bool)unit, s, b, x, t->state);
+                       val, (bool)unit, s, b, x, t->state, f->w, t->partials, f->dot,
+                       (unsigned long long *)f->fill);
+}
+
+/* The sync-free solve's blocks (its partials). */
+int64_t gs_dtri_syncfree_blocks(const gs_dtri *t)
+{
+    return gs_dblocks(t->n_slots, SYNCFREE_THREADS / t->syncfree_lanes);
 }
 
 int gs_dtri_solve_syncfree(gs_engine *e, const gs_dtri *t, const double *val, int unit,
-                           const double *s, const double *b, double *x)
+                           const double *s, const double *b, double *x, const gs_dtri_fused *f)
 {
+    const gs_dtri_fused none = {};
+    if (!f) f = &none;
+    if (f->dot && (!f->w || !t->partials || t->n_partials < gs_dtri_syncfree_blocks(t)))
+        return gs_error_set(&e->err, GS_ERR_INTERNAL,
+                            "trisolve sync-free: a fused dot without w or gs_dtri_prepare_dot");
+    if (t->n_slots == 0) /* nothing to solve: the dot of nothing, the fill of nothing */
+        return f->dot ? CUDA_CALL(&e->err, cudaMemsetAsync(f->dot, 0, sizeof(double),
+                                                           gs_cuda_of(e)->stream))
+                      : GS_OK;
     switch (t->syncfree_lanes) {
-    case 1: return tri_syncfree_launch<1>(e, t, val, unit, s, b, x);
-    case 2: return tri_syncfree_launch<2>(e, t, val, unit, s, b, x);
-    case 4: return tri_syncfree_launch<4>(e, t, val, unit, s, b, x);
-    case 8: return tri_syncfree_launch<8>(e, t, val, unit, s, b, x);
-    case 16: return tri_syncfree_launch<16>(e, t, val, unit, s, b, x);
-    default: return tri_syncfree_launch<32>(e, t, val, unit, s, b, x);
+    case 1: return tri_syncfree_launch<1>(e, t, val, unit, s, b, x, f);
+    case 2: return tri_syncfree_launch<2>(e, t, val, unit, s, b, x, f);
+    case 4: return tri_syncfree_launch<4>(e, t, val, unit, s, b, x, f);
+    case 8: return tri_syncfree_launch<8>(e, t, val, unit, s, b, x, f);
+    case 16: return tri_syncfree_launch<16>(e, t, val, unit, s, b, x, f);
+    default: return tri_syncfree_launch<32>(e, t, val, unit, s, b, x, f);
     }
+}
+
+int gs_dtri_solve_fused(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, const double *val,
+                        int unit, const double *s, const double *b, double *x,
+                        const gs_dtri_fused *f)
+{
+    if (how == GS_DTRI_SYNCFREE) return gs_dtri_solve_syncfree(e, t, val, unit, s, b, x, f);
+    if (f && (f->fill || f->x_filled))
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "trisolve levels: a fill asked of it");
+    return gs_dtri_solve_levels(e, t, val, unit, s, b, x, f);
 }
 
 int gs_dtri_solve(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, const double *val,
                   int unit, const double *s, const double *b, double *x)
 {
-    if (how == GS_DTRI_SYNCFREE) return gs_dtri_solve_syncfree(e, t, val, unit, s, b, x);
-    return gs_dtri_solve_levels(e, t, val, unit, s, b, x);
+    return gs_dtri_solve_fused(e, t, how, val, unit, s, b, x, NULL);
 }

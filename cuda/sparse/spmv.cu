@@ -5,8 +5,6 @@
 #include "layout.h"
 #include "reduce.cuh"
 
-enum { SPMV_PLAIN = 0, SPMV_DOT = 1, SPMV_AXPBY = 2 };
-
 /* ------------------------------------------------------------- the kernels */
 
 struct sell_args {
@@ -16,20 +14,16 @@ struct sell_args {
     const int32_t *__restrict__ perm;
 };
 
+/* long_min: rows of at least that many entries are the split rows'
+ * (skipped here, INT64_MAX where there are none); extra: their n_extra dot
+ * terms, written by split_long_kernel before this kernel runs. */
 struct csr_args {
     int64_t n_rows;
     const int64_t *__restrict__ row_ptr;
     const int32_t *__restrict__ col;
-};
-
-struct spmv_epilogue {
-    double *__restrict__ y;
-    const double *__restrict__ w; /* SPMV_DOT */
-    gs_coef ka, kb;               /* SPMV_AXPBY */
-    const double *S;
-    double *partials;
-    unsigned int *counter;
-    double *out;
+    int64_t long_min;
+    const double *__restrict__ extra;
+    int64_t n_extra;
 };
 
 /* y_row = sum (plain and dot: plus sum * w_row to the dot), or
@@ -104,14 +98,22 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
             beg = A.row_ptr[row];
             end = A.row_ptr[row + 1];
         }
+        const bool split = end - beg >= A.long_min; /* split_long_kernel's row */
+        if (split) end = beg;
         double sum = 0.0;
         for (int64_t k = beg + sub; k < end; k += LANES)
             sum = fma((double)__ldg(val + k), __ldg(x + __ldg(A.col + k)), sum);
 #pragma unroll
         for (int o = LANES / 2; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o, LANES);
-        if (sub == 0 && row < A.n_rows) acc += spmv_store<MODE>(ep, row, sum, a, b);
+        if (sub == 0 && row < A.n_rows && !split) acc += spmv_store<MODE>(ep, row, sum, a, b);
     }
-    if (MODE == SPMV_DOT) gs_reduce_finish1(acc, ep.partials, ep.counter, ep.out);
+    if (MODE == SPMV_DOT) {
+        const int64_t nthreads = (int64_t)gridDim.x * blockDim.x;
+        for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < A.n_extra;
+             k += nthreads)
+            acc += A.extra[k];
+        gs_reduce_finish1(acc, ep.partials, ep.counter, ep.out);
+    }
 }
 
 /* ----------------------------------------------------------------- launch */
@@ -152,7 +154,13 @@ template <typename V, int MODE, int LANES>
 static int launch_csr_lanes(gs_engine *e, const gs_mat *A, const double *x,
                             const spmv_epilogue &ep, unsigned grid)
 {
-    csr_args args = {A->n_rows, A->row_ptr, A->csr_col};
+    const int split = A->long_mode == LONG_SPLIT;
+    csr_args args = {A->n_rows,
+                     A->row_ptr,
+                     A->csr_col,
+                     split ? A->long_min : INT64_MAX,
+                     split && MODE == SPMV_DOT ? A->row_dot : NULL,
+                     split && MODE == SPMV_DOT ? A->n_long : 0};
     return launch_capped<MODE>(e, A, csr_spmv_kernel<V, MODE, LANES>, "csr_spmv_kernel", grid,
                                args, (const V *)A->csr_val, x, ep);
 }
@@ -183,10 +191,17 @@ static unsigned spmv_grid(gs_engine *e, const gs_mat *A)
     return (unsigned)(blocks < 1 ? 1 : blocks);
 }
 
+/* Split rows: their kernel first (vector-CSR then skips them and adds
+ * their dot terms); merge path: its own kernels for the whole product. */
 template <int MODE>
 static int spmv_dispatch(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep)
 {
     unsigned grid = spmv_grid(e, A);
+    if (A->long_mode == LONG_MERGE) return spmv_merge(e, A, MODE, x, ep, 0);
+    if (A->long_mode == LONG_SPLIT) {
+        const int status = spmv_split_rows(e, A, MODE, x, ep, 0);
+        if (status != GS_OK) return status;
+    }
     if (A->format == GS_CUDA_SELL)
         return A->prec == GS_FP32 ? launch_sell<float, MODE>(e, A, x, ep, grid)
                                   : launch_sell<double, MODE>(e, A, x, ep, grid);
@@ -202,6 +217,11 @@ int spmv_prepare(gs_engine *e, const gs_mat *A)
 {
     spmv_epilogue ep = {NULL, NULL, gs_coef_const(1.0), gs_coef_const(0.0), NULL, NULL, NULL, NULL};
     int status = GS_OK;
+    for (int mode = SPMV_PLAIN; mode <= SPMV_AXPBY && status == GS_OK; mode++) {
+        if (A->long_mode == LONG_MERGE) status = spmv_merge(e, A, mode, NULL, ep, 1);
+        if (A->long_mode == LONG_SPLIT) status = spmv_split_rows(e, A, mode, NULL, ep, 1);
+    }
+    if (status != GS_OK || A->long_mode == LONG_MERGE) return status;
     if (A->format == GS_CUDA_SELL) {
         if (A->prec == GS_FP32) {
             status = launch_sell<float, SPMV_PLAIN>(e, A, NULL, ep, 0);

@@ -82,7 +82,7 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
     if (n == 0 || csr_forced || (force == GS_CUDA_LAYOUT_AUTO && few_long)) {
         status = fill_csr(e, m, row_ptr, col, val, adopt, src);
         /* rows of very different lengths (long_rows.cu) */
-        if (status == GS_OK && force != GS_CUDA_LAYOUT_CSR) status = long_rows_plan(e, m, force);
+        if (status == GS_OK && force != GS_CUDA_LAYOUT_CSR) status = long_rows_plan(e, m, force, -1);
         return status;
     }
     if (defer) {
@@ -145,7 +145,8 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
         m->slice_ptr = NULL;
         m->sigma = 1;
         GS_TRY(fill_csr(e, m, row_ptr, col, val, adopt, src));
-        GS_TRY(long_rows_plan(e, m, force)); /* rows of very different lengths */
+        /* rows of very different lengths; the widest slice is the longest row */
+        GS_TRY(long_rows_plan(e, m, force, width));
     }
 cleanup: /* stream-ordered frees; the matrix is ready in stream order */
     gs_cuda_free(e, sizes, m->n_slices * sizeof(int64_t));

@@ -181,9 +181,10 @@ int keep_triangle(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t
                   const double *val);
 /* long_rows.cu: the long-row rule on a matrix laid out as CSR (m->row_ptr
  * set), and what its mode needs built; force: GS_CUDA_LAYOUT_CSR_SPLIT or
- * _MERGE, or the rule (the engine's debug switches steer it). Freed by
- * long_rows_free (also with m->long_mode LONG_NONE). */
-int long_rows_plan(gs_engine *e, gs_mat *m, gs_cuda_layout force);
+ * _MERGE, or the rule (the engine's debug switches steer it); longest: the
+ * longest row where known (the padding rule's widest slice), else -1.
+ * Freed by long_rows_free (also with m->long_mode LONG_NONE). */
+int long_rows_plan(gs_engine *e, gs_mat *m, gs_cuda_layout force, int64_t longest);
 void long_rows_free(gs_engine *e, gs_mat *m);
 /* spmv_long.cu: the split rows' kernel (issued before the vector-CSR
  * kernel, which adds row_dot to its dot) and the merge-path kernels, for

@@ -32,34 +32,46 @@
  * deterministic: every sum is a fixed tree or a fixed order. */
 #include "layout.h"
 
-/* One thread a row: flags[i] = 1 and chunks[i] = ceil(len / LONG_CHUNK)
- * for a long row (else 0); stats[0] = the longest row, stats[1] = the long
- * rows' entries (integer atomics: exact, any order). Whole warps reduce
- * first, so the atomics are one a warp. */
-__global__ void long_rows_mark_kernel(const int64_t *__restrict__ row_ptr, int64_t n,
-                                      int64_t long_min, int64_t *__restrict__ flags,
-                                      int64_t *__restrict__ chunks,
-                                      unsigned long long *__restrict__ stats)
+/* The statistics, one thread a row: stats = {longest row, entries of the
+ * long rows, long rows, their chunks of LONG_CHUNK} (integer atomics:
+ * exact in any order), one atomic a warp after a warp reduction. */
+__global__ void long_rows_stats_kernel(const int64_t *__restrict__ row_ptr, int64_t n,
+                                       int64_t long_min, unsigned long long *__restrict__ stats)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t len = i < n ? row_ptr[i + 1] - row_ptr[i] : 0;
     const int is_long = i < n && len >= long_min;
-    if (i < n) {
-        flags[i] = is_long;
-        chunks[i] = is_long ? (len + LONG_CHUNK - 1) / LONG_CHUNK : 0;
-    }
-    unsigned long long longest = (unsigned long long)len, in_long = is_long ? len : 0;
+    unsigned long long v[4] = {(unsigned long long)len, is_long ? (unsigned long long)len : 0ull,
+                               (unsigned long long)is_long,
+                               is_long ? (unsigned long long)((len + LONG_CHUNK - 1) / LONG_CHUNK)
+                                       : 0ull};
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-        const unsigned long long a = __shfl_down_sync(0xffffffffu, longest, o);
-        const unsigned long long b = __shfl_down_sync(0xffffffffu, in_long, o);
-        longest = a > longest ? a : longest;
-        in_long += b;
+        const unsigned long long m = __shfl_down_sync(0xffffffffu, v[0], o);
+        v[0] = m > v[0] ? m : v[0];
+#pragma unroll
+        for (int q = 1; q < 4; q++) v[q] += __shfl_down_sync(0xffffffffu, v[q], o);
     }
-    if ((threadIdx.x & 31) == 0) {
-        if (longest) atomicMax(&stats[0], longest);
-        if (in_long) atomicAdd(&stats[1], in_long);
+    if ((threadIdx.x & 31) == 0 && v[0]) {
+        atomicMax(&stats[0], v[0]);
+        if (v[2]) {
+            atomicAdd(&stats[1], v[1]);
+            atomicAdd(&stats[2], v[2]);
+            atomicAdd(&stats[3], v[3]);
+        }
     }
+}
+
+/* flags[i] = 1 and chunks[i] = ceil(len / LONG_CHUNK) for a long row, else 0. */
+__global__ void long_rows_mark_kernel(const int64_t *__restrict__ row_ptr, int64_t n,
+                                      int64_t long_min, int64_t *__restrict__ flags,
+                                      int64_t *__restrict__ chunks)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int64_t len = row_ptr[i + 1] - row_ptr[i];
+    flags[i] = len >= long_min;
+    chunks[i] = len >= long_min ? (len + LONG_CHUNK - 1) / LONG_CHUNK : 0;
 }
 
 /* Long row k (k = pos[i] - 1, pos the inclusive scan of the flags): its row
@@ -129,12 +141,13 @@ __global__ void merge_fix_list_kernel(const int64_t *__restrict__ flags,
 
 /* ------------------------------------------------------------------ builds */
 
-/* The split rows' lists from the marks (n_long, n_chunks known). */
-static int build_split(gs_engine *e, gs_mat *m, const int64_t *flags, const int64_t *pos,
-                       const int64_t *cpos)
+/* The split rows' lists (n_long, n_chunks known): long row k is the k-th
+ * long row in row order, its chunks after those of rows k' < k. */
+static int build_split(gs_engine *e, gs_mat *m)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t n = m->n_rows, nl = m->n_long, nc = m->n_chunks;
+    int64_t *flags = NULL, *chunks = NULL, *pos = NULL, *cpos = NULL;
     int status = GS_OK;
     GS_TRY(gs_cuda_alloc(e, &m->long_row, nl * sizeof(int32_t), "long rows: rows"));
     GS_TRY(gs_cuda_alloc(e, &m->chunk_ptr, (nl + 1) * sizeof(int64_t), "long rows: chunk pointers"));
@@ -144,9 +157,18 @@ static int build_split(gs_engine *e, gs_mat *m, const int64_t *flags, const int6
     GS_TRY(gs_cuda_alloc(e, &m->ticket, nl * sizeof(unsigned int), "long rows: tickets"));
     m->bytes += nl * (sizeof(int32_t) + sizeof(int64_t) + sizeof(double) + sizeof(unsigned int)) +
                 sizeof(int64_t) + nc * (sizeof(int32_t) + sizeof(double));
+    GS_TRY(gs_cuda_alloc(e, &flags, n * sizeof(int64_t), "long rows: flags"));
+    GS_TRY(gs_cuda_alloc(e, &chunks, n * sizeof(int64_t), "long rows: chunk counts"));
+    GS_TRY(gs_cuda_alloc(e, &pos, n * sizeof(int64_t), "long rows: positions"));
+    GS_TRY(gs_cuda_alloc(e, &cpos, n * sizeof(int64_t), "long rows: chunk positions"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(m->ticket, 0, nl * sizeof(unsigned int), c->stream)));
+    GS_TRY(CUDA_LAUNCH(&e->err, long_rows_mark_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream,
+                       (const int64_t *)m->row_ptr, n, m->long_min, flags, chunks));
+    GS_TRY(gs_dscan_inclusive(e, flags, pos, n));
+    GS_TRY(gs_dscan_inclusive(e, chunks, cpos, n));
     GS_TRY(CUDA_LAUNCH(&e->err, long_rows_list_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream,
-                       flags, pos, cpos, n, m->long_row, m->chunk_ptr));
+                       (const int64_t *)flags, (const int64_t *)pos, (const int64_t *)cpos, n,
+                       m->long_row, m->chunk_ptr));
     GS_TRY(CUDA_LAUNCH(&e->err, long_rows_chunk_kernel, blocks_for(nl * 32), GS_CUDA_BLOCK, 0,
                        c->stream, (const int64_t *)m->chunk_ptr, nl, m->chunk_row));
     /* vector-CSR's lanes from the short rows' mean, the ones it still walks */
@@ -156,7 +178,11 @@ static int build_split(gs_engine *e, gs_mat *m, const int64_t *flags, const int6
         while (m->lanes < 32 && (double)m->lanes < short_mean) m->lanes *= 2;
     }
     m->long_mode = LONG_SPLIT;
-cleanup:
+cleanup: /* stream-ordered frees */
+    gs_cuda_free(e, cpos, n * sizeof(int64_t));
+    gs_cuda_free(e, pos, n * sizeof(int64_t));
+    gs_cuda_free(e, chunks, n * sizeof(int64_t));
+    gs_cuda_free(e, flags, n * sizeof(int64_t));
     return status;
 }
 
@@ -196,12 +222,11 @@ cleanup:
     return status;
 }
 
-int long_rows_plan(gs_engine *e, gs_mat *m, gs_cuda_layout force)
+int long_rows_plan(gs_engine *e, gs_mat *m, gs_cuda_layout force, int64_t longest)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const gs_debug *dbg = gs_cuda_debug(e);
     const int64_t n = m->n_rows, nnz = m->nnz;
-    int64_t *flags = NULL, *chunks = NULL, *pos = NULL, *cpos = NULL;
     unsigned long long *stats = NULL;
     int status = GS_OK;
     int mode = force == GS_CUDA_LAYOUT_CSR_MERGE ? LONG_MERGE : LONG_SPLIT;
@@ -210,48 +235,37 @@ int long_rows_plan(gs_engine *e, gs_mat *m, gs_cuda_layout force)
         if (dbg->spmv_long == GS_DEBUG_LONG_MERGE) mode = LONG_MERGE;
     }
     if (n == 0 || m->format != GS_CUDA_CSR) return GS_OK;
+    int64_t t = (int64_t)ceil(LONG_ROW_RATIO * (double)nnz / (double)n);
+    if (t < LONG_ROW_MIN) t = LONG_ROW_MIN;
+    if (dbg->spmv_long_min > 0) t = (int64_t)dbg->spmv_long_min;
+    /* no row reaches it (the padding rule's widest slice is the longest
+     * row, where it was read; no row can be longer than nnz or n_cols):
+     * nothing to read, nothing to do (forced merge takes any matrix) */
+    const int none = t > nnz || t > m->n_cols || (longest >= 0 && longest < t);
+    if (none && mode == LONG_SPLIT) return GS_OK;
+    m->long_min = t;
+    GS_TRY(gs_cuda_alloc(e, &stats, 4 * sizeof(unsigned long long), "long rows: statistics"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(stats, 0, 4 * sizeof(unsigned long long), c->stream)));
+    GS_TRY(CUDA_LAUNCH(&e->err, long_rows_stats_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream,
+                       (const int64_t *)m->row_ptr, n, t, stats));
     {
-        const double mean = (double)nnz / (double)n;
-        int64_t t = (int64_t)ceil(LONG_ROW_RATIO * mean);
-        if (t < LONG_ROW_MIN) t = LONG_ROW_MIN;
-        if (dbg->spmv_long_min > 0) t = (int64_t)dbg->spmv_long_min;
-        /* no row can reach it: no statistics, nothing to do (forced merge
-         * needs none) */
-        if ((t > nnz || t > m->n_cols) && mode == LONG_SPLIT) return GS_OK;
-        m->long_min = t;
-    }
-    GS_TRY(gs_cuda_alloc(e, &flags, n * sizeof(int64_t), "long rows: flags"));
-    GS_TRY(gs_cuda_alloc(e, &chunks, n * sizeof(int64_t), "long rows: chunk counts"));
-    GS_TRY(gs_cuda_alloc(e, &pos, n * sizeof(int64_t), "long rows: positions"));
-    GS_TRY(gs_cuda_alloc(e, &cpos, n * sizeof(int64_t), "long rows: chunk positions"));
-    GS_TRY(gs_cuda_alloc(e, &stats, 2 * sizeof(unsigned long long), "long rows: statistics"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(stats, 0, 2 * sizeof(unsigned long long), c->stream)));
-    GS_TRY(CUDA_LAUNCH(&e->err, long_rows_mark_kernel, blocks_for(n), GS_CUDA_BLOCK, 0, c->stream,
-                       (const int64_t *)m->row_ptr, n, m->long_min, flags, chunks, stats));
-    GS_TRY(gs_dscan_inclusive(e, flags, pos, n));
-    GS_TRY(gs_dscan_inclusive(e, chunks, cpos, n));
-    {
-        const void *src[4] = {stats, pos + n - 1, cpos + n - 1, stats + 1};
-        const int words[4] = {1, 1, 1, 1};
+        const void *src[1] = {stats};
+        const int words[1] = {4};
         uint64_t got[4] = {0, 0, 0, 0};
-        GS_TRY(gs_dread_words(e, 4, src, words, got));
+        GS_TRY(gs_dread_words(e, 1, src, words, got));
         m->max_row = (int64_t)got[0];
-        m->n_long = (int64_t)got[1];
-        m->long_nnz = (int64_t)got[3];
-        if (mode == LONG_SPLIT) m->n_chunks = (int64_t)got[2];
+        m->long_nnz = (int64_t)got[1];
+        m->n_long = (int64_t)got[2];
+        m->n_chunks = mode == LONG_SPLIT ? (int64_t)got[3] : 0;
     }
     if (m->n_long == 0 && force == GS_CUDA_LAYOUT_AUTO) goto cleanup; /* even enough */
     if (mode == LONG_MERGE)
         GS_TRY(build_merge(e, m));
     else if (m->n_long > 0)
-        GS_TRY(build_split(e, m, flags, pos, cpos));
+        GS_TRY(build_split(e, m));
     memset(m->max_blocks, 0, sizeof m->max_blocks);
-cleanup: /* stream-ordered frees */
-    gs_cuda_free(e, stats, 2 * sizeof(unsigned long long));
-    gs_cuda_free(e, cpos, n * sizeof(int64_t));
-    gs_cuda_free(e, pos, n * sizeof(int64_t));
-    gs_cuda_free(e, chunks, n * sizeof(int64_t));
-    gs_cuda_free(e, flags, n * sizeof(int64_t));
+cleanup:
+    gs_cuda_free(e, stats, 4 * sizeof(unsigned long long));
     return status;
 }
 

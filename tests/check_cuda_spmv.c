@@ -385,6 +385,45 @@ START_TEST(test_shapes_rule_split_merge)
 }
 END_TEST
 
+/* The ratio side of the threshold: rows of 10 (16 x mean above 128) with
+ * two rows of L - 1, L, L + 1 entries, L the threshold the rule computes
+ * for this very matrix (a fixed point: L moves the mean): exactly the rows
+ * of L and L + 1 are long. */
+START_TEST(test_ratio_threshold)
+{
+    engines_up();
+    tu_rng r = tu_rng_seed(2407);
+    const int32_t n = 10000;
+    int32_t L = LONG_ROW_MIN;
+    for (int it = 0; it < 20; it++) { /* nnz = 10 (n - 3) + 3 L */
+        const int32_t t = (int32_t)ceil(LONG_ROW_RATIO * (10.0 * (n - 3) + 3.0 * L) / n);
+        if (t == L) break;
+        L = t;
+    }
+    ck_assert_int_gt(L, LONG_ROW_MIN);
+    int32_t *len = malloc((size_t)n * sizeof(int32_t));
+    for (int32_t i = 0; i < n; i++) len[i] = 10;
+    len[100] = L - 1, len[5000] = L, len[n - 1] = L + 1;
+    gs_csr A = rows_of(&r, n, n, len);
+    free(len);
+    ck_assert_int_eq(rule_min(&A), L);
+    check_as(&A, GS_FP64, -1, "CSR-split", "ratio threshold", &r, NULL);
+    check_as(&A, GS_FP32, -1, "CSR-split", "ratio threshold", &r, NULL);
+#if GS_HAVE_CUDA
+    gs_mat *ga = NULL;
+    ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP64, &ga), GS_OK);
+    const gs_cuda_row_stats st = gs_cuda_mat_row_stats(ga);
+    ck_assert_int_eq(st.long_min, L);
+    ck_assert_int_eq(st.n_long, 2);
+    ck_assert_int_eq(st.long_nnz, 2 * L + 1);
+    ck_assert_int_eq(st.max_row, L + 1);
+    gpu->ops->mat_destroy(gpu, ga);
+#endif
+    gs_csr_free(&A);
+    engines_down();
+}
+END_TEST
+
 /* The switches: GS_SPMV_LONG=off gives the layouts before (CSR), merge
  * the merge path, split the default; GS_SPMV_LONG_MIN moves the threshold
  * (down to rows of 2: nearly every row split, most of one chunk). */
@@ -594,6 +633,7 @@ static Suite *cuda_spmv_suite(int have_gpu)
     tcase_add_test(tc, test_device_or_clean_refusal);
     if (have_gpu) {
         tcase_add_test(tc, test_shapes_rule_split_merge);
+        tcase_add_test(tc, test_ratio_threshold);
         tcase_add_test(tc, test_switches);
         tcase_add_test(tc, test_merge_everywhere);
         tcase_add_test(tc, test_bloweybq_and_system_matrix);

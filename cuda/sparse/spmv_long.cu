@@ -102,7 +102,9 @@ struct merge_args {
 
 /* A warp a tile of MERGE_TILE path items (a row's end is an item, an entry
  * is an item), MERGE_ITEMS consecutive ones a lane, its start found by the
- * diagonal search within the tile's rows. A lane sums entries until a row
+ * diagonal search within the tile's rows. The tile's products a_ij x_j (at
+ * most MERGE_TILE) are formed first, coalesced, 8 independent loads a lane
+ * in flight, into the warp's shared memory. A lane sums products until a row
  * ends: the first row a lane ends may have begun in earlier lanes, whose
  * open parts reach it through a segmented scan over the warp (keys: the
  * row open at each lane's end, nondecreasing); the rows it ends after its
@@ -120,13 +122,23 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
         a = gs_coef_eval(ep.ka, ep.S);
         b = gs_coef_eval(ep.kb, ep.S);
     }
+    __shared__ double products[GS_CUDA_BLOCK / 32][MERGE_TILE];
+    double *prod = products[threadIdx.x >> 5];
     const int lane = threadIdx.x & 31;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5, total = A.n_rows + A.nnz;
     for (int64_t t = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; t < A.n_tiles;
          t += nwarps) {
         const int64_t i0 = A.tile_row[t], i1 = A.tile_row[t + 1];
         const int64_t j0 = t * MERGE_TILE - i0;
+        const int64_t j1 = ((t + 1) * MERGE_TILE < total ? (t + 1) * MERGE_TILE : total) - i1;
         const bool began_before = A.row_ptr[i0] < j0;
+        __syncwarp(); /* the previous tile's walk has read prod */
+#pragma unroll
+        for (int q = 0; q < MERGE_ITEMS; q++) {
+            const int64_t jj = j0 + q * 32 + lane;
+            prod[q * 32 + lane] = jj < j1 ? (double)__ldg(val + jj) * __ldg(x + __ldg(A.col + jj)) : 0.0;
+        }
+        __syncwarp();
         const int64_t d = t * MERGE_TILE + (int64_t)lane * MERGE_ITEMS;
         const int64_t d_end = d + MERGE_ITEMS < total ? d + MERGE_ITEMS : total;
         /* the lane's start (i, j), i + j = d, i in [i0, i1] */
@@ -156,7 +168,7 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
                 i++;
                 row_end = i < A.n_rows ? A.row_ptr[i + 1] : A.nnz;
             } else {
-                sum = fma((double)__ldg(val + j), __ldg(x + __ldg(A.col + j)), sum);
+                sum += prod[j - j0];
                 j++;
             }
         }

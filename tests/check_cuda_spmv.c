@@ -21,6 +21,7 @@
 #include "debug.h"
 #include "engine.h"
 #include "gen.h"
+#include "precond.h"
 #include "testutil.h"
 #if GS_HAVE_CUDA
 #include "../cuda/engine/gs_cuda.h"
@@ -592,6 +593,80 @@ START_TEST(test_capture_replay)
 }
 END_TEST
 
+/* A preconditioner's products go through the same engine matrices: on an
+ * SPD arrow matrix (tridiagonal plus a dense first row and column), A and
+ * ssor-ai's F^T (whose first row is dense) have a long row; the GPU apply
+ * z = F^T (F r) against the CPU's, within what two SpMVs summed in other
+ * orders can differ by: 2 K u (|F^T| |F| |r|)_i, K = 2 + 2 x the longest
+ * row of F or F^T (Higham 3.5), F from the CPU setup. */
+START_TEST(test_preconditioner_apply)
+{
+    engines_up();
+    const int32_t n = 6000;
+    int32_t *ri = malloc((size_t)5 * n * sizeof(int32_t)), *ci = malloc((size_t)5 * n * sizeof(int32_t));
+    double *vi = malloc((size_t)5 * n * sizeof(double));
+    int64_t q = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ri[q] = i, ci[q] = i, vi[q++] = i == 0 ? 0.1 * (n - 1) + 1.0 : 3.1;
+        if (i > 1) ri[q] = i, ci[q] = i - 1, vi[q++] = -1.0;
+        if (i > 0 && i + 1 < n) ri[q] = i, ci[q] = i + 1, vi[q++] = -1.0;
+        if (i > 0) {
+            ri[q] = i, ci[q] = 0, vi[q++] = 0.1;
+            ri[q] = 0, ci[q] = i, vi[q++] = 0.1;
+        }
+    }
+    gs_csr A = tu_from_triplets(n, n, q, ri, ci, vi);
+    free(ri), free(ci), free(vi);
+    const char *kv[] = {"omega", "1", "ssor-terms", "1", NULL};
+    gs_params p = tu_params(kv);
+    gs_mat *ca = NULL, *ga = NULL;
+    gs_pc *pc_c = NULL, *pc_g = NULL;
+    gs_error err = {0};
+    ck_assert_int_eq(cpu->ops->mat_create(cpu, &A, GS_FP64, &ca), GS_OK);
+    ck_assert_int_eq(gpu->ops->mat_create_system(gpu, &A, &ga), GS_OK);
+    ck_assert_msg(gs_pc_create(gs_pc_find("ssor-ai"), cpu, &p, &A, ca, &pc_c, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_pc_create(gs_pc_find("ssor-ai"), gpu, &p, &A, ga, &pc_g, &err) == GS_OK, "%s", err.msg);
+#if GS_HAVE_CUDA
+    ck_assert_str_eq(gs_cuda_mat_layout(ga), "CSR-split");
+#endif
+    gs_csr F = {0};
+    tu_pc_saved_matrix(pc_c, "F", &F);
+    tu_rng r = tu_rng_seed(2408);
+    double *rhs = randoms(&r, n), *t = calloc((size_t)n, sizeof(double)), *w = calloc((size_t)n, sizeof(double));
+    gs_vec *vr_c = vec_from(cpu, rhs, n), *vz_c = vec_nan(cpu, n);
+    gs_vec *vr_g = vec_from(gpu, rhs, n), *vz_g = vec_nan(gpu, n);
+    ck_assert_int_eq(gs_pc_apply_dot(pc_c, vr_c, vz_c, GS_SLOT_NONE), GS_OK);
+    ck_assert_msg(gs_pc_apply_dot(pc_g, vr_g, vz_g, GS_SLOT_NONE) == GS_OK, "%s", gpu->err.msg);
+    double *zc = vec_get(cpu, vz_c, n), *zg = vec_get(gpu, vz_g, n);
+    int64_t longest = 0, col_count_max = 0;
+    int64_t *col_count = calloc((size_t)n, sizeof(int64_t));
+    for (int32_t i = 0; i < n; i++) {
+        if (F.row_ptr[i + 1] - F.row_ptr[i] > longest) longest = F.row_ptr[i + 1] - F.row_ptr[i];
+        for (int64_t k = F.row_ptr[i]; k < F.row_ptr[i + 1]; k++) {
+            t[i] += fabs(F.val[k] * rhs[F.col[k]]); /* t = |F| |r| */
+            col_count[F.col[k]]++;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (col_count[i] > col_count_max) col_count_max = col_count[i];
+        for (int64_t k = F.row_ptr[i]; k < F.row_ptr[i + 1]; k++) w[F.col[k]] += fabs(F.val[k]) * t[i];
+    }
+    ck_assert_int_ge(col_count_max, n - 1); /* F^T's first row is dense */
+    const double K = 2.0 + 2.0 * (double)(longest > col_count_max ? longest : col_count_max);
+    for (int32_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(zg[i] - zc[i]) <= 2 * K * (EPS / 2) * w[i],
+                      "ssor-ai apply on the arrow: z_%d = %.17g, want %.17g", i + 1, zg[i], zc[i]);
+    free(rhs), free(t), free(w), free(zc), free(zg), free(col_count);
+    cpu->ops->vec_destroy(cpu, vr_c), cpu->ops->vec_destroy(cpu, vz_c);
+    gpu->ops->vec_destroy(gpu, vr_g), gpu->ops->vec_destroy(gpu, vz_g);
+    gs_pc_destroy(pc_c), gs_pc_destroy(pc_g);
+    cpu->ops->mat_destroy(cpu, ca), gpu->ops->mat_destroy(gpu, ga);
+    gs_csr_free(&F), gs_csr_free(&A);
+    no_error(gpu);
+    engines_down();
+}
+END_TEST
+
 /* Memory: every array of the long-row layouts is returned on destroy. */
 START_TEST(test_accounting)
 {
@@ -638,6 +713,7 @@ static Suite *cuda_spmv_suite(int have_gpu)
         tcase_add_test(tc, test_merge_everywhere);
         tcase_add_test(tc, test_bloweybq_and_system_matrix);
         tcase_add_test(tc, test_capture_replay);
+        tcase_add_test(tc, test_preconditioner_apply);
         tcase_add_test(tc, test_accounting);
     }
     suite_add_tcase(s, tc);

@@ -45,9 +45,9 @@ struct gs_mat {
     /* Rows of very different lengths (long_rows.cu, spmv_long.cu), on the
      * CSR layout only, whose arrays stay whole (so the CSR view, the
      * diagonal and the downloads read them as they are). long_mode:
-     * LONG_NONE; LONG_SPLIT: rows of at least long_min entries are skipped
-     * by the vector-CSR kernel and summed in chunks of LONG_CHUNK entries,
-     * a warp a chunk, by split_long_kernel; LONG_MERGE: the merge-path
+     * LONG_NONE; LONG_SPLIT: rows of at least long_min entries are summed
+     * in chunks of LONG_CHUNK entries, a warp a chunk, inside the
+     * vector-CSR kernel, whose row loop skips them; LONG_MERGE: the merge-path
      * kernel over the whole matrix (tiles of MERGE_TILE rows + entries).
      * The statistics (max_row, n_long, long_nnz for rows >= long_min) are
      * those the rule read; long_min is 0 where it did not run. */
@@ -69,8 +69,8 @@ struct gs_mat {
 
     /* Grid cap per kernel and SpMV variant (plain, dot, axpby): blocks
      * resident at once, from the occupancy calculator, so the grid-stride
-     * loop runs one wave. [0..2] the layout's kernel, [3..5] the long-row
-     * or merge tile kernel, [6..8] the merge fix-up kernel. */
+     * loop runs one wave. [0..2] the layout's kernel, [3..5] the merge
+     * tile kernel, [6..8] the merge fix-up kernel. */
     unsigned max_blocks[9];
 
     /* Triangular solves (cuSPARSE SpSV, analysis on first use) */
@@ -186,11 +186,9 @@ int keep_triangle(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t
  * Freed by long_rows_free (also with m->long_mode LONG_NONE). */
 int long_rows_plan(gs_engine *e, gs_mat *m, gs_cuda_layout force, int64_t longest);
 void long_rows_free(gs_engine *e, gs_mat *m);
-/* spmv_long.cu: the split rows' kernel (issued before the vector-CSR
- * kernel, which adds row_dot to its dot) and the merge-path kernels, for
- * MODE; grid 0 only looks up the caps (spmv_prepare). */
-int spmv_split_rows(gs_engine *e, const gs_mat *A, int mode, const double *x,
-                    const spmv_epilogue &ep, int prepare);
+/* spmv_long.cu: the merge-path kernels for mode; prepare only looks up
+ * their grid caps (spmv_prepare). The split rows are summed inside the
+ * vector-CSR kernel (spmv.cu, spmv_split.cuh). */
 int spmv_merge(gs_engine *e, const gs_mat *A, int mode, const double *x, const spmv_epilogue &ep,
                int prepare);
 

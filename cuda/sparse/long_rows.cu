@@ -16,11 +16,12 @@
  * (GS_SPMV_LONG_MIN replaces it). Only where the layout rule chose CSR and
  * the longest row reaches long_min (nnz and n_cols must allow it, or no
  * statistics are read: most matrices pay nothing):
- *   split (default): vector-CSR keeps the short rows, its lanes from their
- *     mean; the long rows are cut into chunks of LONG_CHUNK entries, a warp
- *     a chunk, and the last warp of a row to finish adds the row's chunk
- *     sums (fixed order) and writes y: a row of L entries costs one round of
- *     loads on ceil(L / 256) warps;
+ *   split (default): inside the vector-CSR kernel (spmv_split.cuh), the
+ *     long rows are cut into chunks of LONG_CHUNK entries, a warp a chunk,
+ *     and the last warp of a row to finish adds the row's chunk sums (fixed
+ *     order) and writes y: a row of L entries costs one round of loads on
+ *     ceil(L / 256) warps; the row loop skips them, its lanes from the
+ *     short rows' mean;
  *   merge (GS_SPMV_LONG=merge): the merge path over rows + entries, a warp
  *     MERGE_TILE items: every warp the same work whatever the lengths.
  * The two are kept so that both can be measured on the same matrices

@@ -1,92 +1,11 @@
-/* spmv_long.cu - SpMV for rows of very different lengths: split long rows (row splitting, as
- * CSR-VectorL in Greathouse and Daga, SC 2014) and the merge-path kernel (Merrill and Garland,
- * SC 2016), with the fused dot / axpby epilogues; long_rows.cu has the rule and the builds.
- * No floating-point atomics: every sum is a fixed tree or a fixed order, so a product gives
- * the same bits every run. */
+/* spmv_long.cu - the merge-path SpMV (Merrill and Garland, "Merge-based parallel sparse
+ * matrix-vector multiplication", SC 2016) with the fused dot / axpby epilogues, for rows of
+ * very different lengths; long_rows.cu has the rule and the builds, spmv_split.cuh the split
+ * rows. No floating-point atomics: every sum is a fixed tree or a fixed order, so a product
+ * gives the same bits every run. */
 #include "layout.h"
 #include "reduce.cuh"
-
-/* The epilogue of row `row` (spmv.cu has the same): y_row = sum (plus
- * sum w_row to the dot), or y_row = a sum + b y_row (y not read if b = 0). */
-template <int MODE>
-__device__ __forceinline__ double long_store(const spmv_epilogue &ep, int64_t row, double sum,
-                                             double a, double b)
-{
-    if (MODE == SPMV_AXPBY) {
-        ep.y[row] = b == 0.0 ? a * sum : a * sum + b * ep.y[row];
-        return 0.0;
-    }
-    ep.y[row] = sum;
-    return MODE == SPMV_DOT ? sum * ep.w[row] : 0.0;
-}
-
-/* ------------------------------------------------------------ split rows */
-
-struct split_args {
-    int64_t n_chunks;
-    const int64_t *__restrict__ row_ptr;
-    const int32_t *__restrict__ col;
-    const int32_t *__restrict__ long_row;
-    const int64_t *__restrict__ chunk_ptr;
-    const int32_t *__restrict__ chunk_row;
-    double *chunk_sum, *row_dot;
-    unsigned int *ticket;
-};
-
-/* A warp a chunk of LONG_CHUNK entries of long row k (8 loads a lane, all
- * independent); lane 0 stores the chunk's warp sum and takes a ticket of
- * the row; the warp that takes the row's last ticket adds the row's chunk
- * sums (lane l those l, l + 32, ..., then the warp's fixed tree: the same
- * order whichever warp it is), writes the row's epilogue and resets the
- * ticket for the next product. The vector-CSR kernel that follows skips
- * these rows and, for the dot, adds row_dot. */
-template <typename V, int MODE>
-__global__ void __launch_bounds__(GS_CUDA_BLOCK)
-    split_long_kernel(split_args A, const V *__restrict__ val, const double *__restrict__ x,
-                      spmv_epilogue ep)
-{
-    double a = 1.0, b = 0.0;
-    if (MODE == SPMV_AXPBY) {
-        a = gs_coef_eval(ep.ka, ep.S);
-        b = gs_coef_eval(ep.kb, ep.S);
-    }
-    const int lane = threadIdx.x & 31;
-    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    for (int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < A.n_chunks;
-         c += nwarps) {
-        const int32_t k = A.chunk_row[c];
-        const int64_t c0 = A.chunk_ptr[k], c1 = A.chunk_ptr[k + 1];
-        const int32_t row = A.long_row[k];
-        const int64_t end_row = A.row_ptr[row + 1];
-        const int64_t beg = A.row_ptr[row] + (c - c0) * LONG_CHUNK;
-        const int64_t end = beg + LONG_CHUNK < end_row ? beg + LONG_CHUNK : end_row;
-        double sum = 0.0;
-#pragma unroll
-        for (int q = 0; q < LONG_CHUNK / 32; q++) {
-            const int64_t j = beg + q * 32 + lane;
-            if (j < end) sum = fma((double)__ldg(val + j), __ldg(x + __ldg(A.col + j)), sum);
-        }
-        sum = gs_warp_sum(sum);
-        unsigned int done = 0;
-        if (lane == 0) {
-            A.chunk_sum[c] = sum;
-            __threadfence(); /* the sum is visible device-wide before the ticket */
-            done = atomicAdd(A.ticket + k, 1u);
-        }
-        done = __shfl_sync(0xffffffffu, done, 0);
-        if (done != (unsigned int)(c1 - c0 - 1)) continue; /* not the row's last chunk */
-        __syncwarp();
-        __threadfence();
-        double total = 0.0;
-        for (int64_t q = c0 + lane; q < c1; q += 32) total += __ldcg(A.chunk_sum + q);
-        total = gs_warp_sum(total);
-        if (lane == 0) {
-            A.ticket[k] = 0u;
-            const double d = long_store<MODE>(ep, row, total, a, b);
-            if (MODE == SPMV_DOT) A.row_dot[k] = d;
-        }
-    }
-}
+#include "spmv_split.cuh"
 
 /* ------------------------------------------------------------ merge path */
 
@@ -248,16 +167,6 @@ static int launch_long(gs_engine *e, const gs_mat *A, int slot, Kernel kernel, c
 }
 
 template <typename V, int MODE>
-static int split_run(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep,
-                     int prepare)
-{
-    split_args args = {A->n_chunks, A->row_ptr, A->csr_col, A->long_row, A->chunk_ptr,
-                       A->chunk_row, A->chunk_sum, A->row_dot, A->ticket};
-    return launch_long(e, A, 3 + MODE, split_long_kernel<V, MODE>, "split_long_kernel",
-                       A->n_chunks, prepare, args, (const V *)A->csr_val, x, ep);
-}
-
-template <typename V, int MODE>
 static int merge_run(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep,
                      int prepare)
 {
@@ -273,30 +182,11 @@ static int merge_run(gs_engine *e, const gs_mat *A, const double *x, const spmv_
 }
 
 template <int MODE>
-static int split_mode(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep,
-                      int prepare)
-{
-    return A->prec == GS_FP32 ? split_run<float, MODE>(e, A, x, ep, prepare)
-                              : split_run<double, MODE>(e, A, x, ep, prepare);
-}
-
-template <int MODE>
 static int merge_mode(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep,
                       int prepare)
 {
     return A->prec == GS_FP32 ? merge_run<float, MODE>(e, A, x, ep, prepare)
                               : merge_run<double, MODE>(e, A, x, ep, prepare);
-}
-
-int spmv_split_rows(gs_engine *e, const gs_mat *A, int mode, const double *x,
-                    const spmv_epilogue &ep, int prepare)
-{
-    if (A->n_chunks == 0) return GS_OK;
-    switch (mode) {
-    case SPMV_DOT: return split_mode<SPMV_DOT>(e, A, x, ep, prepare);
-    case SPMV_AXPBY: return split_mode<SPMV_AXPBY>(e, A, x, ep, prepare);
-    default: return split_mode<SPMV_PLAIN>(e, A, x, ep, prepare);
-    }
 }
 
 int spmv_merge(gs_engine *e, const gs_mat *A, int mode, const double *x, const spmv_epilogue &ep,

@@ -4,7 +4,8 @@
 # and GMRES under initcheck (no read of device memory nothing wrote); one CG
 # solve under racecheck and synccheck (the reductions' shared memory and
 # barriers); FSAI setups that reach every setup kernel under memcheck,
-# racecheck, synccheck and initcheck; and, when built, the CUDA engine's test suite under memcheck
+# racecheck, synccheck and initcheck; the long-row SpMV (split and merge) under memcheck,
+# initcheck and racecheck; and, when built, the CUDA engine's test suites under memcheck
 # (every kernel, layouts, trisolve, graphs) and the device toolkit's suite. Passes only if every run exits 0
 # and reports "ERROR SUMMARY: 0 errors".
 #   GPUSOLVE=build/gpusolve scripts/sanitize.sh
@@ -62,9 +63,18 @@ check racecheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 4
 check synccheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 3
 check initcheck --generate poisson3d:12 -m cg -p fsai
 GS_FSAI_TRANSPOSE_CHUNK=999 check memcheck --generate poisson3d27:8 -m cg -p fsai --tau 0.01 --k 2
-# the suites of the engine and of the device toolkit (every toolkit function
-# on both sides of its thresholds), where built
-for suite in check_cuda_toolkit check_cuda_engine; do
+# rows of very different lengths (cuda/sparse/long_rows.cu): the 27-point
+# stencil on 512 rows is laid out as CSR (few slices), and its rows of 20
+# entries or more are split over warps, or the merge path takes it
+GS_SPMV_LONG_MIN=20 check memcheck --generate poisson3d27:8 -m cg -p jacobi
+GS_SPMV_LONG_MIN=20 check initcheck --generate poisson3d27:8 -m bicgstab -p jacobi
+GS_SPMV_LONG_MIN=20 check racecheck --generate poisson3d27:8 -m cg -p jacobi
+GS_SPMV_LONG=merge GS_SPMV_LONG_MIN=20 check memcheck --generate poisson3d27:8 -m cg -p jacobi
+GS_SPMV_LONG=merge GS_SPMV_LONG_MIN=20 check initcheck --generate poisson3d27:8 -m gmres -p jacobi
+GS_SPMV_LONG=merge GS_SPMV_LONG_MIN=20 check racecheck --generate poisson3d27:8 -m cg -p jacobi
+# the suites of the engine, of its long-row SpMV and of the device toolkit
+# (every toolkit function on both sides of its thresholds), where built
+for suite in check_cuda_toolkit check_cuda_engine check_cuda_spmv; do
     suite=$(dirname "$GPUSOLVE")/tests/$suite
     [ -x "$suite" ] && check memcheck --program "$suite"
 done

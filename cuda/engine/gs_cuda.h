@@ -16,7 +16,9 @@ typedef enum gs_cuda_layout {
     GS_CUDA_LAYOUT_AUTO = 0,        /* the rule in cuda/sparse/layout.cu */
     GS_CUDA_LAYOUT_SELL = 1,        /* SELL-32, rows in their own order */
     GS_CUDA_LAYOUT_SELL_SORTED = 2, /* SELL-32-sigma: never chosen by the rule */
-    GS_CUDA_LAYOUT_CSR = 3          /* vector-CSR */
+    GS_CUDA_LAYOUT_CSR = 3,         /* vector-CSR, no long-row handling */
+    GS_CUDA_LAYOUT_CSR_SPLIT = 4,   /* vector-CSR, long rows (if any) split over warps */
+    GS_CUDA_LAYOUT_CSR_MERGE = 5    /* merge-path CSR (balanced by rows + entries) */
 } gs_cuda_layout;
 
 /* mat_create with the layout forced (benchmarks and tests of the rule);
@@ -27,8 +29,20 @@ int gs_cuda_mat_create_as(gs_engine *e, const gs_csr *A, gs_precision prec,
 
 /* The device layout of A, e.g. "SELL-32" (rows in their own order),
  * "SELL-32-1024" (rows sorted by length within windows of 1024 rows), "CSR"
- * (vector-CSR fallback, 2..32 lanes a row). A must come from the CUDA engine. */
+ * (vector-CSR fallback, 2..32 lanes a row), "CSR-split" (vector-CSR whose
+ * long rows are summed in chunks, a warp each), "CSR-merge" (merge-path
+ * CSR). A must come from the CUDA engine. */
 const char *gs_cuda_mat_layout(const gs_mat *A);
+
+/* The row-length statistics of the long-row rule (cuda/sparse/long_rows.cu)
+ * as it read them for A: its threshold (a row of at least that many
+ * entries is long; 0 where the rule did not run: layouts other than CSR,
+ * or no row could reach it), the longest row, and the rows at or above the
+ * threshold with their entries. */
+typedef struct gs_cuda_row_stats {
+    int64_t long_min, max_row, n_long, long_nnz;
+} gs_cuda_row_stats;
+gs_cuda_row_stats gs_cuda_mat_row_stats(const gs_mat *A);
 
 /* Jacobi's CUDA setup (cuda/precond/jacobi.cu): the inverse diagonal read from
  * pc->A on the device. Registered as jacobi's setup[GS_ENGINE_CUDA]. */

@@ -8,6 +8,10 @@
  *                                                       their own order;
  *   otherwise                                        -> vector-CSR (2..32
  *                                                       lanes a row).
+ * Wherever vector-CSR is the answer, the long-row rule follows
+ * (long_rows.cu): rows of at least max(128, 16 x mean) entries are split
+ * over warps ("CSR-split"), or the merge path takes the whole product
+ * ("CSR-merge", GS_SPMV_LONG=merge).
  * Before both, a device-fill rule, decided from n, nnz and the device's
  * multiprocessor count before any slice is built: vector-CSR where the
  * slices are too few to keep the device's warps busy for rows of their
@@ -73,8 +77,14 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
                           m->nnz >= (int64_t)SELL_LONG_ROW * n) ||
                          (m->n_slices <= (int64_t)SELL_SOME_SLICES_PER_SM * c->sm_count &&
                           m->nnz >= (int64_t)SELL_VERY_LONG_ROW * n);
-    if (n == 0 || force == GS_CUDA_LAYOUT_CSR || (force == GS_CUDA_LAYOUT_AUTO && few_long))
-        return fill_csr(e, m, row_ptr, col, val, adopt, src);
+    const int csr_forced = force == GS_CUDA_LAYOUT_CSR || force == GS_CUDA_LAYOUT_CSR_SPLIT ||
+                           force == GS_CUDA_LAYOUT_CSR_MERGE;
+    if (n == 0 || csr_forced || (force == GS_CUDA_LAYOUT_AUTO && few_long)) {
+        status = fill_csr(e, m, row_ptr, col, val, adopt, src);
+        /* rows of very different lengths (long_rows.cu) */
+        if (status == GS_OK && force != GS_CUDA_LAYOUT_CSR) status = long_rows_plan(e, m, force, -1);
+        return status;
+    }
     if (defer) {
         m->deferred = 1;
         return fill_csr(e, m, row_ptr, col, val, adopt, src);
@@ -135,6 +145,8 @@ static int build_layout(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const i
         m->slice_ptr = NULL;
         m->sigma = 1;
         GS_TRY(fill_csr(e, m, row_ptr, col, val, adopt, src));
+        /* rows of very different lengths; the widest slice is the longest row */
+        GS_TRY(long_rows_plan(e, m, force, width));
     }
 cleanup: /* stream-ordered frees; the matrix is ready in stream order */
     gs_cuda_free(e, sizes, m->n_slices * sizeof(int64_t));
@@ -145,7 +157,10 @@ cleanup: /* stream-ordered frees; the matrix is ready in stream order */
 static void name_layout(gs_mat *m)
 {
     if (m->format == GS_CUDA_CSR)
-        snprintf(m->layout, sizeof m->layout, "CSR");
+        snprintf(m->layout, sizeof m->layout, "%s",
+                 m->long_mode == LONG_SPLIT   ? "CSR-split"
+                 : m->long_mode == LONG_MERGE ? "CSR-merge"
+                                              : "CSR");
     else if (m->perm)
         snprintf(m->layout, sizeof m->layout, "SELL-32-%d", m->sigma);
     else
@@ -351,6 +366,7 @@ void gs_cuda_mat_destroy(gs_engine *e, gs_mat *m)
         if (m->tri_descr[u]) cusparseDestroySpMat(m->tri_descr[u]);
         gs_cuda_free(e, m->spsv_buffer[u], m->spsv_bytes[u]);
     }
+    long_rows_free(e, m);
     gs_cuda_free(e, m->slice_ptr, (m->n_slices + 1) * sizeof(int64_t));
     if (m->sell_vm[0].base || m->sell_vm[1].base) {
         gs_cuda_vmm_free(e, &m->sell_vm[0]);
@@ -392,8 +408,13 @@ extern "C" int gs_cuda_sm_count(gs_engine *e)
 extern "C" double gs_cuda_mat_stream_bytes(const gs_mat *A)
 {
     const double vsize = A->prec == GS_FP32 ? 4.0 : 8.0;
+    /* the long rows' lists and carries: a chunk's row, pointers and sum;
+     * a merge tile's row and two carries, a fix-up's tile */
+    const double aux = A->long_mode == LONG_SPLIT   ? (double)A->n_chunks * 28.0 + (double)A->n_long * 16.0
+                       : A->long_mode == LONG_MERGE ? (double)A->n_tiles * 20.0 + (double)A->n_fix * 4.0
+                                                    : 0.0;
     if (A->format == GS_CUDA_CSR)
-        return (double)A->nnz * (vsize + 4.0) + ((double)A->n_rows + 1.0) * 8.0;
+        return (double)A->nnz * (vsize + 4.0) + ((double)A->n_rows + 1.0) * 8.0 + aux;
     return (double)A->padded * (vsize + 4.0) + ((double)A->n_slices + 1.0) * 8.0 +
            (A->perm ? 4.0 * (double)A->n_rows : 0.0);
 }

@@ -17,7 +17,7 @@ struct gs_mat {
     int64_t nnz;
     gs_precision prec;
     gs_cuda_format format;
-    char layout[24]; /* "SELL-32", "SELL-32-1024", "CSR" */
+    char layout[24]; /* "SELL-32", "SELL-32-1024", "CSR", "CSR-split", "CSR-merge" */
     size_t bytes;    /* device bytes held (accounting) */
 
     /* SELL-C-sigma */
@@ -42,9 +42,36 @@ struct gs_mat {
      * setup, its layout (the rule) chosen and built by setup_done. */
     int deferred;
 
-    /* Grid cap per SpMV variant (plain, dot, axpby): blocks resident at once,
-     * from the occupancy calculator, so the grid-stride loop runs one wave. */
-    unsigned max_blocks[3];
+    /* Rows of very different lengths (long_rows.cu, spmv_long.cu), on the
+     * CSR layout only, whose arrays stay whole (so the CSR view, the
+     * diagonal and the downloads read them as they are). long_mode:
+     * LONG_NONE; LONG_SPLIT: rows of at least long_min entries are summed
+     * in chunks of LONG_CHUNK entries, a warp a chunk, inside the
+     * vector-CSR kernel, whose row loop skips them; LONG_MERGE: the merge-path
+     * kernel over the whole matrix (tiles of MERGE_TILE rows + entries).
+     * The statistics (max_row, n_long, long_nnz for rows >= long_min) are
+     * those the rule read; long_min is 0 where it did not run. */
+    int long_mode;
+    int64_t long_min, max_row, n_long, long_nnz;
+    int64_t n_chunks;        /* split: chunks of all long rows */
+    int32_t *long_row;       /* split, n_long: the rows */
+    int64_t *chunk_ptr;      /* split, n_long + 1: first chunk of long row k */
+    int32_t *chunk_row;      /* split, n_chunks: the long row (k) of a chunk */
+    double *chunk_sum;       /* split, n_chunks: each chunk's sum */
+    double *row_dot;         /* split, n_long: y_row w_row (spmv_dot) */
+    unsigned int *ticket;    /* split, n_long: chunks done (reset by the last) */
+    int64_t n_tiles, n_fix;  /* merge */
+    int32_t *tile_row;       /* merge, n_tiles + 1: the row at each tile's start */
+    int32_t *fix_tile;       /* merge, n_fix: tiles that close a row begun before them */
+    double *open_part;       /* merge, n_tiles: the part of the row open at the tile's end */
+    double *close_part;      /* merge, n_tiles: the tile's part of the row it closes */
+    double *aux;             /* merge, 1: the tile kernel's dot when fix-ups follow */
+
+    /* Grid cap per kernel and SpMV variant (plain, dot, axpby): blocks
+     * resident at once, from the occupancy calculator, so the grid-stride
+     * loop runs one wave. [0..2] the layout's kernel, [3..5] the merge
+     * tile kernel, [6..8] the merge fix-up kernel. */
+    unsigned max_blocks[9];
 
     /* Triangular solves (cuSPARSE SpSV, analysis on first use) */
     gs_cuda_tri tri;
@@ -67,6 +94,31 @@ struct gs_mat {
 #define SELL_VERY_LONG_ROW 128
 /* slice pointers of at most this many slices: one block (build_slice_ptr_small) */
 #define SLICE_SMALL_BLOCK 1024
+
+/* Long rows (long_rows.cu has the rule and why): a row is long where it has
+ * at least max(LONG_ROW_MIN, LONG_ROW_RATIO x mean row length) entries;
+ * a split long row is summed in chunks of LONG_CHUNK entries, a warp a
+ * chunk (8 loads a lane, all in flight at once); the merge path gives a
+ * warp MERGE_TILE items (rows + entries), 8 a lane. */
+enum { LONG_NONE = 0, LONG_SPLIT = 1, LONG_MERGE = 2 };
+#define LONG_ROW_MIN 128
+#define LONG_ROW_RATIO 16
+#define LONG_CHUNK 256
+#define MERGE_ITEMS 8
+#define MERGE_TILE (32 * MERGE_ITEMS)
+
+/* The SpMV variants and what their epilogue needs (spmv.cu, spmv_long.cu). */
+enum { SPMV_PLAIN = 0, SPMV_DOT = 1, SPMV_AXPBY = 2 };
+
+struct spmv_epilogue {
+    double *__restrict__ y;
+    const double *__restrict__ w; /* SPMV_DOT */
+    gs_coef ka, kb;               /* SPMV_AXPBY */
+    const double *S;
+    double *partials;
+    unsigned int *counter;
+    double *out;
+};
 
 static inline unsigned blocks_for(int64_t threads)
 {
@@ -127,5 +179,17 @@ int fill_csr(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col
              int adopt, gs_cuda_vmm *src);
 int keep_triangle(gs_engine *e, gs_mat *m, const int64_t *row_ptr, const int32_t *col,
                   const double *val);
+/* long_rows.cu: the long-row rule on a matrix laid out as CSR (m->row_ptr
+ * set), and what its mode needs built; force: GS_CUDA_LAYOUT_CSR_SPLIT or
+ * _MERGE, or the rule (the engine's debug switches steer it); longest: the
+ * longest row where known (the padding rule's widest slice), else -1.
+ * Freed by long_rows_free (also with m->long_mode LONG_NONE). */
+int long_rows_plan(gs_engine *e, gs_mat *m, gs_cuda_layout force, int64_t longest);
+void long_rows_free(gs_engine *e, gs_mat *m);
+/* spmv_long.cu: the merge-path kernels for mode; prepare only looks up
+ * their grid caps (spmv_prepare). The split rows are summed inside the
+ * vector-CSR kernel (spmv.cu, spmv_split.cuh). */
+int spmv_merge(gs_engine *e, const gs_mat *A, int mode, const double *x, const spmv_epilogue &ep,
+               int prepare);
 
 #endif

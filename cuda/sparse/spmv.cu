@@ -4,8 +4,7 @@
 
 #include "layout.h"
 #include "reduce.cuh"
-
-enum { SPMV_PLAIN = 0, SPMV_DOT = 1, SPMV_AXPBY = 2 };
+#include "spmv_split.cuh"
 
 /* ------------------------------------------------------------- the kernels */
 
@@ -16,20 +15,14 @@ struct sell_args {
     const int32_t *__restrict__ perm;
 };
 
+/* long_min: rows of at least that many entries are the split rows
+ * (CSR-split: summed in chunks by split_chunk, skipped by the row loop). */
 struct csr_args {
     int64_t n_rows;
     const int64_t *__restrict__ row_ptr;
     const int32_t *__restrict__ col;
-};
-
-struct spmv_epilogue {
-    double *__restrict__ y;
-    const double *__restrict__ w; /* SPMV_DOT */
-    gs_coef ka, kb;               /* SPMV_AXPBY */
-    const double *S;
-    double *partials;
-    unsigned int *counter;
-    double *out;
+    int64_t long_min;
+    split_args split;
 };
 
 /* y_row = sum (plain and dot: plus sum * w_row to the dot), or
@@ -82,8 +75,10 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
 
 /* LANES threads per row (a power of two dividing 32), 32 / LANES rows per
  * warp per step; every lane of a warp runs the same number of steps, so the
- * shuffles see the full mask. */
-template <typename V, int MODE, int LANES>
+ * shuffles see the full mask. SPLIT (CSR-split): every warp first takes its
+ * share of the long rows' chunks (split_chunk), then the rows, skipping the
+ * long ones; the dot's last block adds the long rows' terms. */
+template <typename V, int MODE, int LANES, bool SPLIT>
 __global__ void __launch_bounds__(GS_CUDA_BLOCK)
     csr_spmv_kernel(csr_args A, const V *__restrict__ val, const double *__restrict__ x,
                     spmv_epilogue ep)
@@ -96,6 +91,9 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
     const int lane = threadIdx.x & 31, sub = lane % LANES;
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    if (SPLIT)
+        for (int64_t c = warp; c < A.split.n_chunks; c += nwarps)
+            split_chunk<V, MODE>(A.split, A.row_ptr, A.col, val, x, ep, c, lane, a, b);
     const int rows_per_warp = 32 / LANES;
     for (int64_t r0 = warp * rows_per_warp; r0 < A.n_rows; r0 += nwarps * rows_per_warp) {
         const int64_t row = r0 + lane / LANES;
@@ -104,14 +102,21 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
             beg = A.row_ptr[row];
             end = A.row_ptr[row + 1];
         }
+        const bool long_row = SPLIT && end - beg >= A.long_min; /* split_chunk's */
+        if (long_row) end = beg;
         double sum = 0.0;
         for (int64_t k = beg + sub; k < end; k += LANES)
             sum = fma((double)__ldg(val + k), __ldg(x + __ldg(A.col + k)), sum);
 #pragma unroll
         for (int o = LANES / 2; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o, LANES);
-        if (sub == 0 && row < A.n_rows) acc += spmv_store<MODE>(ep, row, sum, a, b);
+        if (sub == 0 && row < A.n_rows && !long_row) acc += spmv_store<MODE>(ep, row, sum, a, b);
     }
-    if (MODE == SPMV_DOT) gs_reduce_finish1(acc, ep.partials, ep.counter, ep.out);
+    if (MODE == SPMV_DOT) {
+        if (SPLIT)
+            split_reduce_finish(acc, A.split.row_dot, A.split.n_long, ep.partials, ep.counter, ep.out);
+        else
+            gs_reduce_finish1(acc, ep.partials, ep.counter, ep.out);
+    }
 }
 
 /* ----------------------------------------------------------------- launch */
@@ -152,9 +157,15 @@ template <typename V, int MODE, int LANES>
 static int launch_csr_lanes(gs_engine *e, const gs_mat *A, const double *x,
                             const spmv_epilogue &ep, unsigned grid)
 {
-    csr_args args = {A->n_rows, A->row_ptr, A->csr_col};
-    return launch_capped<MODE>(e, A, csr_spmv_kernel<V, MODE, LANES>, "csr_spmv_kernel", grid,
-                               args, (const V *)A->csr_val, x, ep);
+    const split_args split = {A->n_chunks, A->n_long,    A->long_row, A->chunk_ptr,
+                              A->chunk_row, A->chunk_sum, A->row_dot,  A->ticket};
+    const csr_args args = {A->n_rows, A->row_ptr, A->csr_col, A->long_min, split};
+    if (A->long_mode == LONG_SPLIT)
+        return launch_capped<MODE>(e, A, csr_spmv_kernel<V, MODE, LANES, true>,
+                                   "csr_spmv_kernel (split rows)", grid, args,
+                                   (const V *)A->csr_val, x, ep);
+    return launch_capped<MODE>(e, A, csr_spmv_kernel<V, MODE, LANES, false>, "csr_spmv_kernel",
+                               grid, args, (const V *)A->csr_val, x, ep);
 }
 
 template <typename V, int MODE>
@@ -177,16 +188,20 @@ static unsigned spmv_grid(gs_engine *e, const gs_mat *A)
 {
     int64_t warps = A->format == GS_CUDA_SELL ? A->n_slices
                                               : (A->n_rows + 32 / A->lanes - 1) / (32 / A->lanes);
+    if (A->long_mode == LONG_SPLIT) warps += A->n_chunks; /* a warp a chunk too */
     int64_t blocks = (warps + GS_CUDA_BLOCK / 32 - 1) / (GS_CUDA_BLOCK / 32);
     int64_t cap = gs_cuda_of(e)->red_blocks;
     if (blocks > cap) blocks = cap;
     return (unsigned)(blocks < 1 ? 1 : blocks);
 }
 
+/* The merge path: its own kernels for the whole product; split rows: in
+ * the vector-CSR kernel. */
 template <int MODE>
 static int spmv_dispatch(gs_engine *e, const gs_mat *A, const double *x, const spmv_epilogue &ep)
 {
     unsigned grid = spmv_grid(e, A);
+    if (A->long_mode == LONG_MERGE) return spmv_merge(e, A, MODE, x, ep, 0);
     if (A->format == GS_CUDA_SELL)
         return A->prec == GS_FP32 ? launch_sell<float, MODE>(e, A, x, ep, grid)
                                   : launch_sell<double, MODE>(e, A, x, ep, grid);
@@ -202,6 +217,11 @@ int spmv_prepare(gs_engine *e, const gs_mat *A)
 {
     spmv_epilogue ep = {NULL, NULL, gs_coef_const(1.0), gs_coef_const(0.0), NULL, NULL, NULL, NULL};
     int status = GS_OK;
+    if (A->long_mode == LONG_MERGE) {
+        for (int mode = SPMV_PLAIN; mode <= SPMV_AXPBY && status == GS_OK; mode++)
+            status = spmv_merge(e, A, mode, NULL, ep, 1);
+        return status;
+    }
     if (A->format == GS_CUDA_SELL) {
         if (A->prec == GS_FP32) {
             status = launch_sell<float, SPMV_PLAIN>(e, A, NULL, ep, 0);

@@ -12,6 +12,9 @@
 #include "gen.h"
 #include "mmio.h"
 #include "precond.h"
+#if GS_HAVE_CUDA
+#include "../../cuda/engine/gs_cuda.h"
+#endif
 
 static const char *field_name(gs_mm_field f)
 {
@@ -292,6 +295,16 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     snprintf(run->precond_desc, sizeof run->precond_desc, "%s", pc->description);
     run->precond_nnz = pc->nnz;
     run->extra = pc->extra;
+#if GS_HAVE_CUDA
+    if (e->ops->kind == GS_ENGINE_CUDA) { /* A's device layout, and the rows its rule found long */
+        const gs_cuda_row_stats rows = gs_cuda_mat_row_stats(A);
+        gs_kv_str(&run->extra, "layout_A", gs_cuda_mat_layout(A));
+        if (rows.long_min > 0) {
+            gs_kv_num(&run->extra, "max_row", (double)rows.max_row);
+            gs_kv_num(&run->extra, "long_rows", (double)rows.n_long);
+        }
+    }
+#endif
     run->bytes_per_iteration = method->spmv_per_iteration *
                                    (gs_csr_stream_bytes(&p->A, GS_FP64) + pc->apply_bytes) +
                                method->vector_accesses(&run->opts) * 8.0 * p->A.n_rows;

@@ -21,6 +21,12 @@ void gs_debug_from_env(gs_debug *d)
     if (v && atoll(v) > 0) d->spai_shared_cap = atoll(v);
     v = getenv("GS_SPAI_CUSOLVER_WORK");
     if (v && atoll(v) > 0) d->spai_cusolver_work = atoll(v);
+    v = getenv("GS_SPMV_LONG");
+    if (v && strcmp(v, "off") == 0) d->spmv_long = GS_DEBUG_LONG_OFF;
+    if (v && strcmp(v, "split") == 0) d->spmv_long = GS_DEBUG_LONG_SPLIT;
+    if (v && strcmp(v, "merge") == 0) d->spmv_long = GS_DEBUG_LONG_MERGE;
+    v = getenv("GS_SPMV_LONG_MIN");
+    if (v && atoll(v) > 0) d->spmv_long_min = atoll(v);
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

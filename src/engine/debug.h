@@ -34,10 +34,22 @@ typedef struct gs_debug {
     long long spai_cusolver_work;
     int has_stepped_min_bytes;
     size_t stepped_min_bytes;
+    /* GS_SPMV_LONG=off|split|merge: what the CUDA engine does with rows of
+     * very different lengths (cuda/sparse/long_rows.cu): off the layouts
+     * before it (vector-CSR walks each row with one warp or less), split
+     * (the default: long rows summed in chunks, a warp a chunk), merge (the
+     * merge-path kernel for every matrix with long rows); 0: the default */
+    int spmv_long;
+    /* GS_SPMV_LONG_MIN=N (N > 0): rows of at least N entries are long,
+     * instead of the rule's max(128, 16 x mean row length); 0: the rule */
+    long long spmv_long_min;
 } gs_debug;
 
 #define GS_DEBUG_PLAN_HOST 1
 #define GS_DEBUG_PLAN_DEVICE 2
+#define GS_DEBUG_LONG_OFF 1
+#define GS_DEBUG_LONG_SPLIT 2
+#define GS_DEBUG_LONG_MERGE 3
 
 /* d from the environment variables above; unset or malformed ones keep
  * the default. For main only: library code reads the structure it is given. */

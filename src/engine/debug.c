@@ -21,6 +21,8 @@ void gs_debug_from_env(gs_debug *d)
     if (v && atoll(v) > 0) d->spai_shared_cap = atoll(v);
     v = getenv("GS_SPAI_CUSOLVER_WORK");
     if (v && atoll(v) > 0) d->spai_cusolver_work = atoll(v);
+    v = getenv("GS_DEVICE_LOOP");
+    d->device_loop_off = v && strcmp(v, "off") == 0;
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

@@ -4,8 +4,9 @@
 # loop over replayed iteration graphs (GS_DEVICE_LOOP=off), both in this run,
 # on the same card.
 #   GPUSOLVE=build/gpusolve GS_MATRICES=../shared/matrices scripts/bench_devloop.sh
-# Environment: BENCH_REPEAT=N runs per case (default 5; the min Ts counts),
-# BENCH_OUT=DIR keeps the JSON lines. About 20-40 s on an H100.
+# Environment: BENCH_REPEAT=N runs per case (default 3; the min Ts counts),
+# BENCH_OUT=DIR keeps the JSON lines. About 30-45 s on an H100 (half of it
+# bloweybq's 10,000 iterations of about 0.16 ms).
 #
 # Columns: n, iterations, us/it = min Ts / iterations for each path (host
 # loop with its default adaptive checks, then with a check every iteration,
@@ -17,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 GPUSOLVE=${GPUSOLVE:-$root/build/gpusolve}
 MATS=${GS_MATRICES:-$root/../shared/matrices}
-REPEAT=${BENCH_REPEAT:-5}
+REPEAT=${BENCH_REPEAT:-3}
 OUT=${BENCH_OUT:-$(mktemp -d /tmp/gpusolve-devloop.XXXXXX)}
 mkdir -p "$OUT"
 
@@ -76,7 +77,8 @@ for name, v in rows.items():
     print(f"{name:<16} {any_r['n']:>8} {its('host'):>8} {its('device'):>8} {h:>8.2f} {h1:>8.2f} "
           f"{d:>8.2f} {h / d if d > 0 else float('nan'):>8.2f}")
     if "device" in v and v["device"].get("loop") != "device":
-        print(f"  {name}: the device variant ran its loop on the {v['device'].get('loop')}")
+        print(f"  {name}: the device variant ran its loop on the {v['device'].get('loop')}: "
+              f"{v['device'].get('loop_note', '')}")
     for k, r in v.items():
         if r["reason"] != "converged":
             print(f"  {name} {k}: {r['reason']} {r.get('breakdown', '')}")

@@ -138,9 +138,12 @@ static void compare3(const gs_csr *A, const double *b, const char *method, const
     solve(on, A, b, method, precond, o, &d);
     solve(off, A, b, method, precond, o, &h);
     const int on_device = strcmp(method, "cg") == 0 || strcmp(method, "bicgstab") == 0;
-    ck_assert_msg(d.res.device_loop == on_device, "%s: device_loop = %d", what,
-                  d.res.device_loop);
+    ck_assert_msg(d.res.device_loop == on_device, "%s: device_loop = %d (%s)", what,
+                  d.res.device_loop, d.res.loop_note);
     ck_assert_msg(h.res.device_loop == 0 && c.res.device_loop == 0, "%s: off paths", what);
+    if (on_device) /* the switch is why, not a failure to build the loop */
+        ck_assert_msg(strcmp(h.res.loop_note, "GS_DEVICE_LOOP=off") == 0, "%s: %s", what,
+                      h.res.loop_note);
     assert_same_paths(&d, &h, what);
     ck_assert_msg(d.res.reason == c.res.reason, "%s: device loop %s, cpu %s", what,
                   gs_reason_name(d.res.reason), gs_reason_name(c.res.reason));
@@ -268,7 +271,7 @@ START_TEST(test_adaptive)
     solve(on, &A, NULL, method, "jacobi", &adaptive, &d);
     solve(off, &A, NULL, method, "jacobi", &every, &h_every);
     solve(off, &A, NULL, method, "jacobi", &adaptive, &h_adaptive);
-    ck_assert_int_eq(d.res.device_loop, 1);
+    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
     assert_same_paths(&d, &h_every, "adaptive vs every iteration");
     ck_assert_int_le(d.res.iterations, h_adaptive.res.iterations);
     ck_assert_int_eq(h_adaptive.res.reason, GS_REASON_CONVERGED);
@@ -348,7 +351,7 @@ START_TEST(test_past_deadline)
     o.deadline = gs_now() - 1.0;
     solve_out d;
     solve(on, &A, NULL, _i ? "bicgstab" : "cg", "jacobi", &o, &d);
-    ck_assert_int_eq(d.res.device_loop, 1);
+    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
     ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s", gs_reason_name(d.res.reason));
     ck_assert_int_eq(d.res.iterations, o.check_every); /* the first check */
     gs_krylov_result_free(&d.res);
@@ -387,7 +390,7 @@ START_TEST(test_deadline_while_running)
     solve_out d;
     solve(on, &A, NULL, "cg", "none", &o, &d);
     const double took = gs_now() - t0;
-    ck_assert_int_eq(d.res.device_loop, 1);
+    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
     ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s after %ld",
                   gs_reason_name(d.res.reason), d.res.iterations);
     ck_assert_msg(took >= 0.79 && took < 5.0, "stopped after %.3f s", took);
@@ -420,7 +423,8 @@ START_TEST(test_history_cap)
     o.record_history = c[_i].history;
     solve_out d;
     solve(on, &A, NULL, "cg", "jacobi", &o, &d);
-    ck_assert_int_eq(d.res.device_loop, c[_i].want);
+    ck_assert_msg(d.res.device_loop == c[_i].want, "device_loop %d (%s)", d.res.device_loop,
+                  d.res.loop_note);
     ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
     if (c[_i].history) ck_assert_int_eq(d.res.history.len, d.res.iterations + 1);
     gs_krylov_result_free(&d.res);

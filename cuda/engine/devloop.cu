@@ -3,6 +3,7 @@
  * 12.4+) runs the captured iteration body and a one-thread check kernel
  * that tests the slots and clears the condition when the method stops. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,7 +176,7 @@ static int loop_spec_valid(gs_engine *e, const gs_loop *L)
  * hold (a kind of node conditional bodies refuse) fails here: *declined is
  * then set, the engine's error record restored and the capture ended. */
 static int loop_build(gs_engine *e, int (*body)(void *), void *ctx, loop_ctl *d_ctl,
-                      cudaGraphExec_t *exec, int *declined)
+                      cudaGraphExec_t *exec, int *declined, char *why, size_t why_len)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const gs_error saved = e->err;
@@ -221,8 +222,10 @@ cleanup:
         (void)cudaStreamEndCapture(c->stream, &captured);
     }
     if (graph) cudaGraphDestroy(graph);
+    if (status != GS_OK) *exec = NULL;
     if (status != GS_OK && status != GS_ERR_NOMEM) { /* the body does not fit the node */
         (void)cudaGetLastError();
+        snprintf(why, why_len, "%.*s", (int)why_len - 1, e->err.msg); /* cut to fit */
         e->err = saved;
         *declined = 1;
         status = GS_OK;
@@ -290,7 +293,12 @@ int cuda_loop_run(gs_engine *e, int (*body)(void *), void *ctx, gs_loop *L)
     int status = not_capturing(e, "loop_run"), declined = 0;
     L->ran = 0;
     L->history_len = 0;
-    if (status != GS_OK || c->debug.device_loop_off) return status;
+    L->declined[0] = '\0';
+    if (status != GS_OK) return status;
+    if (c->debug.device_loop_off) {
+        snprintf(L->declined, sizeof L->declined, "GS_DEVICE_LOOP=off");
+        return GS_OK;
+    }
     GS_TRY(loop_spec_valid(e, L));
     if (!c->loop_ctl) GS_TRY(gs_cuda_alloc(e, &c->loop_ctl, gs_cuda_loop_ctl_bytes(), "device loop state"));
     loop_ctl_fill(&h, L);
@@ -308,7 +316,8 @@ int cuda_loop_run(gs_engine *e, int (*body)(void *), void *ctx, gs_loop *L)
         GS_TRY(loop_clock_calibrate(e, (int64_t *)c->loop_ctl, &clk)); /* before h goes up */
         if (h.has_deadline) h.deadline_ns = loop_clock_device(&clk, L->deadline);
     }
-    GS_TRY(loop_build(e, body, ctx, (loop_ctl *)c->loop_ctl, &exec, &declined));
+    GS_TRY(loop_build(e, body, ctx, (loop_ctl *)c->loop_ctl, &exec, &declined, L->declined,
+                      sizeof L->declined));
     if (declined) goto cleanup;
     L->ran = 1;
     GS_TRY(loop_launch(e, exec, (loop_ctl *)c->loop_ctl, &h, &clk, L));

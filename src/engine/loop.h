@@ -59,6 +59,7 @@ typedef struct gs_loop {
     void *progress_ctx;
     /* --- out --- */
     int ran;          /* 0: the engine declined (nothing ran): run the host loop */
+    char declined[160]; /* why it declined ("" when it ran) */
     int stop;         /* gs_loop_stop */
     int failed_test;  /* GS_LOOP_BREAKDOWN: index into test */
     long last_it;     /* the last check's iteration (the iterations done) */

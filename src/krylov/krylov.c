@@ -324,7 +324,11 @@ int kr_device_loop(kr_ctx *k, long it0, kr_body_fn body, void *state, const kr_t
     L.progress_ctx = o->progress_ctx;
     if (o->record_history) { /* checks at it0 + c, it0 + 2c, ... and maxit */
         const long cap = (o->maxit - it0 + L.check_every - 1) / L.check_every;
-        if (cap > GS_LOOP_MAX_HISTORY) return GS_OK; /* the host loop records any length */
+        if (cap > GS_LOOP_MAX_HISTORY) { /* the host loop records any length */
+            snprintf(k->res->loop_note, sizeof k->res->loop_note,
+                     "history of %ld checks above the device's %ld", cap, GS_LOOP_MAX_HISTORY);
+            return GS_OK;
+        }
         L.history_cap = cap;
         L.history_it = gs_malloc((size_t)cap * sizeof(long), "device loop history", &k->e->err);
         L.history_rel = gs_malloc((size_t)cap * sizeof(double), "device loop history", &k->e->err);
@@ -336,7 +340,10 @@ int kr_device_loop(kr_ctx *k, long it0, kr_body_fn body, void *state, const kr_t
         }
     }
     GS_TRY(k->ops->loop_run(k->e, kr_loop_body_run, &lb, &L));
-    if (!L.ran) goto cleanup;
+    if (!L.ran) {
+        snprintf(k->res->loop_note, sizeof k->res->loop_note, "%s", L.declined);
+        goto cleanup;
+    }
     *ran = 1;
     k->res->device_loop = 1;
     status = kr_loop_verdict(k, &L, tests);

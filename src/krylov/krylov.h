@@ -61,6 +61,7 @@ typedef struct gs_krylov_result {
     int device_loop;      /* 1: the iterations ran in the engine's loop on the device
                            * (loop_run, a check after every check_every iterations,
                            * adaptive checking becomes every iteration); 0: on the host */
+    char loop_note[160];  /* why an engine with a loop on the device declined it, or "" */
 } gs_krylov_result;
 
 typedef int (*gs_krylov_fn)(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,

@@ -109,6 +109,7 @@ static void report_table(FILE *out, const gs_run *r)
         if (r->floor_ratio > 0)
             fprintf(out, ", floor %.2f us, %.2fx the floor",
                     r->bytes_per_iteration / r->bandwidth * 1e6, r->floor_ratio);
+        if (r->device_loop) fputs(", loop on the device", out);
         fputc('\n', out);
     }
     fprintf(out, "memory     host peak %.1f MB", r->host_peak_bytes * 1e-6);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sanitize.sh - make sanitize: a small solve of every Krylov method (with and
-# without Jacobi) on the CUDA engine under compute-sanitizer's memcheck; CG
+# without Jacobi) on the CUDA engine under compute-sanitizer's memcheck (CG
+# and BiCGSTAB with their loop on the device and on the host); CG
 # and GMRES under initcheck (no read of device memory nothing wrote); one CG
 # solve under racecheck and synccheck (the reductions' shared memory and
 # barriers); FSAI setups that reach every setup kernel under memcheck,
@@ -43,6 +44,11 @@ for m in cg bicgstab gmres idr; do
     for p in none jacobi; do check memcheck --generate "$spec" -m "$m" -p "$p"; done
 done
 check memcheck --generate poisson3d:12 -m cg -p jacobi --no-graph --check-every 3
+# the loop on the device (the default for cg and bicgstab) with its history
+# and deadline, and the host loop it replaced (GS_DEVICE_LOOP=off)
+check memcheck --generate poisson3d:12 -m bicgstab -p jacobi --check-every 3 --time-limit 600 \
+    --history "$log.history.csv"
+GS_DEVICE_LOOP=off check memcheck --generate poisson3d:12 -m cg -p jacobi
 check initcheck --generate poisson3d:12 -m cg -p jacobi
 check initcheck --generate convdiff3d:12 -m gmres -p jacobi
 check racecheck --generate poisson3d:12 -m cg -p jacobi
@@ -78,6 +84,6 @@ for suite in check_cuda_toolkit check_cuda_engine check_cuda_spmv; do
     suite=$(dirname "$GPUSOLVE")/tests/$suite
     [ -x "$suite" ] && check memcheck --program "$suite"
 done
-rm -f "$log"
+rm -f "$log" "$log.history.csv"
 echo "sanitize: $((runs - fail)) of $runs runs clean"
 [ $fail -eq 0 ]

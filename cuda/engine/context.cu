@@ -15,6 +15,7 @@ static void cuda_destroy(gs_engine *e)
         gs_cuda_free(e, c->S, GS_MAX_SCALARS * sizeof(double));
         gs_cuda_free(e, c->partials, (size_t)c->red_blocks * GS_CUDA_MDOT_CHUNK * sizeof(double));
         gs_cuda_free(e, c->counter, sizeof(unsigned int));
+        gs_cuda_free(e, c->loop_ctl, gs_cuda_loop_ctl_bytes());
         if (c->pinned) cudaFreeHost(c->pinned);
         if (c->readback) cudaFreeHost(c->readback);
         for (int b = 0; b < 2; b++) {
@@ -64,6 +65,7 @@ static const gs_engine_ops cuda_ops = {
     cuda_host_unpin,
     gs_cuda_mat_create_system,
     gs_cuda_setup_done,
+    cuda_loop_run,
 };
 
 static int cuda_engine_init(gs_engine *e)

@@ -80,6 +80,7 @@ typedef struct gs_cuda_impl {
     size_t vmm_min_bytes;
     int vmm_steps;
     gs_debug debug; /* the test switches (src/debug.h); zeroed: the defaults */
+    void *loop_ctl; /* device, the loop on the device's state (devloop.cu); NULL until used */
 } gs_cuda_impl;
 
 static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }

@@ -38,7 +38,8 @@ static const opt_decl options[] = {
      .hi = 64, .read_by = "idr"},
     {"check-every", 0, "N", "0",
      "read the residual back every N iterations; 0: adaptively, after about half the "
-     "iterations the convergence rate predicts are left (at most 16)",
+     "iterations the convergence rate predicts are left (at most 16); cg and bicgstab on "
+     "the cuda engine run their loop on the device, where 0 checks every iteration",
      GS_OPT_LONG, F(check_every), .lo = 0, .hi = 1000, .read_by = "*"},
     {"time-limit", 0, "S", "0",
      "stop a run (setup + solve) at its next check after S seconds; reason 'time limit', "
@@ -88,7 +89,7 @@ static const opt_decl options[] = {
      GS_OPT_STRING, F(write_matrix)},
     {"save-precond", 0, "PREFIX", NULL, "write the preconditioner's matrices as PREFIX_*.mtx",
      GS_OPT_STRING, F(save_precond)},
-    {"no-graph", 0, NULL, NULL, "do not replay captured iterations (CUDA graphs)", GS_OPT_FLAG,
+    {"no-graph", 0, NULL, NULL, "do not replay captured iterations (CUDA graphs) nor run the loop on the device", GS_OPT_FLAG,
      F(no_graph)},
     {"verbose", 'v', NULL, NULL, "print the relative residual at every check", GS_OPT_FLAG,
      F(verbose)},

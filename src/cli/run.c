@@ -396,6 +396,8 @@ static void run_record(gs_run *run, const gs_krylov_result *res)
     run->reason = res->reason;
     run->breakdown_iteration = res->breakdown_iteration;
     snprintf(run->breakdown, sizeof run->breakdown, "%s", res->breakdown);
+    run->device_loop = res->device_loop;
+    snprintf(run->loop_note, sizeof run->loop_note, "%s", res->loop_note);
     run->rel_residual = res->rel_residual;
     run->idr_s_used = res->idr_s;
     gs_krylov_history_free(&run->history);

@@ -74,6 +74,8 @@ static void step_record(gs_steps_record *rec, gs_krylov_result *res, gs_krylov_r
     res->breakdown_iteration = step->breakdown_iteration;
     snprintf(res->breakdown, sizeof res->breakdown, "%s", step->breakdown);
     res->idr_s = step->idr_s;
+    res->device_loop = step->device_loop;
+    snprintf(res->loop_note, sizeof res->loop_note, "%s", step->loop_note);
     gs_krylov_history_free(&res->history);
     res->history = step->history; /* taken over: the last step's checks */
     memset(&step->history, 0, sizeof step->history);

@@ -27,6 +27,8 @@ void gs_debug_from_env(gs_debug *d)
     if (v && strcmp(v, "merge") == 0) d->spmv_long = GS_DEBUG_LONG_MERGE;
     v = getenv("GS_SPMV_LONG_MIN");
     if (v && atoll(v) > 0) d->spmv_long_min = atoll(v);
+    v = getenv("GS_DEVICE_LOOP");
+    d->device_loop_off = v && strcmp(v, "off") == 0;
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

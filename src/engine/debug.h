@@ -32,6 +32,10 @@ typedef struct gs_debug {
      * more than N flops (2 n1 n2^2) take the cuSOLVER path, whatever their
      * n2, so that small inputs reach it (tests); 0: the default threshold */
     long long spai_cusolver_work;
+    /* GS_DEVICE_LOOP=off: the CUDA engine declines loop_run, so the Krylov
+     * methods check on the host after replayed iteration blocks (the path
+     * before the loop on the device; tests compare the two, timings) */
+    int device_loop_off;
     int has_stepped_min_bytes;
     size_t stepped_min_bytes;
     /* GS_SPMV_LONG=off|split|merge: what the CUDA engine does with rows of

@@ -28,6 +28,7 @@
 typedef struct gs_vec gs_vec;       /* engine-owned dense vector of doubles */
 typedef struct gs_mat gs_mat;       /* engine-owned sparse matrix, read-only */
 typedef struct gs_engine gs_engine;
+struct gs_loop;                     /* loop.h */
 
 /* Every engine's struct gs_vec starts with this header (its length), so the
  * generic layer can ask a vector's length without an engine call. */
@@ -163,6 +164,16 @@ typedef struct gs_engine_ops {
      * when there was none; a failure leaves A unusable (destroy it). */
     int (*mat_create_system)(gs_engine *e, const gs_csr *A, gs_mat **out);
     int (*setup_done)(gs_engine *e, gs_mat *A, int *laid_out);
+
+    /* --- optional (NULL where the engine has none): the loop on the device ---
+     * Capture body(ctx) once (the rules of capture_begin hold inside it) and
+     * run it over and over on the device, each run followed by the check
+     * that loop describes (src/engine/loop.h: residual test, breakdown
+     * tests on slots, maxit, deadline, history), until the check stops it;
+     * the host waits once, at the end. loop->ran = 0 when the engine
+     * declines (switched off, or the body cannot run in its loop): then
+     * nothing has run and the caller iterates itself. */
+    int (*loop_run)(gs_engine *e, int (*body)(void *ctx), void *ctx, struct gs_loop *loop);
 } gs_engine_ops;
 
 struct gs_engine {

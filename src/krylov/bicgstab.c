@@ -53,19 +53,22 @@ cleanup:
     return status;
 }
 
-/* The breakdown the slots read at a check show, or NULL; v = {rho, r0'v,
- * t's, t't} of the step just done. Only looked at when the residual is
- * above tol (kr_check_breakdown). */
-static const char *bicgstab_breakdown(const double *v)
-{
-    const double rho = v[0], r0v = v[1], ts = v[2], tt = v[3];
-    if (!isfinite(rho) || !isfinite(r0v) || !isfinite(ts) || !isfinite(tt))
-        return "rho, r0'v, t's or t't is not finite (overflow or NaN)";
-    if (r0v == 0.0) return "r0'v = 0 (alpha undefined)";
-    if (tt == 0.0 || ts == 0.0) return "omega = 0 (t's = 0 or t't = 0)";
-    if (rho == 0.0) return "rho = r0'r = 0";
-    return NULL;
-}
+/* The breakdowns, in the order they are tested, on the scalars of the
+ * step just done. Only looked at when the residual is above tol
+ * (kr_check_breakdown). */
+#define BI_NOT_FINITE "rho, r0'v, t's or t't is not finite (overflow or NaN)"
+#define BI_OMEGA_ZERO "omega = 0 (t's = 0 or t't = 0)"
+static const kr_test bicgstab_tests[] = {
+    {{GS_LOOP_FINITE, BI_RHO}, BI_NOT_FINITE},
+    {{GS_LOOP_FINITE, BI_R0V}, BI_NOT_FINITE},
+    {{GS_LOOP_FINITE, BI_TS}, BI_NOT_FINITE},
+    {{GS_LOOP_FINITE, BI_TT}, BI_NOT_FINITE},
+    {{GS_LOOP_NONZERO, BI_R0V}, "r0'v = 0 (alpha undefined)"},
+    {{GS_LOOP_NONZERO, BI_TT}, BI_OMEGA_ZERO},
+    {{GS_LOOP_NONZERO, BI_TS}, BI_OMEGA_ZERO},
+    {{GS_LOOP_NONZERO, BI_RHO}, "rho = r0'r = 0"},
+};
+#define BI_N_TESTS ((int)(sizeof bicgstab_tests / sizeof bicgstab_tests[0]))
 
 int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
                       const gs_krylov_opts *opts, gs_krylov_result *res)
@@ -81,13 +84,16 @@ int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
     GS_TRY(e->ops->copy(e, s.r, s.r0));
     GS_TRY(e->ops->copy(e, s.r, s.p));
     GS_TRY(e->ops->dot(e, s.r0, s.r, BI_RHO));
-    for (long it = 0; it < opts->maxit;) {
+    int ran = 0;
+    GS_TRY(kr_device_loop(&k, 0, bicgstab_body, &s, bicgstab_tests, BI_N_TESTS, NULL, 0, &ran));
+    for (long it = 0; !ran && it < opts->maxit;) {
         const long nb = kr_next_block(&k, it);
         for (long i = 0; i < nb; i++) GS_TRY(kr_run_iteration(&k, bicgstab_body, &s, 0));
         it += nb;
-        double rv[5];
+        double rv[5]; /* rr, rho, r0'v, t's, t't */
         GS_TRY(e->ops->scalar_read(e, KR_RR, 5, rv));
-        if (kr_check_breakdown(&k, it, rv[0], bicgstab_breakdown(rv + 1))) break;
+        const char *broke = kr_test_failed(bicgstab_tests, BI_N_TESTS, rv, KR_RR);
+        if (kr_check_breakdown(&k, it, rv[0], broke)) break;
     }
 cleanup:
     res->spmv_count = 2 * res->iterations + 1;

@@ -42,23 +42,31 @@ cleanup:
     return status;
 }
 
-/* The breakdown rho = r'Mr shows, or NULL. */
-static const char *cg_rho_breakdown(double rho)
+/* The breakdowns, in the order they are tested, with rho = r'Mr in slot
+ * rho: the first two are looked at only when the residual is above tol
+ * (kr_check_breakdown): p'Ap = 0 there means p = 0 with r != 0. */
+#define CG_N_TESTS 4
+static void cg_tests(int rho, kr_test t[CG_N_TESTS])
 {
-    if (!isfinite(rho)) return "r'Mr is not finite (M r overflowed or holds NaN)";
-    if (!(rho > 0.0)) return "r'Mr <= 0: the preconditioner is not positive definite";
-    return NULL;
+    const kr_test all[CG_N_TESTS] = {
+        {{GS_LOOP_FINITE, CG_PAP}, "p'Ap is not finite (A p overflowed or holds NaN)"},
+        {{GS_LOOP_POSITIVE, CG_PAP},
+         "p'Ap <= 0: A is not positive definite (use bicgstab or gmres)"},
+        {{GS_LOOP_FINITE, rho}, "r'Mr is not finite (M r overflowed or holds NaN)"},
+        {{GS_LOOP_POSITIVE, rho}, "r'Mr <= 0: the preconditioner is not positive definite"},
+    };
+    for (int i = 0; i < CG_N_TESTS; i++) t[i] = all[i];
 }
 
-/* The breakdown the slots read at a check show, or NULL; v = {pap, rho} of
- * the iteration just done. Only looked at when the residual is above tol
- * (kr_check_breakdown): p'Ap = 0 there means p = 0 with r != 0. */
-static const char *cg_breakdown(const double *v)
+/* The loop on the device runs the body of parity 0 only (rho in CG_RHO0,
+ * the new rho into CG_RHO1), and its check moves the new rho back. */
+static int cg_device_loop(kr_ctx *k, cg_state *s, int *ran)
 {
-    const double pap = v[0], rho = v[1];
-    if (!isfinite(pap)) return "p'Ap is not finite (A p overflowed or holds NaN)";
-    if (!(pap > 0.0)) return "p'Ap <= 0: A is not positive definite (use bicgstab or gmres)";
-    return cg_rho_breakdown(rho);
+    kr_test t[CG_N_TESTS];
+    static const int moves[1][2] = {{CG_RHO0, CG_RHO1}};
+    cg_tests(CG_RHO1, t);
+    s->par = 0;
+    return kr_device_loop(k, 0, cg_body, s, t, CG_N_TESTS, moves, 1, ran);
 }
 
 int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
@@ -76,13 +84,17 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
     GS_TRY(gs_pc_apply_dot(pc, s.r, s.z, CG_RHO0));
     GS_TRY(e->ops->copy(e, s.z, s.p));
     double v[1];
+    kr_test t[CG_N_TESTS];
+    cg_tests(CG_RHO0, t);
     GS_TRY(e->ops->scalar_read(e, CG_RHO0, 1, v));
-    if (cg_rho_breakdown(v[0])) { /* r0 is above tol here (kr_initial_residual) */
-        kr_breakdown(&k, 0, cg_rho_breakdown(v[0]));
+    const char *broke = kr_test_failed(t + 2, 2, v, CG_RHO0);
+    if (broke) { /* r0 is above tol here (kr_initial_residual) */
+        kr_breakdown(&k, 0, broke);
         goto cleanup;
     }
-    int par = 0;
-    for (long it = 0; it < opts->maxit;) {
+    int par = 0, ran = 0;
+    GS_TRY(cg_device_loop(&k, &s, &ran));
+    for (long it = 0; !ran && it < opts->maxit;) {
         const long nb = kr_next_block(&k, it);
         for (long i = 0; i < nb; i++, par ^= 1) {
             s.par = par; /* replays do not run cg_body: set the parity here */
@@ -91,8 +103,8 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
         it += nb;
         double rv[4];
         GS_TRY(e->ops->scalar_read(e, KR_RR, 4, rv)); /* rr, pap, rho0, rho1 */
-        const double got[2] = {rv[1], rv[2 + par]};
-        if (kr_check_breakdown(&k, it, rv[0], cg_breakdown(got))) break;
+        cg_tests(CG_RHO0 + par, t); /* the new rho (see cg_body) */
+        if (kr_check_breakdown(&k, it, rv[0], kr_test_failed(t, CG_N_TESTS, rv, KR_RR))) break;
     }
 cleanup:
     res->spmv_count = res->iterations + 1;

@@ -149,7 +149,8 @@ static void kr_history_grow(kr_ctx *k)
     if (h && hi && hs) k->history_cap = cap;
 }
 
-static void kr_record(kr_ctx *k, long it, double rel)
+/* The check at iteration it found rel at seconds since the start. */
+static void kr_record_at(kr_ctx *k, long it, double rel, double seconds)
 {
     gs_krylov_result *res = k->res;
     res->iterations = it;
@@ -162,8 +163,13 @@ static void kr_record(kr_ctx *k, long it, double rel)
     if (i >= k->history_cap) return;
     hist->rel[i] = rel;
     hist->iteration[i] = it;
-    hist->seconds[i] = gs_now() - k->start;
+    hist->seconds[i] = seconds;
     if (i == hist->len) hist->len++;
+}
+
+static void kr_record(kr_ctx *k, long it, double rel)
+{
+    kr_record_at(k, it, rel, k->opts->record_history ? gs_now() - k->start : 0.0);
 }
 
 int kr_positive(double v) { return isfinite(v) && v > 0.0; }
@@ -234,4 +240,116 @@ void kr_finish(kr_ctx *k)
     for (int i = 0; i < 2; i++)
         if (k->seq[i]) k->ops->seq_destroy(k->e, k->seq[i]);
     k->seq[0] = k->seq[1] = NULL;
+}
+
+static int kr_test_passes(const gs_loop_test *t, double v)
+{
+    switch (t->kind) {
+    case GS_LOOP_FINITE: return isfinite(v);
+    case GS_LOOP_POSITIVE: return v > 0.0;
+    case GS_LOOP_NONZERO: return v != 0.0;
+    }
+    return 1;
+}
+
+const char *kr_test_failed(const kr_test *tests, int n, const double *v, int slot0)
+{
+    for (int i = 0; i < n; i++)
+        if (!kr_test_passes(&tests[i].t, v[tests[i].t.slot - slot0])) return tests[i].what;
+    return NULL;
+}
+
+/* The engine captures the body through this (loop_run knows no kr_ctx). */
+typedef struct kr_loop_body {
+    kr_ctx *k;
+    kr_body_fn body;
+    void *state;
+} kr_loop_body;
+
+static int kr_loop_body_run(void *ctx)
+{
+    kr_loop_body *b = ctx;
+    return b->body(b->k, b->state);
+}
+
+/* The loop's outcome as kr_check_breakdown would have recorded it. */
+static int kr_loop_verdict(kr_ctx *k, const gs_loop *L, const kr_test *tests)
+{
+    gs_krylov_result *res = k->res;
+    for (long i = 0; i < L->history_len; i++)
+        kr_record_at(k, L->history_it[i], L->history_rel[i], L->history_time[i] - k->start);
+    if (!k->opts->record_history || L->history_len == 0) kr_record(k, L->last_it, L->last_rel);
+    if (k->opts->progress) k->opts->progress(k->opts->progress_ctx, L->last_it, L->last_rel);
+    switch (L->stop) {
+    case GS_LOOP_CONVERGED: res->reason = GS_REASON_CONVERGED; return GS_OK;
+    case GS_LOOP_NAN: res->reason = GS_REASON_NAN; return GS_OK;
+    case GS_LOOP_MAXIT: res->reason = GS_REASON_MAXIT; return GS_OK;
+    case GS_LOOP_TIME_LIMIT: res->reason = GS_REASON_TIME_LIMIT; return GS_OK;
+    case GS_LOOP_BREAKDOWN:
+        if (L->failed_test >= 0 && L->failed_test < L->n_tests) {
+            kr_breakdown(k, L->last_it, tests[L->failed_test].what);
+            return GS_OK;
+        }
+        break;
+    }
+    return gs_error_set(&k->e->err, GS_ERR_INTERNAL, "device loop stopped with %d (test %d)",
+                        L->stop, L->failed_test);
+}
+
+int kr_device_loop(kr_ctx *k, long it0, kr_body_fn body, void *state, const kr_test *tests,
+                   int n_tests, const int (*moves)[2], int n_moves, int *ran)
+{
+    const gs_krylov_opts *o = k->opts;
+    kr_loop_body lb = {k, body, state};
+    gs_loop L;
+    int status = GS_OK;
+    *ran = 0;
+    if (!o->use_capture || !k->ops->loop_run || it0 >= o->maxit) return GS_OK;
+    if (n_tests > GS_LOOP_MAX_TESTS || n_moves > GS_LOOP_MAX_MOVES)
+        return gs_error_set(&k->e->err, GS_ERR_INTERNAL, "device loop: %d tests, %d moves",
+                            n_tests, n_moves);
+    memset(&L, 0, sizeof L);
+    L.it0 = it0;
+    L.maxit = o->maxit;
+    L.check_every = o->check_every > 0 ? o->check_every : 1; /* a check costs no round trip */
+    L.tol = o->tol;
+    L.bnorm = k->bnorm;
+    L.slot_rr = KR_RR;
+    L.n_tests = n_tests;
+    for (int i = 0; i < n_tests; i++) L.test[i] = tests[i].t;
+    L.n_moves = n_moves;
+    for (int i = 0; i < n_moves; i++) L.move_dst[i] = moves[i][0], L.move_src[i] = moves[i][1];
+    L.deadline = o->deadline;
+    L.progress = o->progress;
+    L.progress_ctx = o->progress_ctx;
+    if (o->record_history) { /* checks at it0 + c, it0 + 2c, ... and maxit */
+        const long cap = (o->maxit - it0 + L.check_every - 1) / L.check_every;
+        if (cap > GS_LOOP_MAX_HISTORY) { /* the host loop records any length */
+            snprintf(k->res->loop_note, sizeof k->res->loop_note,
+                     "history of %ld checks above the device's %ld", cap, GS_LOOP_MAX_HISTORY);
+            return GS_OK;
+        }
+        L.history_cap = cap;
+        L.history_it = gs_malloc((size_t)cap * sizeof(long), "device loop history", &k->e->err);
+        L.history_rel = gs_malloc((size_t)cap * sizeof(double), "device loop history", &k->e->err);
+        L.history_time = gs_malloc((size_t)cap * sizeof(double), "device loop history",
+                                   &k->e->err);
+        if (!L.history_it || !L.history_rel || !L.history_time) {
+            status = GS_ERR_NOMEM;
+            goto cleanup;
+        }
+    }
+    GS_TRY(k->ops->loop_run(k->e, kr_loop_body_run, &lb, &L));
+    if (!L.ran) {
+        snprintf(k->res->loop_note, sizeof k->res->loop_note, "%s", L.declined);
+        goto cleanup;
+    }
+    *ran = 1;
+    k->res->device_loop = 1;
+    status = kr_loop_verdict(k, &L, tests);
+cleanup:
+    free(L.history_it);
+    free(L.history_rel);
+    free(L.history_time);
+    return status;
 }

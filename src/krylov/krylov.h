@@ -26,7 +26,8 @@ typedef struct gs_krylov_opts {
     int check_every; /* read the residual norm back every this many iterations;
                       * 0: adaptive (cg and bicgstab; the others check every step) */
     int record_history; /* keep ||r_k|| / ||b||, k and the time of every check */
-    int use_capture;    /* replay captured iteration blocks where the engine can */
+    int use_capture;    /* replay captured iteration blocks where the engine can, and
+                         * run the whole loop on the device where it offers loop_run */
     double deadline; /* gs_now() value past which the method stops at its next check with
                       * reason GS_REASON_TIME_LIMIT; 0: none */
     /* Called at every residual check with the iteration and ||r_k|| / ||b||
@@ -57,6 +58,10 @@ typedef struct gs_krylov_result {
     gs_krylov_history history; /* freed with the result */
     long spmv_count, pc_apply_count;
     int idr_s;            /* the s IDR(s) used (opts.idr_s, at most n - 1); 0 for the others */
+    int device_loop;      /* 1: the iterations ran in the engine's loop on the device
+                           * (loop_run, a check after every check_every iterations,
+                           * adaptive checking becomes every iteration); 0: on the host */
+    char loop_note[160];  /* why an engine with a loop on the device declined it, or "" */
 } gs_krylov_result;
 
 typedef int (*gs_krylov_fn)(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,

@@ -5,6 +5,7 @@
 #define GS_KRYLOV_IMPL_H
 
 #include "krylov.h"
+#include "loop.h"
 
 /* Scalar slots common to all methods; each method numbers its own from
  * KR_FREE on. KR_RR must stay right after KR_BB (read together). */
@@ -53,6 +54,26 @@ int kr_run_iteration(kr_ctx *k, kr_body_fn body, void *state, int key);
 long kr_next_block(const kr_ctx *k, long it);
 #define KR_AUTO_MAX 16
 void kr_finish(kr_ctx *k);
+
+/* A breakdown test of a method (loop.h) with what it means when it fails:
+ * the one list both the host check (kr_test_failed) and the device loop
+ * (kr_device_loop) evaluate, so each method states its breakdowns once. */
+typedef struct kr_test {
+    gs_loop_test t;
+    const char *what;
+} kr_test;
+/* The first of tests[0..n) that fails on the slot values v (v[i] holds
+ * slot slot0 + i), as its what, or NULL when all pass. */
+const char *kr_test_failed(const kr_test *tests, int n, const double *v, int slot0);
+/* Run the iterations it0 + 1 .. on the device where the engine can
+ * (opts->use_capture and the engine's loop_run): body captured once, the
+ * tests and moves (S[dst] = S[src] after each iteration; moves[i] = {dst,
+ * src}) evaluated by the engine's check. When it ran, *ran = 1 and the
+ * result holds what kr_check_breakdown would have made of the same checks
+ * (iterations, reason, breakdown, residual and history); else *ran = 0,
+ * nothing ran, and the method iterates on the host. */
+int kr_device_loop(kr_ctx *k, long it0, kr_body_fn body, void *state, const kr_test *tests,
+                   int n_tests, const int (*moves)[2], int n_moves, int *ran);
 
 
 #endif

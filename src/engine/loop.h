@@ -1,0 +1,70 @@
+/* loop.h - the iteration loop on the device (the engine's optional
+ * loop_run): what the check after each iteration tests on the scalar slots,
+ * and what it found. The Krylov layer fills a gs_loop (krylov.c:
+ * kr_device_loop); the engine runs body, check, body, check ... without the
+ * host until the check says stop, then hands back the outcome once. */
+#ifndef GS_LOOP_H
+#define GS_LOOP_H
+
+#define GS_LOOP_MAX_TESTS 12
+#define GS_LOOP_MAX_MOVES 4
+/* More possible checks than this (maxit / check_every) with a residual
+ * history asked for: the engine declines (the history would not fit). */
+#define GS_LOOP_MAX_HISTORY (1L << 20)
+
+/* A breakdown predicate on one slot: the method broke down when it fails. */
+typedef enum gs_loop_test_kind {
+    GS_LOOP_FINITE = 0, /* S[slot] is finite */
+    GS_LOOP_POSITIVE,   /* S[slot] > 0 (NaN fails) */
+    GS_LOOP_NONZERO     /* S[slot] != 0 (NaN passes: test FINITE first) */
+} gs_loop_test_kind;
+
+typedef struct gs_loop_test {
+    int kind; /* gs_loop_test_kind */
+    int slot;
+} gs_loop_test;
+
+/* Why the loop stopped; the order of the tests is kr_check_breakdown's. */
+typedef enum gs_loop_stop {
+    GS_LOOP_RUNNING = 0, /* not stopped (only between yields) */
+    GS_LOOP_CONVERGED,   /* sqrt(|S[slot_rr]|) / bnorm <= tol */
+    GS_LOOP_NAN,         /* that quotient is not finite */
+    GS_LOOP_BREAKDOWN,   /* test[failed_test] failed (residual above tol) */
+    GS_LOOP_MAXIT,       /* it == maxit */
+    GS_LOOP_TIME_LIMIT   /* deadline passed */
+} gs_loop_stop;
+
+typedef struct gs_loop {
+    /* --- in --- */
+    long it0;         /* iterations done before the loop; the first check's is it0 + 1.. */
+    long maxit;       /* > it0 */
+    long check_every; /* >= 1: a check at it0 + c, it0 + 2c, ... and at maxit */
+    double tol, bnorm;
+    int slot_rr;      /* ||r||^2 */
+    int n_tests;      /* the first failing test is the breakdown */
+    gs_loop_test test[GS_LOOP_MAX_TESTS];
+    int n_moves;      /* after every iteration (checked or not, tests first): */
+    int move_dst[GS_LOOP_MAX_MOVES], move_src[GS_LOOP_MAX_MOVES]; /* S[dst] = S[src] */
+    double deadline;  /* gs_now() past which a check stops with TIME_LIMIT; 0: none */
+    /* History (history_cap > 0): one entry per check, in the caller's
+     * arrays of history_cap >= the number of checks possible: the
+     * iteration, sqrt(|rr|) / bnorm and the gs_now() time of the check. */
+    long history_cap;
+    long *history_it;
+    double *history_rel, *history_time;
+    /* Called on the host every so often while the loop runs (the engine
+     * hands control back to the host about every quarter second for it)
+     * with the last check's iteration and residual; NULL: never. */
+    void (*progress)(void *ctx, long it, double rel);
+    void *progress_ctx;
+    /* --- out --- */
+    int ran;          /* 0: the engine declined (nothing ran): run the host loop */
+    char declined[160]; /* why it declined ("" when it ran) */
+    int stop;         /* gs_loop_stop */
+    int failed_test;  /* GS_LOOP_BREAKDOWN: index into test */
+    long last_it;     /* the last check's iteration (the iterations done) */
+    double last_rel;  /* and its sqrt(|rr|) / bnorm */
+    long history_len;
+} gs_loop;
+
+#endif

@@ -516,7 +516,7 @@ START_TEST(test_bloweybq_and_system_matrix)
     engines_up();
     tu_rng r = tu_rng_seed(2404);
     gs_csr A = {0};
-    if (!tu_real_matrix("bloweybq.mtx", &A)) {
+    if (!tu_real_matrix("bloweybq", &A)) {
         A = shape(&r, ONE_DENSE, 10001);
     } else {
         int64_t longest = 0;

@@ -29,6 +29,16 @@ static void cuda_destroy(gs_engine *e)
     free(e);
 }
 
+static double *cuda_vec_data(gs_engine *e, const gs_vec *v)
+{
+    (void)e;
+    return v->d;
+}
+
+static double *cuda_scalar_data(gs_engine *e) { return gs_cuda_of(e)->S; }
+
+static void *cuda_native_stream(gs_engine *e) { return (void *)gs_cuda_of(e)->stream; }
+
 static const gs_engine_ops cuda_ops = {
     "cuda",
     GS_ENGINE_CUDA,
@@ -64,6 +74,9 @@ static const gs_engine_ops cuda_ops = {
     cuda_host_unpin,
     gs_cuda_mat_create_system,
     gs_cuda_setup_done,
+    cuda_vec_data,
+    cuda_scalar_data,
+    cuda_native_stream,
 };
 
 static int cuda_engine_init(gs_engine *e)

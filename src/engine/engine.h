@@ -163,6 +163,17 @@ typedef struct gs_engine_ops {
      * when there was none; a failure leaves A unusable (destroy it). */
     int (*mat_create_system)(gs_engine *e, const gs_csr *A, gs_mat **out);
     int (*setup_done)(gs_engine *e, gs_mat *A, int *laid_out);
+
+    /* --- optional (NULL where the engine has none): raw access for an
+     * engine that wraps this one (the distributed engine, src/dist/) ---
+     * vec_data: the address of v's n values (host memory on the CPU
+     * engine, device memory on the CUDA engine); scalar_data: the address
+     * of S (GS_MAX_SCALARS doubles, same memory as the vectors). The
+     * wrapper orders its own work after the engine's queued operations
+     * (the CUDA engine: on its stream, native_stream). */
+    double *(*vec_data)(gs_engine *e, const gs_vec *v);
+    double *(*scalar_data)(gs_engine *e);
+    void *(*native_stream)(gs_engine *e); /* cudaStream_t, NULL on the CPU engine */
 } gs_engine_ops;
 
 struct gs_engine {

@@ -54,7 +54,8 @@ label, p, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 lines = [l for l in open(log) if l.startswith("matrix,") or l.startswith('"')]
 row = list(csv.DictReader(lines))[0]
 g = lambda k, d="0": row.get(k) or d
-floor = float(g("bytes_per_iteration")) / float(g("bandwidth_Bps", "1") or 1)
+bw = float(g("bandwidth_Bps"))
+floor = float(g("bytes_per_iteration")) / bw if bw > 0 else 0.0  # the CPU engine measures none
 print(",".join(str(v) for v in [label, p, g("n"), g("iterations"), g("converged"), g("tp_min_s"),
       g("ts_min_s"), g("s_per_iteration"), floor, g("floor_ratio"), g("halo_bytes_per_iteration"),
       g("comm_s"), g("transport", "-"), g("distribute_s"), g("read_s")]))

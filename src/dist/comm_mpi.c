@@ -9,6 +9,7 @@
 #include "dist_impl.h"
 
 static int g_started, g_device = -1;
+static char g_device_id[32]; /* the CUDA_VISIBLE_DEVICES entry chosen (an index or a UUID) */
 
 MPI_Comm gs_dist_comm(void) { return MPI_COMM_WORLD; }
 
@@ -64,7 +65,8 @@ static void choose_device(void)
     if (count <= 0) return;
     const int local = env_int(local_names, env_int(rank_names, 0));
     const int pick = local % count;
-    g_device = atoi(list[pick]);
+    g_device = pick;
+    snprintf(g_device_id, sizeof g_device_id, "%s", list[pick]);
     setenv("CUDA_VISIBLE_DEVICES", list[pick], 1);
 }
 
@@ -89,6 +91,8 @@ void gs_dist_finalize(void)
 }
 
 int gs_dist_device(void) { return g_device; }
+
+const char *gs_dist_device_id(void) { return g_device_id; }
 
 int gs_dist_agree(int status, gs_error *err)
 {

@@ -75,6 +75,7 @@ int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err);
 
 /* comm_mpi.c */
 MPI_Comm gs_dist_comm(void);
+const char *gs_dist_device_id(void); /* "" when none was chosen */
 int gs_dist_mpi_fail(int mpi_code, const char *what, gs_error *err);
 
 #ifdef __cplusplus

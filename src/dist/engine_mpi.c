@@ -351,29 +351,32 @@ int gs_engine_is_dist(const gs_engine *e)
 
 gs_engine *gs_engine_dist_inner(gs_engine *e) { return gs_dist_of(e)->inner; }
 
-/* Distinct (host, device) pairs over the ranks. */
+/* Distinct (host, device) pairs over the ranks: the device entries chosen
+ * (indices or UUIDs) compared within each host, summed over the hosts. */
 static int count_devices(dist_engine *d)
 {
     MPI_Comm node;
-    int mine = gs_dist_device(), distinct = 0, node_rank = 0, node_size = 1, leaders = 0;
+    char mine[32];
+    int distinct = 0, node_rank = 0, node_size = 1, total = 0;
     if (d->inner->ops->kind != GS_ENGINE_CUDA) return 0;
+    snprintf(mine, sizeof mine, "%s", gs_dist_device_id());
     MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &node_rank);
     MPI_Comm_size(node, &node_size);
-    int *all = calloc((size_t)node_size, sizeof *all);
+    char *all = calloc((size_t)node_size, sizeof mine);
     if (all) {
-        MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, node);
+        MPI_Allgather(mine, (int)sizeof mine, MPI_CHAR, all, (int)sizeof mine, MPI_CHAR, node);
         for (int i = 0; i < node_size; i++) {
             int seen = 0;
-            for (int j = 0; j < i; j++) seen |= all[j] == all[i];
+            for (int j = 0; j < i; j++) seen |= strcmp(all + 32 * j, all + 32 * i) == 0;
             distinct += !seen;
         }
     }
     free(all);
     int mine_count = node_rank == 0 ? distinct : 0;
-    MPI_Allreduce(&mine_count, &leaders, 1, MPI_INT, MPI_SUM, d->comm);
+    MPI_Allreduce(&mine_count, &total, 1, MPI_INT, MPI_SUM, d->comm);
     MPI_Comm_free(&node);
-    return leaders;
+    return total;
 }
 
 int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err)

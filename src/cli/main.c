@@ -87,7 +87,8 @@ static int engines_open_dist(const gs_cli *cli, engines *en, gs_error *err)
     else if (strcmp(want, "cpu") == 0)
         status = gs_engine_cpu_create(&inner, err);
     else
-        status = gs_engine_cuda_create(&inner, err);
+        status = gs_engine_cuda_create_on(gs_dist_device() < 0 ? 0 : gs_dist_device(), &inner,
+                                          err);
     if (status == GS_OK && strcmp(want, "cuda") == 0) {
         gs_debug dbg;
         gs_debug_from_env(&dbg);

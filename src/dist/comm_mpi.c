@@ -1,7 +1,6 @@
 /* comm_mpi.c - starting MPI, choosing each rank's GPU, and the few
  * collectives the program's layers share (agreeing on an error, maxima,
  * gathering a vector on rank 0). MPI builds only (make MPI=1). */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +8,7 @@
 #include "dist_impl.h"
 
 static int g_started, g_device = -1;
-static char g_device_id[32]; /* the CUDA_VISIBLE_DEVICES entry chosen (an index or a UUID) */
+static char g_device_id[32]; /* the device chosen, as text (compared across ranks) */
 
 MPI_Comm gs_dist_comm(void) { return MPI_COMM_WORLD; }
 
@@ -30,44 +29,24 @@ static int env_int(const char *const *names, int fallback)
     return fallback;
 }
 
-/* Devices visible to this process without starting CUDA (which would fix
- * the visible set before we choose): CUDA_VISIBLE_DEVICES's list when set,
- * else the driver's entries in /proc. */
-static int device_count_without_cuda(char list[][32], int max)
-{
-    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-    int n = 0;
-    if (vis) {
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s", vis);
-        for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ","))
-            snprintf(list[n++], 32, "%s", t);
-        return n;
-    }
-    DIR *dir = opendir("/proc/driver/nvidia/gpus");
-    if (!dir) return 0;
-    struct dirent *ent;
-    while ((ent = readdir(dir)) && n < max)
-        if (ent->d_name[0] != '.') snprintf(list[n], 32, "%d", n), n++;
-    closedir(dir);
-    return n;
-}
-
-/* Rank r uses device (local rank) mod (device count): set before CUDA starts,
- * so that every CUDA call of this process (the engine's device 0) is it. */
+/* Rank r uses device (local rank) mod (device count), chosen by index with
+ * every device visible: NCCL moves data between GPUs by CUDA IPC, which a
+ * per-rank CUDA_VISIBLE_DEVICES would prevent. */
 static void choose_device(void)
 {
     static const char *local_names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                         "SLURM_LOCALID", "PMIX_LOCAL_RANK", NULL};
-    static const char *rank_names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
-    char list[64][32];
-    const int count = device_count_without_cuda(list, 64);
+    int local = env_int(local_names, -1);
+    if (local < 0) { /* no launcher variable: the rank among those sharing this host */
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_free(&node);
+    }
+    const int count = gs_cuda_device_count();
     if (count <= 0) return;
-    const int local = env_int(local_names, env_int(rank_names, 0));
-    const int pick = local % count;
-    g_device = pick;
-    snprintf(g_device_id, sizeof g_device_id, "%s", list[pick]);
-    setenv("CUDA_VISIBLE_DEVICES", list[pick], 1);
+    g_device = local % count;
+    snprintf(g_device_id, sizeof g_device_id, "%d", g_device);
 }
 
 int gs_dist_init(int *argc, char ***argv, int *rank, int *size)
@@ -76,7 +55,6 @@ int gs_dist_init(int *argc, char ***argv, int *rank, int *size)
                                      "MPI_LOCALNRANKS", NULL};
     *rank = 0, *size = 1;
     if (env_int(launched, -1) < 0) return GS_OK; /* not under a launcher: one process */
-    if (GS_HAVE_CUDA) choose_device();
     if (MPI_Init(argc, argv) != MPI_SUCCESS) return GS_ERR_INTERNAL;
     g_started = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
@@ -90,9 +68,21 @@ void gs_dist_finalize(void)
     g_started = 0;
 }
 
-int gs_dist_device(void) { return g_device; }
+/* Chosen at the first call (collective where no launcher variable gives the
+ * local rank), so that runs that use no GPU never start CUDA for it. */
+int gs_dist_device(void)
+{
+    static int chosen;
+    if (!chosen && g_started && GS_HAVE_CUDA) choose_device();
+    chosen = 1;
+    return g_device;
+}
 
-const char *gs_dist_device_id(void) { return g_device_id; }
+const char *gs_dist_device_id(void)
+{
+    gs_dist_device();
+    return g_device_id;
+}
 
 int gs_dist_agree(int status, gs_error *err)
 {

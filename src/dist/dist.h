@@ -63,8 +63,7 @@ int gs_dist_block_diagonal(const gs_csr *A, int parts, const int64_t *begin, gs_
 /* ---- MPI (stubs without it) ---- */
 
 /* Before anything else in main: starts MPI when the process was launched by
- * an MPI launcher (and picks this rank's GPU, local rank mod the device
- * count, before CUDA starts); *rank, *size = 0, 1 otherwise. */
+ * an MPI launcher; *rank, *size = 0, 1 otherwise. */
 int gs_dist_init(int *argc, char ***argv, int *rank, int *size);
 void gs_dist_finalize(void);
 /* Every rank calls it with its own status; returns the status of the lowest
@@ -74,7 +73,8 @@ int gs_dist_agree(int status, gs_error *err);
 void gs_dist_abort(int exit_code);
 double gs_dist_max(double v);
 double gs_dist_sum(double v);
-/* The physical GPU this rank uses (-1: none chosen). */
+/* The CUDA device index this rank uses: its local rank (among the ranks on
+ * its host) mod the device count; -1 without a device or MPI. */
 int gs_dist_device(void);
 
 /* The distributed engine over inner (taken over: destroyed with it);

@@ -309,40 +309,27 @@ static void d_destroy(gs_engine *e)
     free(e);
 }
 
-static const gs_engine_ops dist_ops_cpu = {
-    .name = "cpu",
-    .kind = GS_ENGINE_CPU,
-    .destroy = d_destroy,
-    .vec_create = d_vec_create,
-    .vec_destroy = d_vec_destroy,
-    .vec_upload = d_vec_upload,
-    .vec_download = d_vec_download,
-    .mat_create = d_mat_create,
-    .mat_destroy = d_mat_destroy,
-    .set = d_set,
-    .copy = d_copy,
-    .axpby = d_axpby,
-    .axpbypcz = d_axpbypcz,
-    .dot = d_dot,
-    .axpby_dot = d_axpby_dot,
-    .axpy2_dot = d_axpy2_dot,
-    .pointwise_mult_dot = d_pointwise_mult_dot,
-    .mdot = d_mdot,
-    .maxpy = d_maxpy,
-    .spmv_dot = d_spmv_dot,
-    .spmv_axpby = d_spmv_axpby,
-    .trisolve = NULL, /* a triangular solve across ranks: none (preconditioners are block-local) */
-    .scalar_set = d_scalar_set,
-    .scalar_write = d_scalar_write,
-    .scalar_read = d_scalar_read,
-    .sync = d_sync,
-    .host_pin = d_host_pin,
-    .host_unpin = d_host_unpin,
-    .mat_create_system = d_mat_create_system,
-    .setup_done = d_setup_done,
-};
+/* The same table twice: named and kinded as the inner engine (the report
+ * and the registry's per-engine setups read the kind). */
+#define DIST_OPS(NAME, KIND)                                                                       \
+    {                                                                                              \
+        .name = NAME, .kind = KIND, .destroy = d_destroy, .vec_create = d_vec_create,              \
+        .vec_destroy = d_vec_destroy, .vec_upload = d_vec_upload,                                  \
+        .vec_download = d_vec_download, .mat_create = d_mat_create,                                \
+        .mat_destroy = d_mat_destroy, .set = d_set, .copy = d_copy, .axpby = d_axpby,              \
+        .axpbypcz = d_axpbypcz, .dot = d_dot, .axpby_dot = d_axpby_dot,                            \
+        .axpy2_dot = d_axpy2_dot, .pointwise_mult_dot = d_pointwise_mult_dot, .mdot = d_mdot,      \
+        .maxpy = d_maxpy, .spmv_dot = d_spmv_dot, .spmv_axpby = d_spmv_axpby,                      \
+        .trisolve = NULL, /* across ranks: none (preconditioners are block-local) */               \
+        .scalar_set = d_scalar_set, .scalar_write = d_scalar_write,                                \
+        .scalar_read = d_scalar_read, .sync = d_sync, .host_pin = d_host_pin,                      \
+        .host_unpin = d_host_unpin, .mat_create_system = d_mat_create_system,                      \
+        .setup_done = d_setup_done,                                                                \
+    }
 
-static gs_engine_ops dist_ops_cuda; /* the same table, named and kinded "cuda" */
+static const gs_engine_ops dist_ops_cpu = DIST_OPS("cpu", GS_ENGINE_CPU);
+static const gs_engine_ops dist_ops_cuda = DIST_OPS("cuda", GS_ENGINE_CUDA);
+
 
 int gs_engine_is_dist(const gs_engine *e)
 {
@@ -392,9 +379,6 @@ int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err)
         gs_engine_destroy(inner);
         return status;
     }
-    dist_ops_cuda = dist_ops_cpu;
-    dist_ops_cuda.name = "cuda";
-    dist_ops_cuda.kind = GS_ENGINE_CUDA;
     d->inner = inner;
     d->comm = gs_dist_comm();
     MPI_Comm_rank(d->comm, &d->rank);

@@ -189,6 +189,10 @@ struct gs_engine {
  * build has no CUDA or no device is present (message says which). */
 int gs_engine_cpu_create(gs_engine **out, gs_error *err);
 int gs_engine_cuda_create(gs_engine **out, gs_error *err);
+/* The same on device `device` (0 .. count - 1): a distributed run's rank r
+ * takes its local rank mod the count (NCCL needs every GPU visible to every
+ * rank, so ranks choose by index, not by CUDA_VISIBLE_DEVICES). */
+int gs_engine_cuda_create_on(int device, gs_engine **out, gs_error *err);
 int gs_cuda_device_count(void); /* 0 without a build, driver or device */
 /* The CUDA engine's test switches (src/debug.h), copied; a no-op without CUDA. */
 struct gs_debug;

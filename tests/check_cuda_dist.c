@@ -3,8 +3,9 @@
  * however many GPUs there are (ranks beyond the GPUs share one: the
  * "mpi-staged" transport, as NCCL refuses two ranks on one device; with 2
  * GPUs or more, 2 ranks use NCCL) gives the same iterations and residuals;
- * block-local FSAI and ISAI (their GPU setups) on a block-diagonal matrix
- * give the global definition's iterations; a bad input fails once. Every
+ * block-local FSAI, ISAI, SPAI, GSPAI-Opt (their GPU setups) give the
+ * iterations of one process building the same M (--pc-blocks P, and on a
+ * block-diagonal matrix the global definition); a bad input fails once. Every
  * mpirun under timeout. Without a device (or MPI) the suite says skipped. */
 #include "dist.h"
 #include "distutil.h"
@@ -63,6 +64,21 @@ START_TEST(block_local_gpu_setups_match_their_definition)
 }
 END_TEST
 
+/* With a halo: P ranks against one process building the same block-local
+ * M (--pc-blocks P), both with the GPU setups. */
+START_TEST(block_local_gpu_setups_match_pc_blocks)
+{
+    const char *pcs[] = {"fsai -m cg", "isai -m cg", "gspai-opt -m bicgstab"};
+    char one[320], many[256];
+    for (int ranks = 2; ranks <= 3; ranks++)
+        for (int t = 0; t < 3; t++) {
+            snprintf(many, sizeof many, "-e cuda --generate poisson3d:20 -p %s", pcs[t]);
+            snprintf(one, sizeof one, "%s --pc-blocks %d", many, ranks);
+            td_assert_same(td_csv(0, one, 0), td_csv(ranks, many, 0), t == 2 ? 1 : 0, 1e-5);
+        }
+}
+END_TEST
+
 START_TEST(bad_input_fails_once_on_gpus)
 {
     td_assert_one_failure(2, "-e cuda /nonexistent/b.mtx", 1, "/nonexistent/b.mtx");
@@ -84,6 +100,7 @@ int main(void)
         tcase_add_test(t, jacobi_matches_one_process_on_gpus);
         tcase_add_test(t, transport_follows_the_devices);
         tcase_add_test(t, block_local_gpu_setups_match_their_definition);
+        tcase_add_test(t, block_local_gpu_setups_match_pc_blocks);
         tcase_add_test(t, bad_input_fails_once_on_gpus);
     } else {
         printf("check_cuda_dist: skipped: %s\n",

@@ -4,8 +4,9 @@
  * and per-rank generation (row blocks equal the whole matrix's rows). With
  * make MPI=1 and mpirun present: gpusolve under mpirun with 2 and 3 ranks
  * gives the iterations and residuals of one process (jacobi exactly;
- * block-local preconditioners on a block-diagonal matrix, where block-local
- * is the global definition), the same solution in --output, and bad input
+ * block-local preconditioners against one process with --pc-blocks P, and
+ * on a block-diagonal matrix, where block-local is the global definition),
+ * the same solution in --output, and bad input
  * fails on every rank with one message and a non-zero exit, never a hang
  * (every mpirun runs under timeout). Without MPI those say "skipped". */
 #include <math.h>
@@ -137,7 +138,52 @@ START_TEST(generated_blocks_are_the_whole_matrix_rows)
 }
 END_TEST
 
+/* --pc-blocks on one process: jacobi is block-local already (the same
+ * run); fsai on the block-diagonal part drops the couplings across blocks
+ * (fewer nonzeros in G, more iterations than the global FSAI). */
+START_TEST(pc_blocks_on_one_process)
+{
+    char buf[64];
+    td_result a = td_csv(0, "-e cpu --generate poisson3d:12 -p jacobi", 0);
+    td_result b = td_csv(0, "-e cpu --generate poisson3d:12 -p jacobi --pc-blocks 3", 0);
+    ck_assert_int_eq(a.iterations, b.iterations);
+    ck_assert(a.rel == b.rel);
+    tu_cmd_out g = td_run(0, "-e cpu --generate poisson3d:12 -p fsai --format csv");
+    tu_cmd_out l = td_run(0, "-e cpu --generate poisson3d:12 -p fsai --pc-blocks 4 --format csv");
+    tu_assert_exit(g, 0);
+    tu_assert_exit(l, 0);
+    ck_assert(tu_csv_field(g.text, 0, "nnz_M", buf, sizeof buf));
+    const long nnz_global = atol(buf);
+    ck_assert(tu_csv_field(l.text, 0, "nnz_M", buf, sizeof buf));
+    ck_assert_int_lt(atol(buf), nnz_global);
+    char extra[1024];
+    ck_assert(tu_csv_field(l.text, 0, "precond_extra", extra, sizeof extra));
+    ck_assert_ptr_nonnull(strstr(extra, "scope=block-local"));
+    free(g.text), free(l.text);
+    tu_cmd_out o = td_run(0, "-e cpu --generate poisson3d:2 --pc-blocks 9");
+    tu_assert_exit(o, 1);
+    TU_ASSERT_HAS(o, "fewer than the 9 row blocks");
+    free(o.text);
+}
+END_TEST
+
 /* ---- under mpirun ---- */
+
+/* Block-local preconditioners with a halo (poisson3d: every block couples
+ * to its neighbours): P ranks against one process building the same M
+ * (--pc-blocks P), with their CPU setups. */
+START_TEST(block_local_matches_pc_blocks)
+{
+    const char *pcs[] = {"fsai -m cg", "isai -m cg", "spai -m bicgstab", "gspai-opt -m bicgstab"};
+    char one[320], many[256];
+    for (int ranks = 2; ranks <= 3; ranks++)
+        for (int t = 0; t < 4; t++) {
+            snprintf(many, sizeof many, "-e cpu --generate poisson3d:12 -p %s", pcs[t]);
+            snprintf(one, sizeof one, "%s --pc-blocks %d", many, ranks);
+            td_assert_same(td_csv(0, one, 0), td_csv(ranks, many, 0), t >= 2 ? 1 : 0, 1e-5);
+        }
+}
+END_TEST
 
 START_TEST(jacobi_matches_one_process)
 {
@@ -232,6 +278,8 @@ START_TEST(bad_input_fails_on_every_rank_once)
         td_assert_one_failure(ranks, "-e cpu --generate poisson3d:8 --time-limit 5", 1,
                               "--time-limit");
         td_assert_one_failure(ranks, "-e cpu --generate poisson3d:1", 1, "fewer than the");
+        td_assert_one_failure(ranks, "-e cpu --generate poisson3d:8 --pc-blocks 2", 1,
+                              "--pc-blocks");
     }
     /* a setup that fails on one block only: an indefinite block for FSAI */
     char path[256];
@@ -255,11 +303,13 @@ int main(void)
     tcase_add_test(unit, partition_balances_nonzeros);
     tcase_add_test(unit, split_recomposes_the_product);
     tcase_add_test(unit, generated_blocks_are_the_whole_matrix_rows);
+    tcase_add_test(unit, pc_blocks_on_one_process);
     if (td_mpi_ready()) {
         TCase *mpi = tu_add_tcase(s, "mpirun", 900);
         tcase_add_test(mpi, jacobi_matches_one_process);
         tcase_add_test(mpi, file_input_is_scattered);
         tcase_add_test(mpi, block_local_preconditioners_match_their_definition);
+        tcase_add_test(mpi, block_local_matches_pc_blocks);
         tcase_add_test(mpi, solution_is_gathered);
         tcase_add_test(mpi, bad_input_fails_on_every_rank_once);
     } else {

@@ -271,26 +271,46 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
 {
     const gs_pc_hook hook = {progress ? gs_progress_stage_done : NULL, progress,
                              progress ? gs_progress_stage_begin : NULL};
-    gs_mat *A = NULL;
+    gs_mat *A = NULL, *A_pc = NULL;
     gs_pc *pc = NULL;
     gs_vec *b = NULL, *x = NULL;
+    gs_csr A_blocks = {0};
+    int64_t *begin = NULL;
     int status = GS_OK;
     memset(t, 0, sizeof *t);
     double t0 = gs_now();
     if (progress) gs_progress_run_begin(progress);
     run->opts.deadline = cli->time_limit > 0 ? t0 + cli->time_limit : 0.0;
     const gs_pc_type *type = gs_pc_find(cli->precond);
-    if (e->ops->mat_create_system) /* the engine keeps A as it likes until the setup is done */
-        GS_TRY(e->ops->mat_create_system(e, &p->A, &A));
-    else
+    const int blocks = (int)cli->pc_blocks;
+    if (blocks > 1) { /* M from A's block-diagonal part: what `blocks` ranks would build */
+        begin = gs_malloc(((size_t)blocks + 1) * sizeof *begin, "row blocks", err);
+        if (!begin) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(gs_dist_partition(&p->A, blocks, begin, err));
+        GS_TRY(gs_dist_block_diagonal(&p->A, blocks, begin, &A_blocks, err));
         GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
+        if (e->ops->mat_create_system)
+            GS_TRY(e->ops->mat_create_system(e, &A_blocks, &A_pc));
+        else
+            GS_TRY(e->ops->mat_create(e, &A_blocks, GS_FP64, &A_pc));
+    } else if (e->ops->mat_create_system) { /* the engine keeps A as it likes until the setup */
+        GS_TRY(e->ops->mat_create_system(e, &p->A, &A));
+    } else {
+        GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
+    }
     GS_TRY(e->ops->sync(e));
     gs_stages_add(&t->stages, "transfer A", gs_now() - t0);
     if (progress) gs_progress_stage_done(progress, "transfer A");
     if (gs_engine_is_dist(e)) /* each rank's diagonal block (docs/multigpu.md) */
         GS_TRY(gs_dist_pc_create(type, e, &cli->params, &p->A, A, &hook, &pc, err));
+    else if (blocks > 1)
+        GS_TRY(gs_pc_create_hooked(type, e, &cli->params, &A_blocks, A_pc, &hook, &pc, err));
     else
         GS_TRY(gs_pc_create_hooked(type, e, &cli->params, &p->A, A, &hook, &pc, err));
+    if (blocks > 1) {
+        gs_kv_str(&pc->extra, "scope", "block-local");
+        gs_kv_num(&pc->extra, "blocks", blocks);
+    }
     for (int i = 0; i < pc->stages.count; i++)
         gs_stages_add(&t->stages, pc->stages.stage[i].name, pc->stages.stage[i].seconds);
     t->tp = gs_now() - t0;
@@ -346,6 +366,9 @@ cleanup:
     e->ops->vec_destroy(e, b);
     e->ops->vec_destroy(e, x);
     e->ops->mat_destroy(e, A);
+    e->ops->mat_destroy(e, A_pc);
+    gs_csr_free(&A_blocks);
+    free(begin);
     return status;
 }
 

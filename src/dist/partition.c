@@ -12,7 +12,7 @@ int gs_dist_partition_rows(gs_row_count_fn nnz_of, void *ctx, int64_t n, int par
 {
     if (parts < 1 || n < parts)
         return gs_error_set(err, GS_ERR_INPUT,
-                            "the matrix has %lld rows, fewer than the %d ranks", (long long)n,
+                            "the matrix has %lld rows, fewer than the %d row blocks (one a rank)", (long long)n,
                             parts);
     int64_t total = 0;
     for (int64_t i = 0; i < n; i++) total += nnz_of(ctx, i);

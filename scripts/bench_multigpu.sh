@@ -34,6 +34,10 @@ cores=$(nproc)
 counts=()
 for p in 1 2 4 8; do [ "$p" -le "$GPUS" ] && counts+=("$p"); done
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI binds each rank to one core by default, which starves its OpenMP
+# threads (generation, setups): unbind; other launchers get no extra flags.
+ompi_flags=""
+"$MPIRUN" --version 2>&1 | grep -q 'Open MPI\|OpenRTE' && ompi_flags="--oversubscribe --bind-to none"
 
 # label, ranks, gpusolve arguments: one CSV row appended to runs.csv
 run() {
@@ -41,7 +45,7 @@ run() {
     local threads=$((cores / p)); [ "$threads" -ge 1 ] || threads=1
     local log="$OUT/$(echo "$label-$p" | tr ' :/' '___').log"
     echo "== $label on $p GPU(s): gpusolve $*" >&2
-    OMP_NUM_THREADS=$threads timeout -k 10 "$RUN_TIMEOUT" "$MPIRUN" --oversubscribe --bind-to none \
+    OMP_NUM_THREADS=$threads timeout -k 10 "$RUN_TIMEOUT" "$MPIRUN" $ompi_flags \
         ${MPIRUN_FLAGS:-} -np "$p" "$GPUSOLVE" -e "${ENGINE:-cuda}" --format csv "$@" >"$log" 2>&1
     local rc=$?
     if [ $rc -ne 0 ] || ! grep -q '^matrix,' "$log"; then

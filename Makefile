@@ -1,6 +1,10 @@
 # gpusolve - build, test, benchmark, install.
 #   make                 build/gpusolve (CUDA engine included when nvcc is found)
 #   make CUDA=0          CPU-only build, no CUDA toolkit needed
+#   make MPI=1           also the distributed engine (mpirun -np P gpusolve ...,
+#                        docs/multigpu.md): MPI_CFLAGS / MPI_LIBS default to
+#                        `mpicc --showme:compile` / `--showme:link`, NCCL_CFLAGS /
+#                        NCCL_LIBS to the CUDA toolkit's NCCL (CUDA=1 builds only)
 #   make run             build and solve the built-in example problem
 #   make test            build and run every Check suite (GPU suites skip without a GPU)
 #                        and the pytest suites of tests/python (scripts/batch.py, plots.py)
@@ -32,15 +36,39 @@ CFLAGS    ?= -O2 -g
 CFLAGS    += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -fopenmp $(SRC_INC)
 LDLIBS    += -lz -lm -fopenmp
 NVFLAGS   ?= -O3 -lineinfo
-NVFLAGS   += -std=c++17 $(CUDA_ARCH) $(SRC_INC) -Icuda/engine -Icuda/sparse -Icuda/precond -Xcompiler -Wall,-Wextra,-Werror,-fopenmp \
+NVFLAGS   += -std=c++17 $(CUDA_ARCH) $(SRC_INC) -Icuda/engine -Icuda/sparse -Icuda/precond -Icuda/dist -Xcompiler -Wall,-Wextra,-Werror,-fopenmp \
              --Werror all-warnings
+
+# MPI=1: src/dist/*_mpi.c and cuda/dist/ (NCCL) are built; MPI=0 (the default)
+# builds src/dist/dist_stub.c instead and the program is the one-process one.
+MPI       ?= 0
+MPICC     ?= mpicc
+MPI_CFLAGS ?= $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -compile_info 2>/dev/null | cut -d' ' -f2-)
+MPI_LIBS   ?= $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -link_info 2>/dev/null | cut -d' ' -f2-)
+NCCL_HOME  ?= $(CUDA_HOME)
+NCCL_CFLAGS ?= -I$(NCCL_HOME)/include
+NCCL_LIBDIR ?= $(firstword $(dir $(wildcard $(NCCL_HOME)/lib64/libnccl.so $(NCCL_HOME)/lib/libnccl.so)) $(NCCL_HOME)/lib64)
+NCCL_LIBS   ?= -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
 
 CHECK_CFLAGS ?= $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   ?= $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lrt -lm -lpthread)
 
-LIB_SRC  := $(filter-out src/cli/main.c src/engine/engine_cuda_stub.c,$(wildcard src/*/*.c))
+LIB_SRC  := $(filter-out src/cli/main.c src/engine/engine_cuda_stub.c src/dist/dist_stub.c,$(wildcard src/*/*.c))
+ifeq ($(MPI),1)
+  CFLAGS   += -DGS_HAVE_MPI=1 $(MPI_CFLAGS)
+  NVFLAGS  += -DGS_HAVE_MPI=1 $(MPI_CFLAGS) $(NCCL_CFLAGS)
+  LDLIBS   += $(MPI_LIBS)
+else
+  LIB_SRC  := $(filter-out %_mpi.c,$(LIB_SRC)) src/dist/dist_stub.c
+  CFLAGS   += -DGS_HAVE_MPI=0
+endif
 ifeq ($(CUDA),1)
   CU_SRC   := $(wildcard cuda/*/*.cu)
+  ifneq ($(MPI),1)
+    CU_SRC := $(filter-out cuda/dist/%,$(CU_SRC))
+  else
+    LDLIBS += $(NCCL_LIBS)
+  endif
   CFLAGS   += -DGS_HAVE_CUDA=1
   LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusolver -lcusparse -lcublas -lcudart -lstdc++
 else
@@ -54,7 +82,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard src/*/*.h cuda/*/*.h cuda/*/*.cuh)
 # Objects of a CUDA=1 build must not leak into a CUDA=0 build (and back):
 # switching rewrites this stamp, which every object depends on.
-STAMP    := $(BUILD)/config.cuda$(CUDA)
+STAMP    := $(BUILD)/config.cuda$(CUDA).mpi$(MPI)
 
 .PHONY: all run test bench sanitize install clean
 all: $(BUILD)/gpusolve

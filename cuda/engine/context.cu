@@ -30,6 +30,16 @@ static void cuda_destroy(gs_engine *e)
     free(e);
 }
 
+static double *cuda_vec_data(gs_engine *e, const gs_vec *v)
+{
+    (void)e;
+    return v->d;
+}
+
+static double *cuda_scalar_data(gs_engine *e) { return gs_cuda_of(e)->S; }
+
+static void *cuda_native_stream(gs_engine *e) { return (void *)gs_cuda_of(e)->stream; }
+
 static const gs_engine_ops cuda_ops = {
     "cuda",
     GS_ENGINE_CUDA,
@@ -66,21 +76,26 @@ static const gs_engine_ops cuda_ops = {
     gs_cuda_mat_create_system,
     gs_cuda_setup_done,
     cuda_loop_run,
+    cuda_vec_data,
+    cuda_scalar_data,
+    cuda_native_stream,
 };
 
-static int cuda_engine_init(gs_engine *e)
+/* Every CUDA call of the engine is on the creating thread, whose current
+ * device this makes `device` (a distributed run's rank picks its own). */
+static int cuda_engine_init(gs_engine *e, int device)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     cudaDeviceProp prop;
-    int status = CUDA_CALL(&e->err, cudaSetDevice(0));
-    if (status == GS_OK) status = CUDA_CALL(&e->err, cudaGetDeviceProperties(&prop, 0));
+    int status = CUDA_CALL(&e->err, cudaSetDevice(device));
+    if (status == GS_OK) status = CUDA_CALL(&e->err, cudaGetDeviceProperties(&prop, device));
     if (status != GS_OK) return status;
-    c->device = 0;
+    c->device = device;
     c->sm_count = prop.multiProcessorCount;
     c->vmm_api = (gs_cuda_vmm_api *)gs_calloc(1, sizeof *c->vmm_api, "driver entry points",
                                               &e->err);
     if (!c->vmm_api) return GS_ERR_NOMEM;
-    c->vmm = gs_cuda_vmm_api_load(0, c->vmm_api);
+    c->vmm = gs_cuda_vmm_api_load(device, c->vmm_api);
     c->vmm_min_bytes = GS_CUDA_VMM_MIN_BYTES;
     c->vmm_steps = GS_CUDA_VMM_STEPS;
     /* Enough 256-thread blocks to fill every SM (2048 threads each). */
@@ -96,7 +111,7 @@ static int cuda_engine_init(gs_engine *e)
          * peak counts the bytes it holds, not what the pool keeps */
         cudaMemPool_t pool;
         uint64_t keep = UINT64_MAX;
-        GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetDefaultMemPool(&pool, 0)));
+        GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetDefaultMemPool(&pool, device)));
         GS_TRY(CUDA_CALL(&e->err, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)));
     }
     GS_TRY(CUSPARSE_CALL(&e->err, cusparseCreate(&c->sparse)));
@@ -160,6 +175,11 @@ extern "C" int gs_cuda_device_count(void)
 
 extern "C" int gs_engine_cuda_create(gs_engine **out, gs_error *err)
 {
+    return gs_engine_cuda_create_on(0, out, err);
+}
+
+extern "C" int gs_engine_cuda_create_on(int device, gs_engine **out, gs_error *err)
+{
     *out = NULL;
     int count = 0;
     cudaError_t rc = cudaGetDeviceCount(&count);
@@ -171,6 +191,9 @@ extern "C" int gs_engine_cuda_create(gs_engine **out, gs_error *err)
     }
     if (count == 0)
         return gs_error_set(err, GS_ERR_UNSUPPORTED, "no CUDA device found (driver present)");
+    if (device < 0 || device >= count)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED, "no CUDA device %d (%d present)", device,
+                            count);
     gs_engine *e = (gs_engine *)gs_calloc(1, sizeof *e, "the CUDA engine", err);
     if (!e) return GS_ERR_NOMEM;
     e->ops = &cuda_ops;
@@ -179,7 +202,7 @@ extern "C" int gs_engine_cuda_create(gs_engine **out, gs_error *err)
         free(e);
         return GS_ERR_NOMEM;
     }
-    int status = cuda_engine_init(e);
+    int status = cuda_engine_init(e, device);
     if (status != GS_OK) {
         gs_error_set(err, (gs_status)status, "creating the CUDA engine: %s", e->err.msg);
         cuda_destroy(e);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "debug.h"
+#include "dist.h"
 #include "engine.h"
 #include "mmio.h"
 #include "options.h"
@@ -30,13 +31,19 @@ typedef struct sinks {
     gs_progress progress; /* the progress line on stderr */
 } sinks;
 
+/* Under mpirun (docs/multigpu.md): this rank and the number of ranks; only
+ * rank 0 prints (reports, messages, progress) and writes files. */
+static int g_rank, g_size = 1;
+#define DISTRIBUTED (g_size > 1)
+#define ROOT (g_rank == 0)
+
 /* --history is opened (and its header written) before any matrix is read,
  * so that a path that cannot be written fails at once, not after a solve. */
 static int sinks_open(const gs_cli *cli, sinks *s)
 {
-    gs_progress_init(&s->progress, stderr, cli->progress, cli->quiet);
+    gs_progress_init(&s->progress, stderr, ROOT ? cli->progress : "never", cli->quiet);
     s->history = NULL;
-    if (!cli->history) return EXIT_OK;
+    if (!cli->history || !ROOT) return EXIT_OK;
     s->history = fopen(cli->history, "w");
     if (!s->history) {
         fprintf(stderr, "gpusolve: --history: cannot open '%s' for writing: %s\n", cli->history,
@@ -59,8 +66,63 @@ static int sinks_close(const gs_cli *cli, sinks *s)
     return EXIT_RUNTIME;
 }
 
+/* Several ranks: one engine per rank (cpu or cuda, on every rank alike)
+ * wrapped in the distributed engine. */
+static int engines_open_dist(const gs_cli *cli, engines *en, gs_error *err)
+{
+    const char *want = cli->engine;
+    gs_engine *inner = NULL;
+    memset(en, 0, sizeof *en);
+    if (strcmp(want, "auto") == 0) {
+        const double fewest = -gs_dist_max(-(double)gs_cuda_device_count());
+        want = fewest > 0 ? "cuda" : "cpu";
+        if (strcmp(want, "cpu") == 0 && !cli->quiet && ROOT)
+            fprintf(stderr, "gpusolve: notice: not every rank has a CUDA device, using the CPU "
+                            "engine\n");
+    }
+    int status = GS_OK;
+    if (strcmp(want, "both") == 0)
+        status = gs_error_set(err, GS_ERR_UNSUPPORTED,
+                              "--engine both: runs on one process only, not under mpirun");
+    else if (strcmp(want, "cpu") == 0)
+        status = gs_engine_cpu_create(&inner, err);
+    else
+        status = gs_engine_cuda_create_on(gs_dist_device() < 0 ? 0 : gs_dist_device(), &inner,
+                                          err);
+    if (status == GS_OK && strcmp(want, "cuda") == 0) {
+        gs_debug dbg;
+        gs_debug_from_env(&dbg);
+        gs_engine_cuda_set_debug(inner, &dbg);
+    }
+    status = gs_dist_agree(status, err);
+    if (status != GS_OK) {
+        gs_engine_destroy(inner);
+        return status;
+    }
+    status = gs_engine_dist_create(inner, &en->e[0], err);
+    if (status == GS_OK) en->count = 1;
+    return status;
+}
+
+/* The options a distributed run refuses (one message, from rank 0). */
+static int dist_refusals(const gs_cli *cli, gs_error *err)
+{
+    static const char *one_process[] = {"time-limit", "save-precond", "write-matrix",
+                                        "pc-blocks", NULL};
+    for (int i = 0; one_process[i]; i++)
+        if (gs_cli_given(cli, one_process[i]))
+            return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                                "--%s: runs on one process only, not under mpirun",
+                                one_process[i]);
+    return GS_OK;
+}
+
 static int engines_open(const gs_cli *cli, engines *en, gs_error *err)
 {
+    if (DISTRIBUTED) {
+        int status = dist_refusals(cli, err);
+        return status != GS_OK ? status : engines_open_dist(cli, en, err);
+    }
     const char *want = cli->engine;
     memset(en, 0, sizeof *en);
     if (strcmp(want, "auto") == 0) {
@@ -117,18 +179,24 @@ static int solve_problem(const gs_cli *cli, const char *input, engines *en, sink
     gs_error err = {0};
     gs_run runs[2];
     int nruns = 0, code = EXIT_OK;
-    double *x = NULL;
-    int status = gs_problem_load(cli, input, &p, &err);
+    double *x = NULL, *x_all = NULL;
+    int status = DISTRIBUTED ? gs_dist_problem_load(cli, input, &p, &err)
+                             : gs_problem_load(cli, input, &p, &err);
     for (int i = 0; status == GS_OK && i < en->count; i++) gs_problem_pin(&p, en->e[i]);
     if (status == GS_OK && cli->output) {
         x = malloc((size_t)p.A.n_rows * sizeof(double));
-        if (!x) status = gs_error_set(&err, GS_ERR_NOMEM, "out of memory for the solution");
+        if (DISTRIBUTED && ROOT) x_all = malloc((size_t)p.dist.n_global * sizeof(double));
+        if (!x || (DISTRIBUTED && ROOT && !x_all))
+            status = gs_error_set(&err, GS_ERR_NOMEM, "out of memory for the solution");
+        if (DISTRIBUTED) status = gs_dist_agree(status, &err);
     }
     for (int i = 0; status == GS_OK && i < en->count; i++) {
         gs_progress *pg = out->progress.out ? &out->progress : NULL; /* off: no callbacks */
         status = gs_run_solve(cli, &p, en->e[i], &runs[i], x, pg, &err);
+        if (DISTRIBUTED) status = gs_dist_agree(status, &err);
         if (status != GS_OK) break;
         nruns++;
+        if (!ROOT) continue;
         if (out->history) {
             gs_report_history_csv(out->history, &runs[i]);
             fflush(out->history); /* rows of a batch cut short survive it */
@@ -142,9 +210,18 @@ static int solve_problem(const gs_cli *cli, const char *input, engines *en, sink
         gs_report_compare(stdout, &runs[0], &runs[1]);
     for (int i = 0; i < nruns; i++)
         if (runs[i].reason != GS_REASON_CONVERGED) code = worse(code, EXIT_NOT_CONVERGED);
-    if (status == GS_OK && x)
+    if (status == GS_OK && x && DISTRIBUTED) {
+        status = gs_dist_gather(x, p.A.n_rows, x_all, &err);
+        if (status == GS_OK && ROOT)
+            status = gs_mm_write_vector(cli->output, x_all, (int32_t)p.dist.n_global,
+                                        "gpusolve solution", &err);
+        status = gs_dist_agree(status, &err);
+    } else if (status == GS_OK && x) {
         status = gs_mm_write_vector(cli->output, x, p.A.n_rows, "gpusolve solution", &err);
-    if (status != GS_OK) {
+    }
+    if (status != GS_OK && !ROOT) {
+        code = worse(code, exit_code_for(status));
+    } else if (status != GS_OK) {
         if (err.msg[0])
             fprintf(stderr, "gpusolve: %s\n", err.msg);
         else
@@ -154,41 +231,44 @@ static int solve_problem(const gs_cli *cli, const char *input, engines *en, sink
     }
     for (int i = 0; i < nruns; i++) gs_run_free(&runs[i]);
     free(x);
+    free(x_all);
     gs_problem_free(&p);
     return code;
 }
 
-int main(int argc, char **argv)
+static int run_main(int argc, char **argv)
 {
     gs_cli cli;
     gs_error err = {0};
     engines en = {0};
     sinks out;
     int code = EXIT_OK, printed = 0;
-    omp_passive_unless_chosen(argv);
-    if (gs_cli_parse(argc, argv, &cli, &err) != GS_OK) {
-        fprintf(stderr, "gpusolve: %s\n", err.msg);
+    if (gs_cli_parse(argc, argv, &cli, &err) != GS_OK) { /* every rank alike */
+        if (ROOT) fprintf(stderr, "gpusolve: %s\n", err.msg);
         gs_cli_free(&cli);
         return EXIT_INPUT;
     }
     if (cli.help || cli.version) {
-        if (cli.help) gs_cli_print_help(stdout);
-        else printf("gpusolve %s\n", GS_VERSION);
+        if (ROOT && cli.help) gs_cli_print_help(stdout);
+        else if (ROOT) printf("gpusolve %s\n", GS_VERSION);
         gs_cli_free(&cli);
         return EXIT_OK;
     }
     if (cli.list) {
-        gs_cli_print_list(stdout, cli.format);
+        if (ROOT) gs_cli_print_list(stdout, cli.format);
         gs_cli_free(&cli);
         return EXIT_OK;
     }
-    if ((code = sinks_open(&cli, &out)) != EXIT_OK) {
+    code = sinks_open(&cli, &out);
+    if (DISTRIBUTED) code = (int)gs_dist_max(code); /* rank 0 opened the files */
+    if (code != EXIT_OK) {
         gs_cli_free(&cli);
         return code;
     }
-    if (engines_open(&cli, &en, &err) != GS_OK) {
-        fprintf(stderr, "gpusolve: %s\n", err.msg);
-        code = EXIT_RUNTIME;
+    int status = engines_open(&cli, &en, &err);
+    if (status != GS_OK) {
+        if (ROOT) fprintf(stderr, "gpusolve: %s\n", err.msg);
+        code = DISTRIBUTED ? exit_code_for(status) : EXIT_RUNTIME;
     } else if (cli.generate) {
         code = solve_problem(&cli, NULL, &en, &out, &printed);
     } else {
@@ -198,5 +278,17 @@ int main(int argc, char **argv)
     code = worse(code, sinks_close(&cli, &out));
     for (int i = 0; i < en.count; i++) gs_engine_destroy(en.e[i]);
     gs_cli_free(&cli);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    omp_passive_unless_chosen(argv);
+    if (gs_dist_init(&argc, &argv, &g_rank, &g_size) != GS_OK) {
+        fprintf(stderr, "gpusolve: MPI_Init failed\n");
+        return EXIT_RUNTIME;
+    }
+    const int code = run_main(argc, argv);
+    gs_dist_finalize();
     return code;
 }

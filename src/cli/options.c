@@ -65,6 +65,10 @@ static const opt_decl options[] = {
      F(format_name)},
     {"repeat", 0, "N", "1", "run N times; report the min and median of Tp, Ts, Tt", GS_OPT_LONG,
      F(repeat), .lo = 1, .hi = 10000},
+    {"pc-blocks", 0, "N", "1",
+     "set the preconditioner up on A's block-diagonal part over N row blocks balanced by "
+     "nonzeros (the block-local M that N ranks of mpirun build; one process only)",
+     GS_OPT_LONG, F(pc_blocks), .lo = 1, .hi = 1 << 20},
     {"generate", 'g', "SPEC", NULL, "solve a built-in problem instead of a file (below)",
      GS_OPT_STRING, F(generate)},
     {"steps", 0, "N", STRINGIFY(GS_HEAT3D_DEFAULT_STEPS),

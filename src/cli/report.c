@@ -56,15 +56,42 @@ static void report_steps_table(FILE *out, const gs_run *r)
     fputc('\n', out);
 }
 
+/* n and nnz of the whole matrix (a distributed run's problem holds one
+ * rank's rows). */
+static long long run_n(const gs_run *r)
+{
+    return r->dist.ranks > 0 ? (long long)r->dist.n_global : (long long)r->problem->A.n_rows;
+}
+
+static long long run_nnz(const gs_run *r)
+{
+    return r->dist.ranks > 0 ? (long long)r->dist.nnz_global : (long long)r->problem->A.nnz;
+}
+
+/* A distributed run: how A was spread and what the ranks exchanged. */
+static void report_dist(FILE *out, const gs_run *r)
+{
+    const gs_dist_summary *d = &r->dist;
+    fprintf(out, "ranks      %d, %d GPU%s, transport %s, preconditioner %s\n", d->ranks,
+            d->devices, d->devices == 1 ? "" : "s", d->transport, d->pc_scope);
+    fprintf(out, "           rows per rank %lld .. %lld, nonzeros per rank %lld .. %lld; "
+            "distributed in %.6f s (outside Tt)\n", (long long)d->rows_min,
+            (long long)d->rows_max, (long long)d->nnz_min, (long long)d->nnz_max,
+            d->distribute_seconds);
+    fprintf(out, "           halo %.0f bytes per iteration (all ranks); communication %.6f s "
+            "of Ts (slowest rank)\n", d->halo_bytes_per_iteration, d->comm_seconds);
+}
+
 static void report_table(FILE *out, const gs_run *r)
 {
     const gs_problem *p = r->problem;
-    fprintf(out, "matrix     %s (%s)  n = %d  nnz = %lld  %s\n", p->name, p->field,
-            (int)p->A.n_rows, (long long)p->A.nnz, p->symmetric ? "symmetric" : "nonsymmetric");
+    fprintf(out, "matrix     %s (%s)  n = %lld  nnz = %lld  %s\n", p->name, p->field, run_n(r),
+            run_nnz(r), p->symmetric ? "symmetric" : "nonsymmetric");
     fprintf(out, "read       %.6f s (not part of Tt)\n", p->read_seconds);
     fprintf(out, "engine     %s: %s", r->engine, r->device);
     if (r->bandwidth > 0) fprintf(out, ", copy bandwidth %.0f GB/s", r->bandwidth * 1e-9);
     fputc('\n', out);
+    if (r->dist.ranks > 0) report_dist(out, r);
     fprintf(out, "precond    %s: %s  nnz(M) = %lld  mu = %.3f\n", r->precond, r->precond_desc,
             r->precond_nnz, r->mu);
     print_extra_table(out, &r->extra);
@@ -73,8 +100,8 @@ static void report_table(FILE *out, const gs_run *r)
     fprintf(out, "  tol = %.3g  maxit = %ld", r->opts.tol, r->opts.maxit);
     if (strcmp(r->method, "gmres") == 0) fprintf(out, "  restart = %d", r->opts.restart);
     if (r->idr_s_used && r->idr_s_used != r->opts.idr_s)
-        fprintf(out, "  s = %d (asked %d; s < n = %d)", r->idr_s_used, r->opts.idr_s,
-                (int)p->A.n_rows);
+        fprintf(out, "  s = %d (asked %d; s < n = %lld)", r->idr_s_used, r->opts.idr_s,
+                run_n(r));
     else if (strcmp(r->method, "idr") == 0)
         fprintf(out, "  s = %d", r->opts.idr_s);
     fputc('\n', out);
@@ -147,7 +174,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
 #define S(nm, v) f[n++] = (field){nm, V_STR, v, 0, 0}
 #define D(nm, v) f[n++] = (field){nm, V_NUM, NULL, v, 0}
 #define I(nm, v) f[n++] = (field){nm, V_INT, NULL, 0, (long long)(v)}
-    S("matrix", p->name); I("n", p->A.n_rows); I("nnz", p->A.nnz);
+    S("matrix", p->name); I("n", run_n(r)); I("nnz", run_nnz(r));
     S("symmetry", p->symmetric ? "symmetric" : "nonsymmetric"); S("field", p->field);
     D("read_s", p->read_seconds); S("engine", r->engine); S("device", r->device);
     D("bandwidth_Bps", r->bandwidth); S("precond", r->precond); S("precond_params", r->precond_desc);
@@ -175,13 +202,21 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     I("step_iterations_max", st->it_max); D("step_check_s", h ? st->check_seconds : NAN);
     D("time_reached", r->time_reached); D("er", r->er);
     for (int i = 0; i < GS_HEAT3D_POINTS; i++) D(point_field[i], r->point_error[i]);
+    if (r->dist.ranks > 0) { /* a distributed run's (docs/multigpu.md); absent otherwise */
+        const gs_dist_summary *d = &r->dist;
+        I("ranks", d->ranks); I("devices", d->devices); S("transport", d->transport);
+        S("precond_scope", d->pc_scope); I("rows_min", d->rows_min); I("rows_max", d->rows_max);
+        I("nnz_min", d->nnz_min); I("nnz_max", d->nnz_max);
+        D("halo_bytes_per_iteration", d->halo_bytes_per_iteration);
+        D("comm_s", d->comm_seconds); D("distribute_s", d->distribute_seconds);
+    }
 #undef S
 #undef D
 #undef I
     return n;
 }
 
-#define MAX_FIELDS 80
+#define MAX_FIELDS 96
 
 static void csv_string(FILE *out, const char *s)
 {

@@ -231,6 +231,9 @@ static int true_residual(const gs_csr *A, const double *b, const double *x, doub
 
 typedef struct one_run {
     double tp, ts;
+    double true_residual;          /* several ranks: computed on the engine */
+    double comm_seconds, halo_bytes; /* several ranks: during Ts (this rank's) */
+    long spmv_count;
     gs_stages stages;
     gs_steps_record steps; /* a time-stepped problem's */
 } one_run;
@@ -271,23 +274,46 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
 {
     const gs_pc_hook hook = {progress ? gs_progress_stage_done : NULL, progress,
                              progress ? gs_progress_stage_begin : NULL};
-    gs_mat *A = NULL;
+    gs_mat *A = NULL, *A_pc = NULL;
     gs_pc *pc = NULL;
     gs_vec *b = NULL, *x = NULL;
+    gs_csr A_blocks = {0};
+    int64_t *begin = NULL;
     int status = GS_OK;
     memset(t, 0, sizeof *t);
     double t0 = gs_now();
     if (progress) gs_progress_run_begin(progress);
     run->opts.deadline = cli->time_limit > 0 ? t0 + cli->time_limit : 0.0;
     const gs_pc_type *type = gs_pc_find(cli->precond);
-    if (e->ops->mat_create_system) /* the engine keeps A as it likes until the setup is done */
-        GS_TRY(e->ops->mat_create_system(e, &p->A, &A));
-    else
+    const int blocks = (int)cli->pc_blocks;
+    if (blocks > 1) { /* M from A's block-diagonal part: what `blocks` ranks would build */
+        begin = gs_malloc(((size_t)blocks + 1) * sizeof *begin, "row blocks", err);
+        if (!begin) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(gs_dist_partition(&p->A, blocks, begin, err));
+        GS_TRY(gs_dist_block_diagonal(&p->A, blocks, begin, &A_blocks, err));
         GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
+        if (e->ops->mat_create_system)
+            GS_TRY(e->ops->mat_create_system(e, &A_blocks, &A_pc));
+        else
+            GS_TRY(e->ops->mat_create(e, &A_blocks, GS_FP64, &A_pc));
+    } else if (e->ops->mat_create_system) { /* the engine keeps A as it likes until the setup */
+        GS_TRY(e->ops->mat_create_system(e, &p->A, &A));
+    } else {
+        GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
+    }
     GS_TRY(e->ops->sync(e));
     gs_stages_add(&t->stages, "transfer A", gs_now() - t0);
     if (progress) gs_progress_stage_done(progress, "transfer A");
-    GS_TRY(gs_pc_create_hooked(type, e, &cli->params, &p->A, A, &hook, &pc, err));
+    if (gs_engine_is_dist(e)) /* each rank's diagonal block (docs/multigpu.md) */
+        GS_TRY(gs_dist_pc_create(type, e, &cli->params, &p->A, A, &hook, &pc, err));
+    else if (blocks > 1)
+        GS_TRY(gs_pc_create_hooked(type, e, &cli->params, &A_blocks, A_pc, &hook, &pc, err));
+    else
+        GS_TRY(gs_pc_create_hooked(type, e, &cli->params, &p->A, A, &hook, &pc, err));
+    if (blocks > 1) {
+        gs_kv_str(&pc->extra, "scope", "block-local");
+        gs_kv_num(&pc->extra, "blocks", blocks);
+    }
     for (int i = 0; i < pc->stages.count; i++)
         gs_stages_add(&t->stages, pc->stages.stage[i].name, pc->stages.stage[i].seconds);
     t->tp = gs_now() - t0;
@@ -315,6 +341,12 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         if (b_host) memcpy(b_host, p->b, (size_t)p->A.n_rows * sizeof(double));
         goto cleanup;
     }
+    const int dist = gs_engine_is_dist(e);
+    if (dist) { /* the ranks start the solve together; Tp is the slowest rank's */
+        GS_TRY(e->ops->sync(e));
+        gs_engine_dist_counters_reset(e);
+        t->tp = gs_dist_max(t->tp);
+    }
     double ts0 = gs_now();
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &b));
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &x));
@@ -326,6 +358,11 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         GS_TRY(method->solve(e, A, pc, b, x, &run->opts, res));
     GS_TRY(e->ops->sync(e));
     t->ts = gs_now() - ts0 - t->steps.check_seconds;
+    if (dist) {
+        t->ts = gs_dist_max(t->ts);
+        gs_engine_dist_counters(e, &t->comm_seconds, &t->halo_bytes, &t->spmv_count);
+        GS_TRY(gs_dist_true_residual(e, A, b, x, &t->true_residual));
+    }
     GS_TRY(e->ops->vec_download(e, x, x_host));
     if (p->heat) GS_TRY(e->ops->vec_download(e, b, b_host));
     if (cli->save_precond) {
@@ -342,6 +379,9 @@ cleanup:
     e->ops->vec_destroy(e, b);
     e->ops->vec_destroy(e, x);
     e->ops->mat_destroy(e, A);
+    e->ops->mat_destroy(e, A_pc);
+    gs_csr_free(&A_blocks);
+    free(begin);
     return status;
 }
 
@@ -461,6 +501,15 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
             goto cleanup;
         }
         tp[i] = t.tp, ts[i] = t.ts, tt[i] = t.tp + t.ts;
+        if (p->dist.ranks > 0) {
+            run->true_residual = t.true_residual;
+            run->dist.comm_seconds = gs_dist_max(t.comm_seconds);
+            run->dist.halo_bytes_per_iteration =
+                t.spmv_count > 0 && res.iterations > 0
+                    ? gs_dist_sum(t.halo_bytes) / (double)t.spmv_count *
+                          gs_method_find(run->method)->spmv_per_iteration
+                    : 0.0;
+        }
         if (tt[i] < best) best = tt[i], run->stages = t.stages;
         run_record(run, &res);
         run->steps = t.steps;
@@ -468,18 +517,35 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
     min_median(tp, nrep, run->tp);
     min_median(ts, nrep, run->ts);
     min_median(tt, nrep, run->tt);
-    GS_TRY(true_residual(&p->A, p->heat ? b_last : p->b, x, &run->true_residual, err));
+    if (p->dist.ranks == 0)
+        GS_TRY(true_residual(&p->A, p->heat ? b_last : p->b, x, &run->true_residual, err));
     if (p->heat)
         run_steps_finish(run, p->heat, x, run->true_residual);
     else
         run_verdict(run, x, p->A.n_rows);
-    run->mu = p->A.nnz ? (double)run->precond_nnz / (double)p->A.nnz : 0;
+    const double nnz_A = p->dist.ranks > 0 ? (double)p->dist.nnz_global : (double)p->A.nnz;
+    run->mu = nnz_A > 0 ? (double)run->precond_nnz / nnz_A : 0;
+    if (p->dist.ranks > 0) { /* the slowest rank's share bounds the iteration */
+        run->bytes_per_iteration = gs_dist_max(run->bytes_per_iteration);
+        gs_dist_summary keep = run->dist;
+        run->dist = p->dist;
+        run->dist.comm_seconds = keep.comm_seconds;
+        run->dist.halo_bytes_per_iteration = keep.halo_bytes_per_iteration;
+        gs_engine_dist_describe(e, &run->dist);
+        snprintf(run->dist.pc_scope, sizeof run->dist.pc_scope, "%s",
+                 gs_pc_find(cli->precond)->distributed == GS_PC_DIST_BLOCK_LOCAL ? "block-local"
+                                                                                 : "exact");
+    }
     if (run->iterations > 0) run->seconds_per_iteration = run->ts[0] / (double)run->iterations;
     if (run->bandwidth > 0 && run->iterations > 0)
         run->floor_ratio = run->seconds_per_iteration / (run->bytes_per_iteration / run->bandwidth);
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) run->host_peak_bytes = (size_t)ru.ru_maxrss * 1024;
     run->device_peak_bytes = e->device_bytes_peak;
+    if (p->dist.ranks > 0) {
+        run->host_peak_bytes = (size_t)gs_dist_max((double)run->host_peak_bytes);
+        run->device_peak_bytes = (size_t)gs_dist_max((double)run->device_peak_bytes);
+    }
 cleanup:
     if (status != GS_OK) {
         gs_error_prefix(err, "%s: ", p->name);

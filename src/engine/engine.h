@@ -174,6 +174,16 @@ typedef struct gs_engine_ops {
      * declines (switched off, or the body cannot run in its loop): then
      * nothing has run and the caller iterates itself. */
     int (*loop_run)(gs_engine *e, int (*body)(void *ctx), void *ctx, struct gs_loop *loop);
+    /* --- optional (NULL where the engine has none): raw access for an
+     * engine that wraps this one (the distributed engine, src/dist/) ---
+     * vec_data: the address of v's n values (host memory on the CPU
+     * engine, device memory on the CUDA engine); scalar_data: the address
+     * of S (GS_MAX_SCALARS doubles, same memory as the vectors). The
+     * wrapper orders its own work after the engine's queued operations
+     * (the CUDA engine: on its stream, native_stream). */
+    double *(*vec_data)(gs_engine *e, const gs_vec *v);
+    double *(*scalar_data)(gs_engine *e);
+    void *(*native_stream)(gs_engine *e); /* cudaStream_t, NULL on the CPU engine */
 } gs_engine_ops;
 
 struct gs_engine {
@@ -189,6 +199,10 @@ struct gs_engine {
  * build has no CUDA or no device is present (message says which). */
 int gs_engine_cpu_create(gs_engine **out, gs_error *err);
 int gs_engine_cuda_create(gs_engine **out, gs_error *err);
+/* The same on device `device` (0 .. count - 1): a distributed run's rank r
+ * takes its local rank mod the count (NCCL needs every GPU visible to every
+ * rank, so ranks choose by index, not by CUDA_VISIBLE_DEVICES). */
+int gs_engine_cuda_create_on(int device, gs_engine **out, gs_error *err);
 int gs_cuda_device_count(void); /* 0 without a build, driver or device */
 /* The CUDA engine's test switches (src/debug.h), copied; a no-op without CUDA. */
 struct gs_debug;

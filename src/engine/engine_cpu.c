@@ -316,6 +316,20 @@ static int cpu_scalar_read(gs_engine *e, int slot0, int count, double *dst)
 
 static int cpu_sync(gs_engine *e) { return e->err.status; }
 
+static double *cpu_vec_data(gs_engine *e, const gs_vec *v)
+{
+    (void)e;
+    return v->x;
+}
+
+static double *cpu_scalar_data(gs_engine *e) { return slots(e); }
+
+static void *cpu_native_stream(gs_engine *e)
+{
+    (void)e;
+    return NULL;
+}
+
 static void cpu_destroy(gs_engine *e)
 {
     free(e->impl);
@@ -349,6 +363,9 @@ static const gs_engine_ops cpu_ops = {
     .scalar_write = cpu_scalar_write,
     .scalar_read = cpu_scalar_read,
     .sync = cpu_sync,
+    .vec_data = cpu_vec_data,
+    .scalar_data = cpu_scalar_data,
+    .native_stream = cpu_native_stream,
 };
 
 int gs_engine_cpu_create(gs_engine **out, gs_error *err)

@@ -10,6 +10,12 @@ int gs_engine_cuda_create(gs_engine **out, gs_error *err)
                         "rebuild with the CUDA toolkit for --engine cuda");
 }
 
+int gs_engine_cuda_create_on(int device, gs_engine **out, gs_error *err)
+{
+    (void)device;
+    return gs_engine_cuda_create(out, err);
+}
+
 int gs_cuda_device_count(void) { return 0; }
 
 void gs_engine_cuda_set_debug(gs_engine *e, const struct gs_debug *dbg)

@@ -227,3 +227,80 @@ int gs_generate(const char *spec, gs_csr *A, char *name, size_t name_len, gs_err
 cleanup:
     return status;
 }
+
+int gs_generate_plan(const char *spec, gs_gen_plan *plan, gs_error *err)
+{
+    const gen_stencil *stencil = NULL;
+    gen_offsets off;
+    memset(plan, 0, sizeof *plan);
+    if (!spec) return gs_error_set(err, GS_ERR_USAGE, "--generate: no problem given");
+    if (gs_heat3d_is_spec(spec))
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "--generate %s: the time-stepped problem runs on one process only",
+                            spec);
+    int status = parse_spec(spec, &stencil, plan->dims, err);
+    if (status != GS_OK) return status;
+    stencil_offsets(stencil->w, &off);
+    plan->n = plan->dims[0] * plan->dims[1] * plan->dims[2];
+    plan->count = off.count;
+    memcpy(plan->d, off.d, sizeof off.d);
+    memcpy(plan->w, off.w, sizeof off.w);
+    plan->symmetric = 1;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 3; c++)
+                plan->symmetric &= stencil->w[a][b][c] == stencil->w[2 - a][2 - b][2 - c];
+    snprintf(plan->name, sizeof plan->name, "%s:%lldx%lldx%lld", stencil->kind,
+             (long long)plan->dims[0], (long long)plan->dims[1], (long long)plan->dims[2]);
+    return GS_OK;
+}
+
+static void plan_offsets(const gs_gen_plan *plan, gen_offsets *off)
+{
+    off->count = plan->count;
+    memcpy(off->d, plan->d, sizeof off->d);
+    memcpy(off->w, plan->w, sizeof off->w);
+}
+
+int64_t gs_generate_plan_row_nnz(void *ctx, int64_t row)
+{
+    const gs_gen_plan *plan = ctx;
+    const int64_t *dims = plan->dims;
+    const int64_t i = row % dims[0], j = (row / dims[0]) % dims[1], k = row / (dims[0] * dims[1]);
+    int64_t count = 0;
+    for (int e = 0; e < plan->count; e++) {
+        const int64_t ii = i + plan->d[e][0], jj = j + plan->d[e][1], kk = k + plan->d[e][2];
+        count += ii >= 0 && ii < dims[0] && jj >= 0 && jj < dims[1] && kk >= 0 && kk < dims[2];
+    }
+    return count;
+}
+
+int gs_generate_plan_rows(const gs_gen_plan *plan, int64_t row0, int64_t row1, gs_csr *out,
+                          gs_error *err)
+{
+    gs_csr A = {0};
+    gen_offsets off;
+    int status = GS_OK;
+    const int64_t m = row1 - row0, *dims = plan->dims;
+    plan_offsets(plan, &off);
+    GS_TRY(gs_csr_alloc((int32_t)m, (int32_t)plan->n, 0, 0, &A, err));
+#pragma omp parallel for schedule(static) if (m > 4096)
+    for (int64_t r = 0; r < m; r++)
+        A.row_ptr[r + 1] = gs_generate_plan_row_nnz((void *)plan, row0 + r);
+    for (int64_t r = 0; r < m; r++) A.row_ptr[r + 1] += A.row_ptr[r];
+    A.nnz = A.row_ptr[m];
+    free(A.col);
+    A.col = gs_malloc((size_t)A.nnz * sizeof *A.col, "generated matrix columns", err);
+    A.val = gs_malloc((size_t)A.nnz * sizeof *A.val, "generated matrix values", err);
+    if (!A.col || !A.val) GS_TRY(GS_ERR_NOMEM);
+#pragma omp parallel for schedule(static) if (m > 4096)
+    for (int64_t r = 0; r < m; r++) {
+        const int64_t g = row0 + r;
+        const int64_t i = g % dims[0], j = (g / dims[0]) % dims[1], k = g / (dims[0] * dims[1]);
+        stencil_row(&off, dims, i, j, k, A.col + A.row_ptr[r], A.val + A.row_ptr[r]);
+    }
+cleanup:
+    if (status != GS_OK) gs_csr_free(&A);
+    *out = A;
+    return status;
+}

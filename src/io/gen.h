@@ -33,6 +33,24 @@ int gs_generate_dims(const char *spec, const char *kind, const char *sizes, int6
 int gs_generate_stencil(const double w[3][3][3], const int64_t dims[3], gs_csr *A,
                         gs_error *err);
 
+/* A stencil problem generated a row block at a time (one block per MPI
+ * rank, src/dist/): its grid, stencil offsets and display name, whether the
+ * stencil is symmetric, and the rows [row0, row1) as a (row1 - row0) x n
+ * matrix with global columns, identical to those rows of gs_generate's.
+ * heat3d is not a stencil spec here (GS_ERR_UNSUPPORTED). */
+typedef struct gs_gen_plan {
+    int64_t dims[3], n;
+    int count;         /* stencil entries, in ascending column order */
+    int d[27][3];      /* di, dj, dk */
+    double w[27];
+    int symmetric;     /* w(d) == w(-d) for every offset */
+    char name[96];
+} gs_gen_plan;
+int gs_generate_plan(const char *spec, gs_gen_plan *plan, gs_error *err);
+int64_t gs_generate_plan_row_nnz(void *plan, int64_t row); /* a gs_row_count_fn */
+int gs_generate_plan_rows(const gs_gen_plan *plan, int64_t row0, int64_t row1, gs_csr *A,
+                          gs_error *err);
+
 /* One line per kind for --help. */
 const char *gs_generate_help(void);
 

@@ -53,7 +53,15 @@ typedef struct gs_pc_type {
      * for isai). NULL: no paper method, -m auto's default rule (cg when A
      * and M are both symmetric, else bicgstab). */
     const char *paper_method;
+    /* Under mpirun (src/dist/, docs/multigpu.md): GS_PC_DIST_EXACT where
+     * the setup on each rank's diagonal block of A gives M itself (jacobi),
+     * GS_PC_DIST_BLOCK_LOCAL where it gives a block-local M (block Jacobi
+     * over the ranks' blocks, each block the type's own M), GS_PC_DIST_NONE
+     * (0): refused with several ranks. */
+    int distributed;
 } gs_pc_type;
+
+enum { GS_PC_DIST_NONE = 0, GS_PC_DIST_EXACT = 1, GS_PC_DIST_BLOCK_LOCAL = 2 };
 
 struct gs_pc {
     const gs_pc_type *type;

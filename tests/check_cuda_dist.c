@@ -1,0 +1,110 @@
+/* check_cuda_dist.c - several processes on the CUDA engine (docs/multigpu.md),
+ * against one process on the CUDA engine: CG + Jacobi with 2 and 3 ranks on
+ * however many GPUs there are (ranks beyond the GPUs share one: the
+ * "mpi-staged" transport, as NCCL refuses two ranks on one device; with 2
+ * GPUs or more, 2 ranks use NCCL) gives the same iterations and residuals;
+ * block-local FSAI, ISAI, SPAI, GSPAI-Opt (their GPU setups) give the
+ * iterations of one process building the same M (--pc-blocks P, and on a
+ * block-diagonal matrix the global definition); a bad input fails once. Every
+ * mpirun under timeout. Without a device (or MPI) the suite says skipped. */
+#include "dist.h"
+#include "distutil.h"
+#include "engine.h"
+#include "testutil.h"
+
+static int g_devices;
+
+START_TEST(jacobi_matches_one_process_on_gpus)
+{
+    const char *args[] = {"-e cuda --generate poisson3d:24 -p jacobi -m cg",
+                          "-e cuda --generate convdiff3d:20 -p jacobi -m bicgstab",
+                          "-e cuda --generate poisson3d:24 -p jacobi -m gmres --restart 30"};
+    for (int t = 0; t < 3; t++) {
+        td_result one = td_csv(0, args[t], 0);
+        for (int ranks = 2; ranks <= 3; ranks++)
+            td_assert_same(one, td_csv(ranks, args[t], 0), t == 1 ? 1 : 0, 1e-5);
+    }
+}
+END_TEST
+
+START_TEST(transport_follows_the_devices)
+{
+    char buf[32];
+    tu_cmd_out o = td_run(2, "-e cuda --generate poisson3d:16 --format csv");
+    tu_assert_exit(o, 0);
+    ck_assert(tu_csv_field(o.text, 0, "transport", buf, sizeof buf));
+    ck_assert_str_eq(buf, g_devices >= 2 ? "nccl" : "mpi-staged");
+    ck_assert(tu_csv_field(o.text, 0, "devices", buf, sizeof buf));
+    ck_assert_int_eq(atoi(buf), g_devices >= 2 ? 2 : 1);
+    free(o.text);
+    if (g_devices >= 2) { /* the host path on separate GPUs too, same answer */
+        setenv("GS_DIST_TRANSPORT", "mpi-staged", 1);
+        td_result staged = td_csv(2, "-e cuda --generate poisson3d:24 -p jacobi -m cg", 0);
+        unsetenv("GS_DIST_TRANSPORT");
+        td_result nccl = td_csv(2, "-e cuda --generate poisson3d:24 -p jacobi -m cg", 0);
+        td_assert_same(nccl, staged, 0, 1e-5);
+    }
+}
+END_TEST
+
+START_TEST(block_local_gpu_setups_match_their_definition)
+{
+    char path[256], args[512];
+    tu_tmpname(path, sizeof path, ".mtx");
+    const char *pcs[] = {"fsai", "isai -m cg", "spai -m bicgstab"};
+    for (int ranks = 2; ranks <= 3; ranks++) {
+        td_write_block_diagonal(path, 10, ranks);
+        for (int t = 0; t < 3; t++) {
+            snprintf(args, sizeof args, "-e cuda -p %s %s", pcs[t], path);
+            td_result one = td_csv(0, args, 0), many = td_csv(ranks, args, 0);
+            td_assert_same(one, many, t == 2 ? 1 : 0, 1e-5);
+        }
+    }
+    remove(path);
+}
+END_TEST
+
+/* With a halo: P ranks against one process building the same block-local
+ * M (--pc-blocks P), both with the GPU setups. */
+START_TEST(block_local_gpu_setups_match_pc_blocks)
+{
+    const char *pcs[] = {"fsai -m cg", "isai -m cg", "gspai-opt -m bicgstab"};
+    char one[320], many[256];
+    for (int ranks = 2; ranks <= 3; ranks++)
+        for (int t = 0; t < 3; t++) {
+            snprintf(many, sizeof many, "-e cuda --generate poisson3d:20 -p %s", pcs[t]);
+            snprintf(one, sizeof one, "%s --pc-blocks %d", many, ranks);
+            td_assert_same(td_csv(0, one, 0), td_csv(ranks, many, 0), t == 2 ? 1 : 0, 1e-5);
+        }
+}
+END_TEST
+
+START_TEST(bad_input_fails_once_on_gpus)
+{
+    td_assert_one_failure(2, "-e cuda /nonexistent/b.mtx", 1, "/nonexistent/b.mtx");
+    td_assert_one_failure(2, "-e cuda --generate poisson3d:8 -p mic", 1, "no distributed version");
+}
+END_TEST
+
+int main(void)
+{
+    g_devices = gs_cuda_device_count();
+    if (g_devices == 0) {
+        printf("check_cuda_dist: skipped: no CUDA device\n");
+        Suite *s = suite_create("cuda_dist");
+        return tu_run_suite(s);
+    }
+    Suite *s = suite_create("cuda_dist");
+    if (td_mpi_ready()) {
+        TCase *t = tu_add_tcase(s, "mpirun on GPUs", 900);
+        tcase_add_test(t, jacobi_matches_one_process_on_gpus);
+        tcase_add_test(t, transport_follows_the_devices);
+        tcase_add_test(t, block_local_gpu_setups_match_their_definition);
+        tcase_add_test(t, block_local_gpu_setups_match_pc_blocks);
+        tcase_add_test(t, bad_input_fails_once_on_gpus);
+    } else {
+        printf("check_cuda_dist: skipped: %s\n",
+               GS_HAVE_MPI ? "no mpirun on PATH" : "built without MPI (make MPI=1)");
+    }
+    return tu_run_suite(s);
+}

@@ -12,7 +12,8 @@
 # plumbing), SIZE (128, the generated problems; quick: 16 and only the first
 # MATRICES_MAX matrices), MATRICES_MAX (all), TIME_LIMIT (3 s a run: a
 # run past it reports 'time limit'),
-# MATRICES (../shared/matrices). Matrices: those of MANIFEST.tsv with every
+# MATRICES (../shared/matrices), POWERS (unset: "2 3" adds Table III, the
+# ISAI(1..3) statistics over the matrices, about 50 s more). Matrices: those of MANIFEST.tsv with every
 # diagonal entry stored and nonzero (ILU(0) may still break down: the table
 # says so). One gpusolve process a variant takes all matrices (one device
 # start each); every command runs under timeout. About 60-90 s on an H100.
@@ -46,6 +47,7 @@ while IFS=$'\t' read -r name rows _ _ _ _ _ _ _ _ diag mindiag _; do
     [ ${#list[@]} -ge "$MATRICES_MAX" ] && break
 done <"$MATRICES/MANIFEST.tsv"
 echo "isai_tables: ${#list[@]} matrices, generated size $SIZE, engine $ENGINE" >&2
+printf '%s\n' "${list[@]}" >"$OUT/matrices.txt"
 
 # variant LABEL MATRICES(yes|no) ARGS...: the generated problems (10 s a
 # process), then every matrix in one process (25 s), under timeout: at most
@@ -70,6 +72,14 @@ variant() {
 variant "isai" yes
 variant "trisol" yes --trisolve exact
 variant "isai ilu=cusparse" no --ilu cusparse
+
+# Table III: ISAI(k), k = 2, 3 (POWERS, e.g. "2 3"), on the matrices only (the
+# statistics are over the shared set); ISAI(1) is the "isai" variant above.
+for k in ${POWERS:-}; do
+    timeout 25 "$GPUSOLVE" "${common[@]}" --isai-power "$k" "${list[@]}" \
+        >"$OUT/power${k}_matrices.csv" 2>>"$OUT/power$k.err"
+    echo "power$k matrices: exit $?" >>"$OUT/exits.txt"
+done
 
 python3 "$here/isai_tables.py" "$OUT" >"$OUT/table2.md"
 cat "$OUT/table2.md"

@@ -13,7 +13,8 @@
 # MATRICES_MAX matrices), MATRICES_MAX (all), TIME_LIMIT (3 s a run: a
 # run past it reports 'time limit'),
 # MATRICES (../shared/matrices), POWERS (unset: "2 3" adds Table III, the
-# ISAI(1..3) statistics over the matrices, about 50 s more). Matrices: those of MANIFEST.tsv with every
+# ISAI(1..3) statistics over the matrices, about 50 s more), GENERATED (yes;
+# no skips the generated problems). Matrices: those of MANIFEST.tsv with every
 # diagonal entry stored and nonzero (ILU(0) may still break down: the table
 # says so). One gpusolve process a variant takes all matrices (one device
 # start each); every command runs under timeout. About 60-90 s on an H100.
@@ -56,7 +57,9 @@ variant() {
     local label=$1 with_matrices=$2 limit=10
     shift 2
     local tag=${label//[^a-zA-Z0-9]/_}
-    for problem in "poisson3d:$SIZE" "convdiff3d:$SIZE"; do
+    local problems=("poisson3d:$SIZE" "convdiff3d:$SIZE")
+    [ "${GENERATED:-yes}" = no ] && problems=()
+    for problem in "${problems[@]}"; do
         timeout "$limit" "$GPUSOLVE" "${common[@]}" "$@" --generate "$problem" \
             >"$OUT/${tag}_${problem//[^a-zA-Z0-9]/_}.csv" 2>>"$OUT/$tag.err"
         echo "$label $problem: exit $?" >>"$OUT/exits.txt"
@@ -71,7 +74,7 @@ variant() {
 : >"$OUT/exits.txt"
 variant "isai" yes
 variant "trisol" yes --trisolve exact
-variant "isai ilu=cusparse" no --ilu cusparse
+[ "${GENERATED:-yes}" = no ] || variant "isai ilu=cusparse" no --ilu cusparse
 
 # Table III: ISAI(k), k = 2, 3 (POWERS, e.g. "2 3"), on the matrices only (the
 # statistics are over the shared set); ISAI(1) is the "isai" variant above.

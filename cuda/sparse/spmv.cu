@@ -25,20 +25,6 @@ struct csr_args {
     split_args split;
 };
 
-/* y_row = sum (plain and dot: plus sum * w_row to the dot), or
- * y_row = a sum + b y_row (y not read when b == 0, as the CPU engine). */
-template <int MODE>
-__device__ __forceinline__ double spmv_store(const spmv_epilogue &ep, int64_t row, double sum,
-                                             double a, double b)
-{
-    if (MODE == SPMV_AXPBY) {
-        ep.y[row] = b == 0.0 ? a * sum : a * sum + b * ep.y[row];
-        return 0.0;
-    }
-    ep.y[row] = sum;
-    return MODE == SPMV_DOT ? sum * ep.w[row] : 0.0;
-}
-
 /* One warp per slice, lane l on row 32 s + l; grid-stride over slices on a
  * grid sized to the occupancy, so the dot's partial sums are few. Padding
  * (col = -1) adds exactly 0 and never reads x. */

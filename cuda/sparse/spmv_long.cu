@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
                     first_row = i;
                     first_sum = sum;
                 } else {
-                    acc += long_store<MODE>(ep, i, sum, a, b);
+                    acc += spmv_store<MODE>(ep, i, sum, a, b);
                 }
                 sum = 0.0;
                 i++;
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK)
         if (first_row >= 0) {
             const double s = lane > 0 && in_key == first_row ? in_v + first_sum : first_sum;
             if (first_row == i0 && began_before) A.close_part[t] = s;
-            else acc += long_store<MODE>(ep, first_row, s, a, b);
+            else acc += spmv_store<MODE>(ep, first_row, s, a, b);
         }
         if (lane == 31) A.open_part[t] = v; /* key == i1: the tile's end */
     }
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(GS_CUDA_BLOCK) merge_fix_kernel(merge_args A, 
         double s = 0.0;
         for (int64_t q = ts + lane; q < t; q += 32) s += __ldcg(A.open_part + q);
         s = gs_warp_sum(s);
-        if (lane == 0) acc += long_store<MODE>(ep, r, s + __ldcg(A.close_part + t), a, b);
+        if (lane == 0) acc += spmv_store<MODE>(ep, r, s + __ldcg(A.close_part + t), a, b);
     }
     if (MODE == SPMV_DOT) {
         if (blockIdx.x == 0 && threadIdx.x == 0) acc += *A.aux;

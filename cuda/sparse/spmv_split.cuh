@@ -2,18 +2,18 @@
  * SC 2014) inside the vector-CSR kernel (spmv.cu): the chunks of the long rows, a warp a
  * chunk, and the dot's last-block finish that adds the long rows' terms; long_rows.cu has the
  * rule and the lists. Deterministic: fixed trees and fixed orders only. Included by spmv.cu
- * and spmv_long.cu (long_store). */
+ * and spmv_long.cu (spmv_store). */
 #ifndef GS_SPMV_SPLIT_CUH
 #define GS_SPMV_SPLIT_CUH
 
 #include "layout.h"
 #include "reduce.cuh"
 
-/* The epilogue of row `row` (spmv.cu's spmv_store does the same): y_row =
- * sum (plus sum w_row to the dot), or y_row = a sum + b y_row (y not read
- * if b = 0). */
+/* The epilogue of row `row`, shared by every SpMV kernel (spmv.cu,
+ * spmv_long.cu): y_row = sum (plus sum w_row to the dot), or
+ * y_row = a sum + b y_row (y not read if b = 0, as the CPU engine). */
 template <int MODE>
-__device__ __forceinline__ double long_store(const spmv_epilogue &ep, int64_t row, double sum,
+__device__ __forceinline__ double spmv_store(const spmv_epilogue &ep, int64_t row, double sum,
                                              double a, double b)
 {
     if (MODE == SPMV_AXPBY) {
@@ -75,7 +75,7 @@ __device__ __forceinline__ void split_chunk(const split_args &A, const int64_t *
     total = gs_warp_sum(total);
     if (lane == 0) {
         A.ticket[k] = 0u;
-        const double d = long_store<MODE>(ep, row, total, a, b);
+        const double d = spmv_store<MODE>(ep, row, total, a, b);
         if (MODE == SPMV_DOT) {
             A.row_dot[k] = d;
             __threadfence(); /* before this block's ticket in split_reduce_finish */

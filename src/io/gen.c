@@ -158,41 +158,19 @@ static int64_t stencil_row(const gen_offsets *off, const int64_t dims[3], int64_
     return count;
 }
 
+/* The whole matrix is the rows [0, n) of its plan (gs_generate_plan_rows,
+ * which the distributed runs call for their blocks). */
 int gs_generate_stencil(const double w[3][3][3], const int64_t dims[3], gs_csr *out,
                         gs_error *err)
 {
-    gs_csr A = {0};
+    gs_gen_plan plan = {{dims[0], dims[1], dims[2]}, dims[0] * dims[1] * dims[2], 0, {{0}}, {0},
+                        0, ""};
     gen_offsets off;
-    int status = GS_OK;
-    int64_t n = dims[0] * dims[1] * dims[2], planes = dims[1] * dims[2];
     stencil_offsets(w, &off);
-    GS_TRY(gs_csr_alloc((int32_t)n, (int32_t)n, 0, 0, &A, err));
-
-#pragma omp parallel for schedule(static) if (n > 4096)
-    for (int64_t plane = 0; plane < planes; plane++) {      /* plane = j + NY*k */
-        int64_t j = plane % dims[1], k = plane / dims[1];
-        for (int64_t i = 0; i < dims[0]; i++)
-            A.row_ptr[i + dims[0] * plane + 1] = stencil_row(&off, dims, i, j, k, NULL, NULL);
-    }
-    for (int64_t r = 0; r < n; r++) A.row_ptr[r + 1] += A.row_ptr[r];
-    A.nnz = A.row_ptr[n];
-    free(A.col);
-    A.col = gs_malloc((size_t)A.nnz * sizeof *A.col, "generated matrix columns", err);
-    A.val = gs_malloc((size_t)A.nnz * sizeof *A.val, "generated matrix values", err);
-    if (!A.col || !A.val) GS_TRY(GS_ERR_NOMEM);
-
-#pragma omp parallel for schedule(static) if (n > 4096)
-    for (int64_t plane = 0; plane < planes; plane++) {
-        int64_t j = plane % dims[1], k = plane / dims[1];
-        for (int64_t i = 0; i < dims[0]; i++) {
-            int64_t start = A.row_ptr[i + dims[0] * plane];
-            stencil_row(&off, dims, i, j, k, A.col + start, A.val + start);
-        }
-    }
-cleanup:
-    if (status != GS_OK) gs_csr_free(&A);
-    *out = A;
-    return status;
+    plan.count = off.count;
+    memcpy(plan.d, off.d, sizeof plan.d);
+    memcpy(plan.w, off.w, sizeof plan.w);
+    return gs_generate_plan_rows(&plan, 0, plan.n, out, err);
 }
 
 int gs_generate_check(const char *spec, gs_error *err)

@@ -12,7 +12,9 @@
 # Environment: GPUS (default: nvidia-smi's count), SIZE (256), WEAK (128),
 # RUN_TIMEOUT (240 s per mpirun), MPIRUN (mpirun), MPIRUN_FLAGS (extra flags),
 # BENCH_OUT=DIR (runs.csv, table.md, logs; default a temporary folder),
-# ENGINE (cuda; cpu for a smoke run of the script), GS_DIST_TRANSPORT (nccl|mpi-staged: force a transport), QUICK=1 (SIZE 128,
+# ENGINE (cuda; cpu for a smoke run of the script), GS_DIST_TRANSPORT (nccl|mpi-staged: force a transport),
+# GS_DIST_OVERLAP=0 (halo on the engine's stream), GS_DIST_COMM_TIMING=0 (no events), CASES
+# (strong-jacobi strong-fsai weak-jacobi: a subset), QUICK=1 (SIZE 128,
 # WEAK 64: a smoke run). About 2-3 minutes on 2 H100s.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,34 +64,37 @@ bw = float(g("bandwidth_Bps"))
 floor = float(g("bytes_per_iteration")) / bw if bw > 0 else 0.0  # the CPU engine measures none
 print(",".join(str(v) for v in [label, p, g("n"), g("iterations"), g("converged"), g("tp_min_s"),
       g("ts_min_s"), g("s_per_iteration"), floor, g("floor_ratio"), g("halo_bytes_per_iteration"),
-      g("comm_s"), g("transport", "-"), g("distribute_s"), g("read_s")]))
+      g("comm_s"), g("transport", "-"), g("distribute_s"), g("read_s"), g("comm_setup_s")]))
 PY
 }
 
+CASES=${CASES:-strong-jacobi strong-fsai weak-jacobi}
+want() { case " $CASES " in *" $1 "*) return 0 ;; esac; return 1; }
 for p in "${counts[@]}"; do
-    run "strong cg+jacobi" "$p" --generate "poisson3d:$SIZE" -p jacobi -m cg
-    run "strong cg+fsai" "$p" --generate "poisson3d:$SIZE" -p fsai -m cg
-    run "weak cg+jacobi" "$p" --generate "poisson3d:${WEAK}x${WEAK}x$((WEAK * p))" -p jacobi -m cg
+    want strong-jacobi && run "strong cg+jacobi" "$p" --generate "poisson3d:$SIZE" -p jacobi -m cg
+    want strong-fsai && run "strong cg+fsai" "$p" --generate "poisson3d:$SIZE" -p fsai -m cg
+    want weak-jacobi && run "weak cg+jacobi" "$p" --generate "poisson3d:${WEAK}x${WEAK}x$((WEAK * p))" -p jacobi -m cg
 done
 
 python3 - "$OUT/runs.csv" "$GPUS" >"$OUT/table.md" <<'PY'
 import csv, sys
 cols = ["case", "P", "n", "iterations", "converged", "tp", "ts", "t_it", "floor", "floor_ratio",
-        "halo_B", "comm_s", "transport", "distribute_s", "read_s"]
+        "halo_B", "comm_s", "transport", "distribute_s", "read_s", "comm_setup_s"]
 rows = [dict(zip(cols, r)) for r in csv.reader(open(sys.argv[1]))]
 base = {r["case"]: float(r["t_it"]) for r in rows if r["P"] == "1"}
 print("| case | GPUs | n | iterations | Tp (s) | Ts (s) | per iteration (us) | efficiency |"
-      " floor (us) | x floor | halo (kB/it) | comm (s) | transport | distribute (s) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      " floor (us) | x floor | halo (kB/it) | comm (s) | transport | distribute (s) |"
+      " comm setup (s) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     p, t = int(r["P"]), float(r["t_it"])
     b = base.get(r["case"])
     eff = "-" if not b or t <= 0 else "%.2f" % ((b / (p * t)) if r["case"].startswith("strong") else b / t)
-    print("| %s | %d | %s | %s%s | %.3f | %.3f | %.1f | %s | %.1f | %.2f | %.1f | %.3f | %s | %.3f |" % (
+    print("| %s | %d | %s | %s%s | %.3f | %.3f | %.1f | %s | %.1f | %.2f | %.1f | %.3f | %s | %.3f | %.3f |" % (
         r["case"], p, r["n"], r["iterations"], "" if r["converged"] == "yes" else " (no)",
         float(r["tp"]), float(r["ts"]), 1e6 * t, eff, 1e6 * float(r["floor"]),
         float(r["floor_ratio"]), float(r["halo_B"]) / 1e3, float(r["comm_s"]), r["transport"],
-        float(r["distribute_s"])))
+        float(r["distribute_s"]), float(r.get("comm_setup_s") or 0)))
 PY
 cat "$OUT/table.md"
 echo "bench_multigpu: runs in $OUT/runs.csv, table in $OUT/table.md" >&2

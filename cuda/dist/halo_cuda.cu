@@ -26,8 +26,12 @@ static int nccl_status(gs_error *err, ncclResult_t r, const char *call, const ch
 
 typedef struct cuda_tr {
     int use_nccl;
+    int timing;                /* CUDA events around each NCCL call (GS_DIST_COMM_TIMING) */
+    int overlap;               /* halo on its own stream (GS_DIST_OVERLAP; else on main) */
     ncclComm_t nccl;
-    cudaStream_t main, comm;   /* the engine's stream; the halo stream (nccl) */
+    cudaStream_t main, comm;   /* the engine's stream; the halo stream (nccl; main without
+                                * overlap) */
+    cudaStream_t own_comm;     /* the stream this transport created (destroyed with it) */
     cudaEvent_t packed, arrived;
     cudaEvent_t *ev;           /* pairs (start, stop) of NCCL calls since the last collect */
     int n_ev, cap_ev, used_ev; /* events created, capacity, pairs * 2 in use */
@@ -87,6 +91,8 @@ __global__ void dist_offblock_kernel(int32_t n_rows, const int32_t *__restrict__
 static int timing_begin(dist_engine *d, cudaStream_t s, cudaEvent_t **pair)
 {
     cuda_tr *t = tr_of(d);
+    *pair = NULL;
+    if (!t->timing) return GS_OK;
     if (t->used_ev + 2 > t->cap_ev) {
         const int cap = t->cap_ev ? 2 * t->cap_ev : 64;
         cudaEvent_t *ev = (cudaEvent_t *)realloc(t->ev, (size_t)cap * sizeof *ev);
@@ -174,6 +180,31 @@ cleanup:
     return status;
 }
 
+/* After every rank's mat_init succeeded (collective): one entry with each
+ * neighbour of M, which connects peers the transport's warm-up did not (NCCL
+ * connects lazily), so that no connection is made inside a solve. */
+static int nccl_mat_connect(dist_engine *d, dist_mat *M)
+{
+    cuda_mat *m = (cuda_mat *)M->transport;
+    int status = GS_OK;
+    cuda_tr *t = tr_of(d);
+    if (M->n_recv == 0 && M->n_send == 0) return GS_OK;
+    GS_TRY(NCCL_CALL(err_of(d), ncclGroupStart()));
+    for (int k = 0; k < M->n_recv && status == GS_OK; k++)
+        status = NCCL_CALL(err_of(d), ncclRecv(m->halo + M->recv_start[k], 1, ncclDouble,
+                                               M->recv_rank[k], t->nccl, t->main));
+    for (int k = 0; k < M->n_send && status == GS_OK; k++)
+        status = NCCL_CALL(err_of(d), ncclSend(m->send + M->send_start[k], 1, ncclDouble,
+                                               M->send_rank[k], t->nccl, t->main));
+    {
+        const int end = NCCL_CALL(err_of(d), ncclGroupEnd());
+        if (status == GS_OK) status = end;
+    }
+    if (status == GS_OK) status = CUDA_CALL(err_of(d), cudaStreamSynchronize(t->main));
+cleanup:
+    return status;
+}
+
 /* ---- halo exchange ---- */
 
 static int pack(dist_engine *d, dist_mat *M, const gs_vec *x)
@@ -193,8 +224,10 @@ static int nccl_halo_start(dist_engine *d, dist_mat *M, const gs_vec *x)
     d->halo_bytes += 8.0 * M->split.n_halo;
     if (M->n_recv == 0 && M->n_send == 0) return GS_OK;
     GS_TRY(pack(d, M, x));
-    GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(t->packed, t->main)));
-    GS_TRY(CUDA_CALL(err_of(d), cudaStreamWaitEvent(t->comm, t->packed, 0)));
+    if (t->comm != t->main) {
+        GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(t->packed, t->main)));
+        GS_TRY(CUDA_CALL(err_of(d), cudaStreamWaitEvent(t->comm, t->packed, 0)));
+    }
     GS_TRY(timing_begin(d, t->comm, &pair));
     GS_TRY(NCCL_CALL(err_of(d), ncclGroupStart()));
     for (int k = 0; k < M->n_recv && status == GS_OK; k++)
@@ -210,8 +243,8 @@ static int nccl_halo_start(dist_engine *d, dist_mat *M, const gs_vec *x)
         if (status == GS_OK) status = end;
     }
     if (status != GS_OK) goto cleanup;
-    GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], t->comm)));
-    GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(t->arrived, t->comm)));
+    if (pair) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], t->comm)));
+    if (t->comm != t->main) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(t->arrived, t->comm)));
 cleanup:
     return status;
 }
@@ -231,7 +264,7 @@ static int nccl_halo_finish(dist_engine *d, dist_mat *M, gs_coef a, gs_vec *y, c
                             int slot)
 {
     cuda_tr *t = tr_of(d);
-    if (M->n_recv > 0 || M->n_send > 0) {
+    if ((M->n_recv > 0 || M->n_send > 0) && t->comm != t->main) {
         int status = CUDA_CALL(err_of(d), cudaStreamWaitEvent(t->main, t->arrived, 0));
         if (status != GS_OK) return status;
     }
@@ -247,7 +280,7 @@ static int nccl_allreduce(dist_engine *d, int slot0, int count)
     GS_TRY(timing_begin(d, t->main, &pair));
     GS_TRY(NCCL_CALL(err_of(d), ncclAllReduce(S, S, (size_t)count, ncclDouble, ncclSum, t->nccl,
                                               t->main)));
-    GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], t->main)));
+    if (pair) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], t->main)));
 cleanup:
     return status;
 }
@@ -326,7 +359,7 @@ static void cuda_tr_destroy(dist_engine *d)
     free(t->ev);
     if (t->packed) cudaEventDestroy(t->packed);
     if (t->arrived) cudaEventDestroy(t->arrived);
-    if (t->comm) cudaStreamDestroy(t->comm);
+    if (t->own_comm) cudaStreamDestroy(t->own_comm);
     if (t->host_slots) cudaFreeHost(t->host_slots);
     free(t);
     d->tr_state = NULL;
@@ -334,13 +367,57 @@ static void cuda_tr_destroy(dist_engine *d)
 
 static const dist_transport nccl_transport = {
     "nccl", cuda_mat_init, cuda_mat_free, nccl_halo_start, nccl_halo_finish,
-    nccl_allreduce, cuda_collect, cuda_tr_destroy,
+    nccl_allreduce, cuda_collect, cuda_tr_destroy, nccl_mat_connect,
 };
 
 static const dist_transport staged_transport = {
     "mpi-staged", cuda_mat_init, cuda_mat_free, staged_halo_start, staged_halo_finish,
-    staged_allreduce, cuda_collect, cuda_tr_destroy,
+    staged_allreduce, cuda_collect, cuda_tr_destroy, NULL,
 };
+
+/* GS_DIST_...=0 turns a default-on switch off */
+static int env_flag(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strcmp(v, "0") != 0 : dflt;
+}
+
+/* NCCL (2.22 on, NCCL_RUNTIME_CONNECT=1 by default) connects a
+ * communicator's channels lazily, at the first collective and the first
+ * send/recv with each peer: hundreds of milliseconds that would otherwise
+ * land in the first solve's Ts (the first H100 run: ~0.35-0.45 s of comm_s in
+ * every 2-GPU case, whatever the iterations). Here, with the communicator:
+ * one all-reduce and one exchange with the ranks either side (the neighbours
+ * of contiguous row blocks of a banded matrix; nccl_mat_connect connects
+ * any other neighbour of a matrix), timed as the report's comm_setup_s. */
+static int nccl_warm_up(dist_engine *d, cuda_tr *t, gs_error *err)
+{
+    double *buf = NULL;
+    int status = CUDA_CALL(err, cudaMalloc((void **)&buf, 4 * sizeof(double)));
+    if (status != GS_OK) return status;
+    status = CUDA_CALL(err, cudaMemsetAsync(buf, 0, 4 * sizeof(double), t->main));
+    if (status == GS_OK)
+        status = NCCL_CALL(err, ncclAllReduce(buf, buf, 1, ncclDouble, ncclSum, t->nccl,
+                                              t->main));
+    if (status == GS_OK && d->size > 1) {
+        status = NCCL_CALL(err, ncclGroupStart());
+        const int lo = d->rank - 1, hi = d->rank + 1;
+        ncclComm_t c = t->nccl;
+        if (status == GS_OK && lo >= 0)
+            status = NCCL_CALL(err, ncclRecv(buf + 1, 1, ncclDouble, lo, c, t->main));
+        if (status == GS_OK && hi < d->size)
+            status = NCCL_CALL(err, ncclRecv(buf + 2, 1, ncclDouble, hi, c, t->main));
+        if (status == GS_OK && lo >= 0)
+            status = NCCL_CALL(err, ncclSend(buf, 1, ncclDouble, lo, c, t->main));
+        if (status == GS_OK && hi < d->size)
+            status = NCCL_CALL(err, ncclSend(buf, 1, ncclDouble, hi, c, t->main));
+        const int end = NCCL_CALL(err, ncclGroupEnd());
+        if (status == GS_OK) status = end;
+    }
+    if (status == GS_OK) status = CUDA_CALL(err, cudaStreamSynchronize(t->main));
+    cudaFree(buf);
+    return status;
+}
 
 /* Local resources first, agreed over the ranks, then the collective NCCL
  * start (so that no rank waits in it for one that failed before it). */
@@ -352,7 +429,10 @@ int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err)
     if (status == GS_OK) {
         t->use_nccl = use_nccl;
         t->main = gs_cuda_of(d->inner)->stream;
-        status = CUDA_CALL(err, cudaStreamCreateWithFlags(&t->comm, cudaStreamNonBlocking));
+        t->timing = env_flag("GS_DIST_COMM_TIMING", 1);
+        t->overlap = env_flag("GS_DIST_OVERLAP", 1);
+        status = CUDA_CALL(err, cudaStreamCreateWithFlags(&t->own_comm, cudaStreamNonBlocking));
+        t->comm = t->overlap ? t->own_comm : t->main;
     }
     if (status == GS_OK)
         status = CUDA_CALL(err, cudaEventCreateWithFlags(&t->packed, cudaEventDisableTiming));
@@ -368,9 +448,12 @@ int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err)
         if (d->rank == 0) status = NCCL_CALL(err, ncclGetUniqueId(&id));
         status = gs_dist_agree(status, err);
         if (status == GS_OK) {
+            const double t0 = MPI_Wtime();
             MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, d->comm);
             status = NCCL_CALL(err, ncclCommInitRank(&t->nccl, d->size, id, d->rank));
             status = gs_dist_agree(status, err);
+            if (status == GS_OK) status = gs_dist_agree(nccl_warm_up(d, t, err), err);
+            d->comm_setup_seconds = gs_dist_max(MPI_Wtime() - t0);
         }
     }
     if (status != GS_OK) {

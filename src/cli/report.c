@@ -79,7 +79,8 @@ static void report_dist(FILE *out, const gs_run *r)
             (long long)d->rows_max, (long long)d->nnz_min, (long long)d->nnz_max,
             d->distribute_seconds);
     fprintf(out, "           halo %.0f bytes per iteration (all ranks); communication %.6f s "
-            "of Ts (slowest rank)\n", d->halo_bytes_per_iteration, d->comm_seconds);
+            "of Ts (slowest rank); communicator set up in %.6f s (outside Tt)\n",
+            d->halo_bytes_per_iteration, d->comm_seconds, d->comm_setup_seconds);
 }
 
 static void report_table(FILE *out, const gs_run *r)
@@ -209,6 +210,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
         I("nnz_min", d->nnz_min); I("nnz_max", d->nnz_max);
         D("halo_bytes_per_iteration", d->halo_bytes_per_iteration);
         D("comm_s", d->comm_seconds); D("distribute_s", d->distribute_seconds);
+        D("comm_setup_s", d->comm_setup_seconds);
     }
 #undef S
 #undef D

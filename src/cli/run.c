@@ -322,9 +322,14 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     run->precond_nnz = pc->nnz;
     run->extra = pc->extra;
 #if GS_HAVE_CUDA
-    if (e->ops->kind == GS_ENGINE_CUDA) { /* A's device layout, and the rows its rule found long */
-        const gs_cuda_row_stats rows = gs_cuda_mat_row_stats(A);
-        gs_kv_str(&run->extra, "layout_A", gs_cuda_mat_layout(A));
+    /* A's device layout, and the rows its rule found long: asked of a matrix of the
+     * CUDA engine only (a distributed engine's matrix is not one, whatever its kind
+     * says: its diagonal block, on the inner CUDA engine, answers for this rank) */
+    gs_engine *e_local = gs_engine_is_dist(e) ? gs_engine_dist_inner(e) : e;
+    const gs_mat *A_local = gs_engine_dist_local_mat(e, A);
+    if (e_local->ops->kind == GS_ENGINE_CUDA && !gs_engine_is_dist(e_local) && A_local) {
+        const gs_cuda_row_stats rows = gs_cuda_mat_row_stats(A_local);
+        gs_kv_str(&run->extra, "layout_A", gs_cuda_mat_layout(A_local));
         if (rows.long_min > 0) {
             gs_kv_num(&run->extra, "max_row", (double)rows.max_row);
             gs_kv_num(&run->extra, "long_rows", (double)rows.n_long);

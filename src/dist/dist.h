@@ -25,6 +25,8 @@ typedef struct gs_dist_summary {
     double distribute_seconds;       /* reading (rank 0) and scattering, or generating */
     double halo_bytes_per_iteration; /* x entries received per iteration, all ranks */
     double comm_seconds;             /* time in communication during Ts, max over ranks */
+    double comm_setup_seconds;       /* NCCL communicator start and connections, once,
+                                      * outside Tp and Ts (0 without NCCL) */
 } gs_dist_summary;
 
 /* ---- in every build (partition.c, split.c) ---- */
@@ -82,6 +84,10 @@ int gs_dist_device(void);
 int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err);
 int gs_engine_is_dist(const gs_engine *e);
 gs_engine *gs_engine_dist_inner(gs_engine *e);
+/* A matrix of the distributed engine: this rank's diagonal block, a matrix
+ * of the inner engine (whose layout queries it answers); A itself on any
+ * other engine. */
+const gs_mat *gs_engine_dist_local_mat(gs_engine *e, const gs_mat *A);
 /* Fills the summary's engine part (ranks, devices, transport). */
 void gs_engine_dist_describe(gs_engine *e, gs_dist_summary *s);
 /* Resets / reads the communication counters (comm seconds, halo bytes;

@@ -52,6 +52,9 @@ typedef struct dist_transport {
     /* Fold timings still on the device into d->comm_seconds (after a sync). */
     int (*collect)(dist_engine *d);
     void (*destroy)(dist_engine *d);
+    /* Optional, collective, after every rank's mat_init succeeded: connect
+     * M's neighbours (NCCL connects lazily; not inside a solve). */
+    int (*mat_connect)(dist_engine *d, dist_mat *M);
 } dist_transport;
 
 struct dist_engine {
@@ -62,6 +65,7 @@ struct dist_engine {
     const dist_transport *tr;
     void *tr_state;
     double comm_seconds; /* since the last counters_reset */
+    double comm_setup_seconds; /* communicator start and connections (outside Tp, Ts) */
     double halo_bytes;   /* received by this rank since the last reset */
     long spmv_count;
 };

@@ -266,6 +266,11 @@ static int mat_create_common(gs_engine *e, const gs_csr *A, gs_precision prec, i
     if (status == GS_OK) status = d->tr->mat_init(d, M);
     if (status != GS_OK && !err.msg[0]) err = d->inner->err;
     status = gs_dist_agree(status, &err);
+    if (status == GS_OK && d->tr->mat_connect) {
+        status = d->tr->mat_connect(d, M);
+        if (status != GS_OK && !err.msg[0]) err = d->inner->err;
+        status = gs_dist_agree(status, &err);
+    }
 cleanup:
     free(begin);
     if (status != GS_OK) {
@@ -337,6 +342,11 @@ int gs_engine_is_dist(const gs_engine *e)
 }
 
 gs_engine *gs_engine_dist_inner(gs_engine *e) { return gs_dist_of(e)->inner; }
+
+const gs_mat *gs_engine_dist_local_mat(gs_engine *e, const gs_mat *A)
+{
+    return gs_engine_is_dist(e) && A ? ((const dist_mat *)A)->diag : A;
+}
 
 /* Distinct (host, device) pairs over the ranks: the device entries chosen
  * (indices or UUIDs) compared within each host, summed over the hosts. */
@@ -419,6 +429,7 @@ void gs_engine_dist_describe(gs_engine *e, gs_dist_summary *s)
     s->ranks = d->size;
     s->devices = d->devices;
     snprintf(s->transport, sizeof s->transport, "%s", d->tr->name);
+    s->comm_setup_seconds = d->comm_setup_seconds;
 }
 
 void gs_engine_dist_counters_reset(gs_engine *e)

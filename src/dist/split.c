@@ -23,51 +23,70 @@ static int32_t halo_index(const int32_t *halo, int32_t n, int32_t col)
     return lo;
 }
 
-/* The halo: the sorted distinct columns outside [row0, row1). */
+/* The halo: the sorted distinct columns outside [row0, row1); off_at[i]:
+ * where row i's off-block entries start among all of them. */
 static int split_halo(const gs_csr *R, int64_t row0, int64_t row1, gs_dist_split *s,
-                      int64_t n_off_entries, gs_error *err)
+                      const int64_t *off_at, gs_error *err)
 {
+    const int64_t n_off_entries = off_at[R->n_rows];
     int32_t *cols = gs_malloc((size_t)(n_off_entries ? n_off_entries : 1) * sizeof *cols,
                               "halo columns", err);
     if (!cols) return GS_ERR_NOMEM;
-    int64_t m = 0;
-    for (int64_t k = 0; k < R->nnz; k++)
-        if (R->col[k] < row0 || R->col[k] >= row1) cols[m++] = R->col[k];
-    qsort(cols, (size_t)m, sizeof *cols, cmp_int32);
+#pragma omp parallel for schedule(static)
+    for (int32_t i = 0; i < R->n_rows; i++) {
+        int64_t m = off_at[i];
+        for (int64_t k = R->row_ptr[i]; k < R->row_ptr[i + 1]; k++)
+            if (R->col[k] < row0 || R->col[k] >= row1) cols[m++] = R->col[k];
+    }
+    qsort(cols, (size_t)n_off_entries, sizeof *cols, cmp_int32);
     int32_t n = 0;
-    for (int64_t k = 0; k < m; k++)
+    for (int64_t k = 0; k < n_off_entries; k++)
         if (n == 0 || cols[k] != cols[n - 1]) cols[n++] = cols[k];
     s->halo = cols;
     s->n_halo = n;
     return GS_OK;
 }
 
+/* Rows in parallel (OpenMP): the counts per row, their prefix sums, then each
+ * row filled where its entries go (a rank's block of a large matrix: tens of
+ * millions of entries, split while the rank's Tp runs). */
 int gs_dist_split_rows(const gs_csr *R, int64_t row0, gs_dist_split *s, gs_error *err)
 {
     const int64_t row1 = row0 + R->n_rows;
-    int64_t n_diag = 0, n_off = 0;
-    int32_t n_off_rows = 0;
+    const int32_t n = R->n_rows;
     int status = GS_OK;
     memset(s, 0, sizeof *s);
-    for (int32_t i = 0; i < R->n_rows; i++) {
+    /* off_at[i]: off-block entries of rows < i; off_row_at[i]: rows < i with any */
+    int64_t *off_at = gs_malloc(((size_t)n + 1) * sizeof *off_at, "split counts", err);
+    int32_t *off_row_at = gs_malloc(((size_t)n + 1) * sizeof *off_row_at, "split counts", err);
+    if (!off_at || !off_row_at) GS_TRY(GS_ERR_NOMEM);
+    off_at[0] = 0;
+#pragma omp parallel for schedule(static)
+    for (int32_t i = 0; i < n; i++) {
         int64_t here = 0;
         for (int64_t k = R->row_ptr[i]; k < R->row_ptr[i + 1]; k++)
             here += R->col[k] < row0 || R->col[k] >= row1;
-        n_off += here;
-        n_diag += R->row_ptr[i + 1] - R->row_ptr[i] - here;
-        n_off_rows += here > 0;
+        off_at[i + 1] = here;
     }
-    GS_TRY(split_halo(R, row0, row1, s, n_off, err));
-    GS_TRY(gs_csr_alloc(R->n_rows, R->n_rows, n_diag, R->val != NULL, &s->diag, err));
+    off_row_at[0] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        off_row_at[i + 1] = off_row_at[i] + (off_at[i + 1] > 0);
+        off_at[i + 1] += off_at[i];
+    }
+    const int64_t n_off = off_at[n], n_diag = R->row_ptr[n] - R->row_ptr[0] - n_off;
+    const int32_t n_off_rows = off_row_at[n];
+    GS_TRY(split_halo(R, row0, row1, s, off_at, err));
+    GS_TRY(gs_csr_alloc(n, n, n_diag, R->val != NULL, &s->diag, err));
     GS_TRY(gs_csr_alloc(n_off_rows, s->n_halo, n_off, R->val != NULL, &s->off, err));
     s->n_off_rows = n_off_rows;
     s->off_rows = gs_malloc((size_t)(n_off_rows ? n_off_rows : 1) * sizeof *s->off_rows,
                             "off-block rows", err);
     if (!s->off_rows) GS_TRY(GS_ERR_NOMEM);
-    int64_t d = 0, o = 0;
-    int32_t r = 0;
-    for (int32_t i = 0; i < R->n_rows; i++) {
-        const int64_t o_start = o;
+    s->off.row_ptr[0] = 0;
+#pragma omp parallel for schedule(static)
+    for (int32_t i = 0; i < n; i++) {
+        int64_t o = off_at[i];
+        int64_t d = R->row_ptr[i] - R->row_ptr[0] - off_at[i];
         for (int64_t k = R->row_ptr[i]; k < R->row_ptr[i + 1]; k++) {
             const int32_t c = R->col[k];
             const double v = R->val ? R->val[k] : 1.0;
@@ -82,12 +101,15 @@ int gs_dist_split_rows(const gs_csr *R, int64_t row0, gs_dist_split *s, gs_error
             }
         }
         s->diag.row_ptr[i + 1] = d;
-        if (o > o_start) {
+        if (off_at[i + 1] > off_at[i]) {
+            const int32_t r = off_row_at[i];
             s->off_rows[r] = i;
-            s->off.row_ptr[++r] = o;
+            s->off.row_ptr[r + 1] = o;
         }
     }
 cleanup:
+    free(off_at);
+    free(off_row_at);
     if (status != GS_OK) gs_dist_split_free(s);
     return status;
 }

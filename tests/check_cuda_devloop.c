@@ -34,17 +34,25 @@ typedef struct solve_out {
     double true_rel;
 } solve_out;
 
-/* A CUDA engine with the device loop on (device_loop_off = 0) or off. */
-static gs_engine *cuda_engine(int device_loop_off)
+/* A CUDA engine with the device loop forced on (device_loop_off = 0) or
+ * off, the fused path off (its own tests force it on: fused_engine). */
+static gs_engine *cuda_engine_with(int device_loop, int fused)
 {
     gs_error err = {0};
     gs_engine *e = NULL;
     ck_assert_msg(gs_engine_cuda_create(&e, &err) == GS_OK, "%s", err.msg);
     gs_debug dbg;
     memset(&dbg, 0, sizeof dbg);
-    dbg.device_loop_off = device_loop_off;
+    dbg.device_loop = device_loop;
+    dbg.fused = fused;
     gs_engine_cuda_set_debug(e, &dbg);
     return e;
+}
+
+static gs_engine *cuda_engine(int device_loop_off)
+{
+    return cuda_engine_with(device_loop_off ? GS_DEBUG_FORCE_OFF : GS_DEBUG_FORCE_ON,
+                            GS_DEBUG_FORCE_OFF);
 }
 
 /* Solve A x = b (b = A 1 unless b_in) from x = 0 on e. */
@@ -139,7 +147,8 @@ static void compare3(const gs_csr *A, const double *b, const char *method, const
     solve(on, A, b, method, precond, o, &d);
     solve(off, A, b, method, precond, o, &h);
     const int on_device = strcmp(method, "cg") == 0 || strcmp(method, "bicgstab") == 0;
-    ck_assert_msg(d.res.device_loop == on_device, "%s: device_loop = %d (%s)", what,
+    ck_assert_msg(d.res.device_loop == (on_device ? GS_PATH_DEVICE : GS_PATH_HOST),
+                  "%s: device_loop = %d (%s)", what,
                   d.res.device_loop, d.res.loop_note);
     ck_assert_msg(h.res.device_loop == 0 && c.res.device_loop == 0, "%s: off paths", what);
     if (on_device) /* the switch is why, not a failure to build the loop */
@@ -220,9 +229,13 @@ END_TEST
  * maxit, not at the next multiple), and on it. */
 START_TEST(test_check_blocks_and_maxit)
 {
+    /* per body: 3, 7, 3 (maxit 20: 18 on the device, 2 handed to the host),
+     * 4 (on the grid), 1, 8 of 16 (a handoff after the check at 16), 1 of
+     * 17 (prime), 3, 5 (maxit 7: all on the host), 1 */
     static const struct { const char *method; int every; long maxit; } c[] = {
         {"cg", 3, 5000}, {"cg", 7, 5000}, {"cg", 3, 20}, {"cg", 4, 20}, {"cg", 1, 1},
-        {"bicgstab", 3, 5000}, {"bicgstab", 5, 7}, {"bicgstab", 1, 9},
+        {"cg", 16, 20}, {"cg", 17, 5000}, {"bicgstab", 3, 5000}, {"bicgstab", 5, 7},
+        {"bicgstab", 1, 9}, {"bicgstab", 6, 23},
     };
     compare_generated("poisson3d:24", c[_i].method, "jacobi", c[_i].every, c[_i].maxit);
 }
@@ -255,27 +268,29 @@ START_TEST(test_sizes)
 }
 END_TEST
 
-/* Adaptive checks (check_every = 0): the device loop checks every
- * iteration, so it stops no later than the host loop's adaptive blocks do
- * and exactly where a host loop checking every iteration stops. */
+/* Adaptive checks (check_every = 0): the device loop checks after every
+ * body of GS_LOOP_MAX_PER_BODY iterations, so it stops exactly where a host
+ * loop checking every GS_LOOP_MAX_PER_BODY iterations stops, also where
+ * maxit (21, off that grid) hands the last iterations to the host. */
 START_TEST(test_adaptive)
 {
     gs_error err = {0};
     gs_csr A = {0};
     char name[64];
-    const char *method = _i ? "bicgstab" : "cg";
+    const char *method = _i & 1 ? "bicgstab" : "cg";
+    const long maxit = _i & 2 ? 21 : 5000;
     ck_assert_msg(gs_generate("poisson3d:24", &A, name, sizeof name, &err) == GS_OK, "%s",
                   err.msg);
     gs_engine *on = cuda_engine(0), *off = cuda_engine(1);
-    gs_krylov_opts adaptive = opts_with(0, 5000), every = opts_with(1, 5000);
+    gs_krylov_opts adaptive = opts_with(0, maxit), every = opts_with(GS_LOOP_MAX_PER_BODY, maxit);
     solve_out d, h_every, h_adaptive;
     solve(on, &A, NULL, method, "jacobi", &adaptive, &d);
     solve(off, &A, NULL, method, "jacobi", &every, &h_every);
     solve(off, &A, NULL, method, "jacobi", &adaptive, &h_adaptive);
-    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
-    assert_same_paths(&d, &h_every, "adaptive vs every iteration");
-    ck_assert_int_le(d.res.iterations, h_adaptive.res.iterations);
-    ck_assert_int_eq(h_adaptive.res.reason, GS_REASON_CONVERGED);
+    ck_assert_msg(d.res.device_loop == GS_PATH_DEVICE, "host loop: %s", d.res.loop_note);
+    assert_same_paths(&d, &h_every, "adaptive vs every GS_LOOP_MAX_PER_BODY");
+    ck_assert_int_eq(h_adaptive.res.reason, maxit == 21 ? GS_REASON_MAXIT : GS_REASON_CONVERGED);
+    ck_assert_int_eq(d.res.reason, h_adaptive.res.reason);
     gs_krylov_result_free(&d.res);
     gs_krylov_result_free(&h_every.res);
     gs_krylov_result_free(&h_adaptive.res);
@@ -339,7 +354,12 @@ START_TEST(test_breakdowns)
 }
 END_TEST
 
-/* A deadline already past: the first check stops with the time limit. */
+/* A deadline already past: the check of the initial residual (iteration 0,
+ * kr_initial_residual) is a check like the others and tests the deadline,
+ * so every path stops there, before any loop starts (a run whose setup ate
+ * its --time-limit does no iteration): time limit at iteration 0, the host
+ * path with no note. The check kernel's own deadline test is reached
+ * through loop_run itself (test_loop_run_past_deadline). */
 START_TEST(test_past_deadline)
 {
     gs_error err = {0};
@@ -347,25 +367,67 @@ START_TEST(test_past_deadline)
     char name[64];
     ck_assert_msg(gs_generate("poisson3d:20", &A, name, sizeof name, &err) == GS_OK, "%s",
                   err.msg);
-    gs_engine *on = cuda_engine(0);
-    gs_krylov_opts o = opts_with(_i ? 5 : 1, 5000);
-    o.deadline = gs_now() - 1.0;
-    solve_out d;
-    solve(on, &A, NULL, _i ? "bicgstab" : "cg", "jacobi", &o, &d);
-    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
-    ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s", gs_reason_name(d.res.reason));
-    ck_assert_int_eq(d.res.iterations, o.check_every); /* the first check */
-    gs_krylov_result_free(&d.res);
-    gs_engine_destroy(on);
+    gs_engine *engines[3] = {cuda_engine(0), cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON),
+                             NULL};
+    ck_assert_int_eq(gs_engine_cpu_create(&engines[2], &err), GS_OK);
+    for (int i = 0; i < 3; i++) {
+        gs_krylov_opts o = opts_with(_i ? 5 : 1, 5000);
+        o.deadline = gs_now() - 1.0;
+        solve_out d;
+        solve(engines[i], &A, NULL, _i ? "bicgstab" : "cg", "jacobi", &o, &d);
+        ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s", gs_reason_name(d.res.reason));
+        ck_assert_int_eq(d.res.iterations, 0);
+        ck_assert_int_eq(d.res.device_loop, GS_PATH_HOST);
+        ck_assert_int_eq(d.res.history.len, 1);
+        gs_krylov_result_free(&d.res);
+        gs_engine_destroy(engines[i]);
+    }
     gs_csr_free(&A);
 }
 END_TEST
 
+/* loop_run's body for the deadline test: S[1] = 1, a residual above tol. */
+static int set_rr_one(void *ctx)
+{
+    gs_engine *e = ctx;
+    return e->ops->scalar_set(e, 1, gs_coef_const(1.0));
+}
+
+/* The check kernel's deadline test: loop_run with a past deadline stops at
+ * its first check, it0 + check_every, with the time limit, whatever the
+ * iterations per body (1 of 1, 5 of 5, 2 of 6). */
+START_TEST(test_loop_run_past_deadline)
+{
+    static const long per[3][2] = {{1, 1}, {5, 5}, {2, 6}};
+    gs_engine *on = cuda_engine(0);
+    gs_loop L;
+    memset(&L, 0, sizeof L);
+    L.it0 = 3;
+    L.maxit = 5000;
+    L.per_body = per[_i][0];
+    L.check_every = per[_i][1];
+    L.tol = 1e-8;
+    L.bnorm = 1.0;
+    L.slot_rr = 1;
+    L.deadline = gs_now() - 1.0;
+    ck_assert_msg(on->ops->loop_run(on, set_rr_one, on, &L) == GS_OK, "%s", on->err.msg);
+    ck_assert_msg(L.ran == 1, "declined: %s", L.declined);
+    ck_assert_int_eq(L.stop, GS_LOOP_TIME_LIMIT);
+    ck_assert_int_eq(L.last_it, 3 + per[_i][1]);
+    ck_assert_int_eq(L.it_done, 3 + per[_i][1]);
+    ck_assert_msg(L.last_rel == 1.0, "%g", L.last_rel);
+    gs_engine_destroy(on);
+}
+END_TEST
+
+/* Progress comes at every check, the initial residual's (iteration 0)
+ * first, at iterations that never go back. No ck_assert here: a failed
+ * one would jump out of the solve (CK_NOFORK); calls[2] counts bad calls. */
 static void count_progress(void *ctx, long it, double rel)
 {
     (void)rel;
     long *calls = ctx;
-    ck_assert_int_ge(it, 1);
+    if (it < 0 || it < calls[1]) calls[2]++;
     calls[0]++;
     calls[1] = it;
 }
@@ -381,7 +443,7 @@ START_TEST(test_deadline_while_running)
     gs_csr A = shifted_laplacian(n, 0.0);
     gs_engine *on = cuda_engine(0);
     gs_krylov_opts o = opts_with(1, 1000000000L);
-    long calls[2] = {0, 0};
+    long calls[3] = {0, 0, 0};
     o.tol = 1e-30;
     o.record_history = 0;
     o.progress = count_progress;
@@ -391,11 +453,12 @@ START_TEST(test_deadline_while_running)
     solve_out d;
     solve(on, &A, NULL, "cg", "none", &o, &d);
     const double took = gs_now() - t0;
-    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
+    ck_assert_msg(d.res.device_loop == GS_PATH_DEVICE, "host loop: %s", d.res.loop_note);
     ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s after %ld",
                   gs_reason_name(d.res.reason), d.res.iterations);
     ck_assert_msg(took >= 0.79 && took < 5.0, "stopped after %.3f s", took);
-    ck_assert_msg(calls[0] >= 2, "progress called %ld times", calls[0]);
+    ck_assert_msg(calls[0] >= 3, "progress called %ld times", calls[0]); /* 0, a yield, the end */
+    ck_assert_msg(calls[2] == 0, "%ld progress calls went back", calls[2]);
     ck_assert_int_eq(calls[1], d.res.iterations); /* the last call: the result */
     printf("  deadline 0.8 s: stopped after %.3f s, %ld iterations, %ld progress calls\n", took,
            d.res.iterations, calls[0]);
@@ -479,12 +542,13 @@ static Suite *cuda_devloop_suite(int have_gpu)
     if (have_gpu) {
         tcase_add_loop_test(tc, test_methods_preconditioners, 0, 8);
         tcase_add_loop_test(tc, test_bicgstab_nonsymmetric, 0, 2);
-        tcase_add_loop_test(tc, test_check_blocks_and_maxit, 0, 8);
+        tcase_add_loop_test(tc, test_check_blocks_and_maxit, 0, 11);
         tcase_add_loop_test(tc, test_gmres_idr_host_loop, 0, 2);
         tcase_add_loop_test(tc, test_sizes, 0, 4);
-        tcase_add_loop_test(tc, test_adaptive, 0, 2);
+        tcase_add_loop_test(tc, test_adaptive, 0, 4);
         tcase_add_loop_test(tc, test_breakdowns, 0, 2);
         tcase_add_loop_test(tc, test_past_deadline, 0, 2);
+        tcase_add_loop_test(tc, test_loop_run_past_deadline, 0, 3);
         tcase_add_test(tc, test_deadline_while_running);
         tcase_add_loop_test(tc, test_history_cap, 0, 3);
         tcase_add_test(tc, test_no_capture_is_host_loop);

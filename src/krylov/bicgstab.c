@@ -84,9 +84,11 @@ int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
     GS_TRY(e->ops->copy(e, s.r, s.r0));
     GS_TRY(e->ops->copy(e, s.r, s.p));
     GS_TRY(e->ops->dot(e, s.r0, s.r, BI_RHO));
-    int ran = 0;
-    GS_TRY(kr_device_loop(&k, 0, bicgstab_body, &s, bicgstab_tests, BI_N_TESTS, NULL, 0, &ran));
-    for (long it = 0; !ran && it < opts->maxit;) {
+    int finished = 0;
+    long it = 0;
+    GS_TRY(kr_device_loop(&k, 0, kr_loop_per_body(&k), bicgstab_body, &s, bicgstab_tests,
+                          BI_N_TESTS, NULL, 0, &it, &finished));
+    while (!finished && it < opts->maxit) {
         const long nb = kr_next_block(&k, it);
         for (long i = 0; i < nb; i++) GS_TRY(kr_run_iteration(&k, bicgstab_body, &s, 0));
         it += nb;

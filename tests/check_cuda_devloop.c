@@ -17,7 +17,9 @@
  * limits on and off the check grid, --time-limit (past, and reached while
  * the loop runs, with progress yields), the history cap (GS_LOOP_MAX_HISTORY)
  * on both sides, an exact solution, and sizes from 3 rows to 262k. Without a
- * CUDA device the suite says "skipped". */
+ * CUDA device the suite says "skipped". The fused one-kernel path (CG with
+ * jacobi or none) has its own tests at the end: against the CPU engine and
+ * the host loop within the CPU margin (its sums run in another order). */
 #include <math.h>
 
 #include "debug.h"
@@ -441,7 +443,7 @@ START_TEST(test_deadline_while_running)
 {
     const int32_t n = 200000;
     gs_csr A = shifted_laplacian(n, 0.0);
-    gs_engine *on = cuda_engine(0);
+    gs_engine *on = _i ? cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON) : cuda_engine(0);
     gs_krylov_opts o = opts_with(1, 1000000000L);
     long calls[3] = {0, 0, 0};
     o.tol = 1e-30;
@@ -453,7 +455,8 @@ START_TEST(test_deadline_while_running)
     solve_out d;
     solve(on, &A, NULL, "cg", "none", &o, &d);
     const double took = gs_now() - t0;
-    ck_assert_msg(d.res.device_loop == GS_PATH_DEVICE, "host loop: %s", d.res.loop_note);
+    ck_assert_msg(d.res.device_loop == (_i ? GS_PATH_FUSED : GS_PATH_DEVICE), "path %d: %s",
+                  d.res.device_loop, d.res.loop_note);
     ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s after %ld",
                   gs_reason_name(d.res.reason), d.res.iterations);
     ck_assert_msg(took >= 0.79 && took < 5.0, "stopped after %.3f s", took);
@@ -533,6 +536,172 @@ START_TEST(test_shared_matrix)
 }
 END_TEST
 
+/* ---- the fused one-kernel path (cuda/engine/fused.cu) ---- */
+
+/* CPU engine, the host loop (CUDA, fused and device loop off) and the
+ * fused kernel (forced on): the fused kernel's sums run in another order
+ * (its own CSR product and per-block partials), so against both it gets
+ * the CPU margin of compare3 (max(2, 5%) iterations, or cpu_margin), the
+ * same reason, the same breakdown message; breakdown iterations within the
+ * same margin. Its history has a check at every check_every iterations. */
+static void compare_fused(const gs_csr *A, const double *b, const char *precond,
+                          const gs_krylov_opts *o, const char *what, double cpu_margin)
+{
+    gs_error err = {0};
+    gs_engine *cpu = NULL, *host = cuda_engine(1);
+    gs_engine *fused = cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON);
+    ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
+    solve_out c, h, f;
+    solve(cpu, A, b, "cg", precond, o, &c);
+    solve(host, A, b, "cg", precond, o, &h);
+    solve(fused, A, b, "cg", precond, o, &f);
+    ck_assert_msg(f.res.device_loop == GS_PATH_FUSED, "%s: path %d (%s)", what,
+                  f.res.device_loop, f.res.loop_note);
+    ck_assert_int_eq(h.res.device_loop, GS_PATH_HOST);
+    const double frac = cpu_margin > 0 ? cpu_margin : 0.05;
+    const long margin = (long)fmax(2.0, ceil(frac * (double)c.res.iterations));
+    const solve_out *ref[2] = {&c, &h};
+    for (int i = 0; i < 2; i++) {
+        const gs_krylov_result *r = &ref[i]->res;
+        const char *who = i ? "host loop" : "cpu";
+        ck_assert_msg(f.res.reason == r->reason, "%s: fused %s, %s %s", what,
+                      gs_reason_name(f.res.reason), who, gs_reason_name(r->reason));
+        ck_assert_msg(labs(f.res.iterations - r->iterations) <= margin,
+                      "%s: fused %ld iterations, %s %ld (margin %ld)", what, f.res.iterations, who,
+                      r->iterations, margin);
+        ck_assert_msg(strcmp(f.res.breakdown, r->breakdown) == 0, "%s: '%s' vs %s '%s'", what,
+                      f.res.breakdown, who, r->breakdown);
+        ck_assert_msg(labs(f.res.breakdown_iteration - r->breakdown_iteration) <= margin,
+                      "%s: breakdown at %ld, %s %ld", what, f.res.breakdown_iteration, who,
+                      r->breakdown_iteration);
+    }
+    if (f.res.reason == GS_REASON_MAXIT) ck_assert_int_eq(f.res.iterations, o->maxit);
+    if (f.res.reason == GS_REASON_CONVERGED)
+        ck_assert_msg(f.true_rel <= 10 * o->tol, "%s: true residual %g", what, f.true_rel);
+    if (o->record_history) {
+        const long c_every = o->check_every > 0 ? o->check_every : 1;
+        const long want = 1 + (f.res.iterations + c_every - 1) / c_every;
+        ck_assert_msg(f.res.history.len == want, "%s: history %ld, want %ld", what,
+                      f.res.history.len, want);
+        ck_assert_int_eq(f.res.history.iteration[f.res.history.len - 1], f.res.iterations);
+        ck_assert_msg(f.res.history.rel[f.res.history.len - 1] == f.res.rel_residual, "%s", what);
+        for (long i = 1; i < f.res.history.len; i++)
+            ck_assert_int_gt(f.res.history.iteration[i], f.res.history.iteration[i - 1]);
+    }
+    printf("  %-58s cpu %5ld  host loop %5ld  fused %5ld  %s\n", what, c.res.iterations,
+           h.res.iterations, f.res.iterations, gs_reason_name(f.res.reason));
+    gs_krylov_result_free(&c.res);
+    gs_krylov_result_free(&h.res);
+    gs_krylov_result_free(&f.res);
+    gs_engine_destroy(cpu);
+    gs_engine_destroy(host);
+    gs_engine_destroy(fused);
+}
+
+static void compare_fused_generated(const char *spec, const char *precond, int check_every,
+                                    long maxit)
+{
+    gs_error err = {0};
+    gs_csr A = {0};
+    char name[64], what[160];
+    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
+    double *b = malloc((size_t)A.n_rows * sizeof(double));
+    tu_rng rng = tu_rng_seed(24);
+    for (int32_t i = 0; i < A.n_rows; i++) b[i] = 0.5 + tu_uniform(&rng);
+    gs_krylov_opts o = opts_with(check_every, maxit);
+    snprintf(what, sizeof what, "fused %s cg+%s check_every=%d maxit=%ld", spec, precond,
+             check_every, maxit);
+    compare_fused(&A, b, precond, &o, what, 0.0);
+    gs_csr_free(&A);
+    free(b);
+}
+
+/* Jacobi and none; sizes from 40 rows (under a block) to 262k (more rows
+ * than the grid has thread groups: each walks several), a 27-point stencil
+ * (16 threads a row); checks every 3 and adaptive (every iteration here);
+ * maxit on and off the check grid. */
+START_TEST(test_fused_cg)
+{
+    static const struct { const char *spec, *precond; int every; long maxit; } c[] = {
+        {"poisson3d:20", "jacobi", 1, 5000}, {"poisson3d:20", "none", 1, 5000},
+        {"poisson3d:2x2x10", "jacobi", 1, 5000}, {"poisson3d:64", "jacobi", 1, 5000},
+        {"poisson3d27:12", "jacobi", 1, 5000}, {"poisson3d:24", "jacobi", 3, 5000},
+        {"poisson3d:24", "jacobi", 3, 20}, {"poisson3d:24", "jacobi", 1, 7},
+        {"poisson3d:24", "none", 4, 20},
+    };
+    compare_fused_generated(c[_i].spec, c[_i].precond, c[_i].every, c[_i].maxit);
+}
+END_TEST
+
+/* Breakdown (CG + Jacobi on the indefinite shifted Laplacian: p'Ap <= 0),
+ * an exact solution within 3 iterations (r = 0: convergence, not a
+ * breakdown), and 1138_bus (15% margin, as test_shared_matrix). */
+START_TEST(test_fused_verdicts)
+{
+    gs_krylov_opts o = opts_with(1, 5000);
+    gs_csr A = {0};
+    if (_i == 0) {
+        double b[64];
+        for (int i = 0; i < 64; i++) b[i] = 1.0 + 0.01 * i;
+        A = shifted_laplacian(64, 0.01);
+        compare_fused(&A, b, "jacobi", &o, "fused cg indefinite", 0.0);
+    } else if (_i == 1) {
+        static const int32_t r[] = {0, 0, 1, 1, 1, 2, 2}, col[] = {0, 1, 0, 1, 2, 1, 2};
+        static const double v[] = {4, -1, -1, 4, -1, -1, 4};
+        double b[3] = {1, 1, 1};
+        A = tu_from_triplets(3, 3, 7, r, col, v);
+        compare_fused(&A, b, "none", &o, "fused tridiag 3x3", 0.0);
+    } else {
+        if (!tu_real_matrix("1138_bus", &A)) return;
+        compare_fused(&A, NULL, "jacobi", &o, "fused 1138_bus cg+jacobi", 0.15);
+    }
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* The rule, on both sides: with no switch set, CG + Jacobi on a small
+ * system takes the fused kernel; on a 1D Laplacian of 4M rows (above the
+ * rule on any device of up to ~900 multiprocessors) it does not, and says
+ * why; BiCGSTAB, GMRES and FSAI never do. */
+START_TEST(test_fused_rule)
+{
+    gs_error err = {0};
+    gs_csr A = {0};
+    char name[64];
+    gs_engine *e = cuda_engine_with(0, 0);
+    gs_krylov_opts o = opts_with(0, 5000);
+    solve_out d;
+    if (_i == 0) {
+        ck_assert_msg(gs_generate("poisson3d:16", &A, name, sizeof name, &err) == GS_OK, "%s",
+                      err.msg);
+        solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        ck_assert_msg(d.res.device_loop == GS_PATH_FUSED, "path %d: %s", d.res.device_loop,
+                      d.res.loop_note);
+        ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+        gs_krylov_result_free(&d.res);
+        static const char *other[3][2] = {{"bicgstab", "jacobi"}, {"gmres", "jacobi"},
+                                          {"cg", "fsai"}};
+        for (int i = 0; i < 3; i++) {
+            solve(e, &A, NULL, other[i][0], other[i][1], &o, &d);
+            ck_assert_msg(d.res.device_loop != GS_PATH_FUSED, "%s+%s fused", other[i][0],
+                          other[i][1]);
+            ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+            gs_krylov_result_free(&d.res);
+        }
+    } else {
+        A = shifted_laplacian(4 << 20, 0.0);
+        o.maxit = 5;
+        solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        ck_assert_msg(d.res.device_loop == GS_PATH_HOST, "path %d", d.res.device_loop);
+        ck_assert_msg(strstr(d.res.loop_note, "fused: ") != NULL, "note '%s'", d.res.loop_note);
+        ck_assert_int_eq(d.res.reason, GS_REASON_MAXIT);
+        gs_krylov_result_free(&d.res);
+    }
+    gs_engine_destroy(e);
+    gs_csr_free(&A);
+}
+END_TEST
+
 static Suite *cuda_devloop_suite(int have_gpu)
 {
     Suite *s = suite_create("cuda_devloop");
@@ -549,10 +718,13 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_breakdowns, 0, 2);
         tcase_add_loop_test(tc, test_past_deadline, 0, 2);
         tcase_add_loop_test(tc, test_loop_run_past_deadline, 0, 3);
-        tcase_add_test(tc, test_deadline_while_running);
+        tcase_add_loop_test(tc, test_deadline_while_running, 0, 2);
         tcase_add_loop_test(tc, test_history_cap, 0, 3);
         tcase_add_test(tc, test_no_capture_is_host_loop);
         tcase_add_test(tc, test_shared_matrix);
+        tcase_add_loop_test(tc, test_fused_cg, 0, 9);
+        tcase_add_loop_test(tc, test_fused_verdicts, 0, 3);
+        tcase_add_loop_test(tc, test_fused_rule, 0, 2);
     }
     suite_add_tcase(s, tc);
     return s;

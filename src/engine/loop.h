@@ -77,4 +77,23 @@ typedef struct gs_loop {
     long history_len;
 } gs_loop;
 
+/* The fused path (the engine's optional fused_run): a whole solve in one
+ * kernel, for a method and a preconditioner simple enough to write inside
+ * it: CG with M = diag(d) (jacobi) or M = I (none). The Krylov layer sets
+ * the vectors up as its own loop would start (cg.c), fills a gs_loop
+ * (per_body 1; the tests name the slots below) and reads the outcome from
+ * it as from loop_run. */
+typedef enum gs_fused_method { GS_FUSED_CG = 1 } gs_fused_method;
+
+typedef struct gs_fused {
+    int method;          /* gs_fused_method */
+    const struct gs_mat *A;
+    const struct gs_vec *d; /* M = diag(d); NULL: M = I */
+    /* CG: on entry r = b - A x, z = M r, p = z, S[slot_rho] = r'z; q is work.
+     * After each iteration S[slot_pap] = p'Ap, S[slot_rho_new] = r'z (the
+     * tests' slots), then S[slot_rho] = S[slot_rho_new]. */
+    struct gs_vec *x, *r, *z, *p, *q;
+    int slot_rho, slot_rho_new, slot_pap;
+} gs_fused;
+
 #endif

@@ -73,6 +73,21 @@ static int cg_device_loop(kr_ctx *k, cg_state *s, long *it, int *finished)
     return kr_device_loop(k, 0, per_body, cg_body, s, t, CG_N_TESTS, moves, odd, it, finished);
 }
 
+/* The whole solve in one kernel where M is pointwise (jacobi, none) and the
+ * engine can (cuda/engine/fused.cu): it starts from the state the host loop
+ * starts from (rho = r'z in CG_RHO0, p = z) and writes p'Ap and the new rho
+ * into the slots the tests name; it moves the new rho back itself. */
+static int cg_fused(kr_ctx *k, cg_state *s, int *finished)
+{
+    kr_test t[CG_N_TESTS];
+    *finished = 0;
+    if (!k->pc->pointwise && !k->pc->pointwise_identity) return GS_OK;
+    const gs_fused f = {GS_FUSED_CG, k->A, k->pc->pointwise, s->x, s->r, s->z, s->p, s->q,
+                        CG_RHO0, CG_RHO1, CG_PAP};
+    cg_tests(CG_RHO1, t);
+    return kr_fused(k, &f, t, CG_N_TESTS, NULL, 0, finished);
+}
+
 int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
                 const gs_krylov_opts *opts, gs_krylov_result *res)
 {
@@ -98,7 +113,8 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
     }
     int par = 0, finished = 0;
     long it = 0;
-    GS_TRY(cg_device_loop(&k, &s, &it, &finished));
+    GS_TRY(cg_fused(&k, &s, &finished));
+    if (!finished) GS_TRY(cg_device_loop(&k, &s, &it, &finished));
     while (!finished && it < opts->maxit) {
         const long nb = kr_next_block(&k, it);
         for (long i = 0; i < nb; i++, par ^= 1) {

@@ -80,6 +80,13 @@ long kr_loop_per_body(const kr_ctx *k);
 int kr_device_loop(kr_ctx *k, long it0, long per_body, kr_body_fn body, void *state,
                    const kr_test *tests, int n_tests, const int (*moves)[2], int n_moves,
                    long *it_done, int *finished);
+/* The whole solve in the engine's fused kernel where it can (opts->use_capture
+ * and the engine's fused_run; f as loop.h says, set up by the method): a
+ * check after every opts->check_every iterations (1 when adaptive), the
+ * tests and moves as for kr_device_loop. *finished = 1 when it ran (the
+ * result then holds the verdict), else 0 and nothing ran. */
+int kr_fused(kr_ctx *k, const gs_fused *f, const kr_test *tests, int n_tests,
+             const int (*moves)[2], int n_moves, int *finished);
 
 
 #endif

@@ -233,7 +233,8 @@ START_TEST(test_check_blocks_and_maxit)
 {
     /* per body: 3, 7, 3 (maxit 20: 18 on the device, 2 handed to the host),
      * 4 (on the grid), 1, 8 of 16 (a handoff after the check at 16), 1 of
-     * 17 (prime), 3, 5 (maxit 7: all on the host), 1 */
+     * 17 (prime), 3, 5 (maxit 7: 5 on the device, 2 on the host), 1, 6
+     * (maxit 23: 18 and 5) */
     static const struct { const char *method; int every; long maxit; } c[] = {
         {"cg", 3, 5000}, {"cg", 7, 5000}, {"cg", 3, 20}, {"cg", 4, 20}, {"cg", 1, 1},
         {"cg", 16, 20}, {"cg", 17, 5000}, {"bicgstab", 3, 5000}, {"bicgstab", 5, 7},

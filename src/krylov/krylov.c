@@ -402,6 +402,9 @@ int kr_device_loop(kr_ctx *k, long it0, long per_body, kr_body_fn body, void *st
     }
     *it_done = L.it_done;
     *finished = L.stop != GS_LOOP_HANDOFF;
+    /* adaptive checks: the host's rest (fewer than per_body iterations) in
+     * one block, checked at maxit, as the device's grid would have been */
+    if (!*finished && o->check_every <= 0) k->auto_block = KR_AUTO_MAX;
     k->res->device_loop = GS_PATH_DEVICE;
     status = kr_loop_verdict(k, &L, tests);
 cleanup:

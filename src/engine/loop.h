@@ -79,11 +79,11 @@ typedef struct gs_loop {
 
 /* The fused path (the engine's optional fused_run): a whole solve in one
  * kernel, for a method and a preconditioner simple enough to write inside
- * it: CG with M = diag(d) (jacobi) or M = I (none). The Krylov layer sets
+ * it: CG and BiCGSTAB with M = diag(d) (jacobi) or M = I (none). The Krylov layer sets
  * the vectors up as its own loop would start (cg.c), fills a gs_loop
  * (per_body 1; the tests name the slots below) and reads the outcome from
  * it as from loop_run. */
-typedef enum gs_fused_method { GS_FUSED_CG = 1 } gs_fused_method;
+typedef enum gs_fused_method { GS_FUSED_CG = 1, GS_FUSED_BICGSTAB } gs_fused_method;
 
 typedef struct gs_fused {
     int method;          /* gs_fused_method */
@@ -94,6 +94,12 @@ typedef struct gs_fused {
      * tests' slots), then S[slot_rho] = S[slot_rho_new]. */
     struct gs_vec *x, *r, *z, *p, *q;
     int slot_rho, slot_rho_new, slot_pap;
+    /* BiCGSTAB (x, r, p and slot_rho above; z and q unused): on entry r = r0
+     * = b - A x, p = r, S[slot_rho] = r0'r; v and t are work. After each
+     * step S[slot_rho] = r0'r (the new rho), S[slot_r0v] = r0'v,
+     * S[slot_ts] = t's, S[slot_tt] = t't, S[KR_RR] = r'r (bicgstab.c). */
+    struct gs_vec *r0, *v, *t;
+    int slot_r0v, slot_ts, slot_tt;
 } gs_fused;
 
 #endif

@@ -2,6 +2,7 @@
  * Saad, "Iterative Methods for Sparse Linear Systems", Alg. 9.1), written
  * once over the engine table. All scalars stay in engine slots. */
 #include <math.h>
+#include <string.h>
 
 #include "krylov_impl.h"
 
@@ -82,8 +83,19 @@ static int cg_fused(kr_ctx *k, cg_state *s, int *finished)
     kr_test t[CG_N_TESTS];
     *finished = 0;
     if (!k->pc->pointwise && !k->pc->pointwise_identity) return GS_OK;
-    const gs_fused f = {GS_FUSED_CG, k->A, k->pc->pointwise, s->x, s->r, s->z, s->p, s->q,
-                        CG_RHO0, CG_RHO1, CG_PAP};
+    gs_fused f;
+    memset(&f, 0, sizeof f);
+    f.method = GS_FUSED_CG;
+    f.A = k->A;
+    f.d = k->pc->pointwise;
+    f.x = s->x;
+    f.r = s->r;
+    f.z = s->z;
+    f.p = s->p;
+    f.q = s->q;
+    f.slot_rho = CG_RHO0;
+    f.slot_rho_new = CG_RHO1;
+    f.slot_pap = CG_PAP;
     cg_tests(CG_RHO1, t);
     return kr_fused(k, &f, t, CG_N_TESTS, NULL, 0, finished);
 }

@@ -5,7 +5,7 @@
 # one-kernel path, all in this run, on the same card.
 #   GPUSOLVE=build/gpusolve GS_MATRICES=../shared/matrices scripts/bench_devloop.sh
 # Environment: BENCH_REPEAT=N runs per case (default 3; the min Ts counts),
-# BENCH_OUT=DIR keeps the JSON lines. About 30-45 s on an H100 (half of it
+# BENCH_OUT=DIR keeps the JSON lines. About 1.5-2 min on an H100 (most of it
 # bloweybq's 10,000 iterations of about 0.16 ms).
 #
 # Columns: n, iterations (host adaptive, device, fused), us/it = min Ts /

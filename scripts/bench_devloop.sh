@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # bench_devloop.sh - CG + Jacobi microseconds per iteration on small systems
-# (issue 24): the iteration loop on the device (the default) against the host
-# loop over replayed iteration graphs (GS_DEVICE_LOOP=off), both in this run,
-# on the same card.
+# (issue 24): the host loop over replayed iteration graphs, the iteration loop
+# on the device (a CUDA graph's conditional WHILE node) and the fused
+# one-kernel path, all in this run, on the same card.
 #   GPUSOLVE=build/gpusolve GS_MATRICES=../shared/matrices scripts/bench_devloop.sh
 # Environment: BENCH_REPEAT=N runs per case (default 3; the min Ts counts),
-# BENCH_OUT=DIR keeps the JSON lines. About 30-45 s on an H100 (half of it
+# BENCH_OUT=DIR keeps the JSON lines. About 1.5-2 min on an H100 (most of it
 # bloweybq's 10,000 iterations of about 0.16 ms).
 #
-# Columns: n, iterations, us/it = min Ts / iterations for each path (host
-# loop with its default adaptive checks, then with a check every iteration,
-# the device loop), and host / device. The device loop checks every
-# iteration, so its iteration count is the exact crossing of tol; the
-# adaptive host loop may run a few more.
+# Columns: n, iterations (host adaptive, device, fused), us/it = min Ts /
+# iterations for each path: host (GS_DEVICE_LOOP=off GS_FUSED=off, adaptive
+# checks), host/1 (the same, a check every iteration), dev/1 (the device loop,
+# a check kernel after every iteration: what the H100 measured at 0.83-0.93x
+# host), dev/8 (the device loop, adaptive: bodies of 8 iterations, a check
+# after each), fused (GS_FUSED=on: one cooperative kernel, a check every
+# iteration; "-" where it cannot run), default (no switch: the engine's
+# rule, its path named under the table), and host / best. Iteration counts
+# differ by the check grid: dev/8 stops at a multiple of 8, fused at the
+# exact crossing of tol.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -39,11 +44,14 @@ json="$OUT/devloop.jsonl"
 : >"$json"
 t0=$(date +%s)
 for c in "${cases[@]}"; do
-    for variant in host host1 device; do
+    for variant in host host1 device1 device fused default; do
         case $variant in
-            host) env=(GS_DEVICE_LOOP=off); extra=() ;;
-            host1) env=(GS_DEVICE_LOOP=off); extra=(--check-every 1) ;;
-            device) env=(); extra=() ;;
+            host) env=(GS_DEVICE_LOOP=off GS_FUSED=off); extra=() ;;
+            host1) env=(GS_DEVICE_LOOP=off GS_FUSED=off); extra=(--check-every 1) ;;
+            device1) env=(GS_DEVICE_LOOP=on GS_FUSED=off); extra=(--check-every 1) ;;
+            device) env=(GS_DEVICE_LOOP=on GS_FUSED=off); extra=() ;;
+            fused) env=(GS_FUSED=on); extra=() ;;
+            default) env=(); extra=() ;;
         esac
         # shellcheck disable=SC2086
         env "${env[@]}" "$GPUSOLVE" --engine cuda $c -m cg -p jacobi --repeat "$REPEAT" \
@@ -65,20 +73,29 @@ for line in open(sys.argv[1]):
     device = r.get("device", device)
     rows.setdefault(r["matrix"], {})[r["variant"]] = r
 print(f"CG + Jacobi, us per iteration (min Ts of the runs / iterations) on {device}")
-print(f"{'matrix':<16} {'n':>8} {'its host':>8} {'its dev':>8} {'host':>8} {'host/1':>8} "
-      f"{'device':>8} {'host/dev':>8}")
+print(f"{'matrix':<16} {'n':>8} {'its h':>6} {'its d':>6} {'its f':>6} {'host':>7} "
+      f"{'host/1':>7} {'dev/1':>7} {'dev/8':>7} {'fused':>7} {'default':>7} {'host/best':>9}")
+want = {"host": "host", "host1": "host", "device1": "device", "device": "device",
+        "fused": "fused"}
 for name, v in rows.items():
     def us(k):
         r = v.get(k)
-        return 1e6 * r["ts_min_s"] / r["iterations"] if r and r["iterations"] else float("nan")
-    h, h1, d = us("host"), us("host1"), us("device")
+        if not r or not r["iterations"] or r.get("loop") != want.get(k, r.get("loop")):
+            return float("nan")
+        return 1e6 * r["ts_min_s"] / r["iterations"]
+    t = {k: us(k) for k in ("host", "host1", "device1", "device", "fused", "default")}
+    best = min([x for k, x in t.items() if k != "default" and x == x] or [float("nan")])
     any_r = next(iter(v.values()))
     its = lambda k: v[k]["iterations"] if k in v else -1
-    print(f"{name:<16} {any_r['n']:>8} {its('host'):>8} {its('device'):>8} {h:>8.2f} {h1:>8.2f} "
-          f"{d:>8.2f} {h / d if d > 0 else float('nan'):>8.2f}")
-    if "device" in v and v["device"].get("loop") != "device":
-        print(f"  {name}: the device variant ran its loop on the {v['device'].get('loop')}: "
-              f"{v['device'].get('loop_note', '')}")
+    cell = lambda x: f"{x:>7.2f}" if x == x else f"{'-':>7}"
+    print(f"{name:<16} {any_r['n']:>8} {its('host'):>6} {its('device'):>6} {its('fused'):>6} "
+          + " ".join(cell(t[k]) for k in ("host", "host1", "device1", "device", "fused", "default"))
+          + f" {t['host'] / best if best > 0 else float('nan'):>9.2f}")
+    for k, path in want.items():
+        if k in v and v[k].get("loop") != path:
+            print(f"  {name} {k}: ran on the {v[k].get('loop')} path: {v[k].get('loop_note', '')}")
+    if "default" in v:
+        print(f"  {name} default: {v['default'].get('loop')} {v['default'].get('loop_note', '')}")
     for k, r in v.items():
         if r["reason"] != "converged":
             print(f"  {name} {k}: {r['reason']} {r.get('breakdown', '')}")

@@ -17,7 +17,9 @@
  * limits on and off the check grid, --time-limit (past, and reached while
  * the loop runs, with progress yields), the history cap (GS_LOOP_MAX_HISTORY)
  * on both sides, an exact solution, and sizes from 3 rows to 262k. Without a
- * CUDA device the suite says "skipped". */
+ * CUDA device the suite says "skipped". The fused one-kernel path (CG with
+ * jacobi or none) has its own tests at the end: against the CPU engine and
+ * the host loop within the CPU margin (its sums run in another order). */
 #include <math.h>
 
 #include "debug.h"
@@ -34,17 +36,25 @@ typedef struct solve_out {
     double true_rel;
 } solve_out;
 
-/* A CUDA engine with the device loop on (device_loop_off = 0) or off. */
-static gs_engine *cuda_engine(int device_loop_off)
+/* A CUDA engine with the device loop forced on (device_loop_off = 0) or
+ * off, the fused path off (its own tests force it on: fused_engine). */
+static gs_engine *cuda_engine_with(int device_loop, int fused)
 {
     gs_error err = {0};
     gs_engine *e = NULL;
     ck_assert_msg(gs_engine_cuda_create(&e, &err) == GS_OK, "%s", err.msg);
     gs_debug dbg;
     memset(&dbg, 0, sizeof dbg);
-    dbg.device_loop_off = device_loop_off;
+    dbg.device_loop = device_loop;
+    dbg.fused = fused;
     gs_engine_cuda_set_debug(e, &dbg);
     return e;
+}
+
+static gs_engine *cuda_engine(int device_loop_off)
+{
+    return cuda_engine_with(device_loop_off ? GS_DEBUG_FORCE_OFF : GS_DEBUG_FORCE_ON,
+                            GS_DEBUG_FORCE_OFF);
 }
 
 /* Solve A x = b (b = A 1 unless b_in) from x = 0 on e. */
@@ -139,7 +149,8 @@ static void compare3(const gs_csr *A, const double *b, const char *method, const
     solve(on, A, b, method, precond, o, &d);
     solve(off, A, b, method, precond, o, &h);
     const int on_device = strcmp(method, "cg") == 0 || strcmp(method, "bicgstab") == 0;
-    ck_assert_msg(d.res.device_loop == on_device, "%s: device_loop = %d (%s)", what,
+    ck_assert_msg(d.res.device_loop == (on_device ? GS_PATH_DEVICE : GS_PATH_HOST),
+                  "%s: device_loop = %d (%s)", what,
                   d.res.device_loop, d.res.loop_note);
     ck_assert_msg(h.res.device_loop == 0 && c.res.device_loop == 0, "%s: off paths", what);
     if (on_device) /* the switch is why, not a failure to build the loop */
@@ -220,9 +231,14 @@ END_TEST
  * maxit, not at the next multiple), and on it. */
 START_TEST(test_check_blocks_and_maxit)
 {
+    /* per body: 3, 7, 3 (maxit 20: 18 on the device, 2 handed to the host),
+     * 4 (on the grid), 1, 8 of 16 (a handoff after the check at 16), 1 of
+     * 17 (prime), 3, 5 (maxit 7: 5 on the device, 2 on the host), 1, 6
+     * (maxit 23: 18 and 5) */
     static const struct { const char *method; int every; long maxit; } c[] = {
         {"cg", 3, 5000}, {"cg", 7, 5000}, {"cg", 3, 20}, {"cg", 4, 20}, {"cg", 1, 1},
-        {"bicgstab", 3, 5000}, {"bicgstab", 5, 7}, {"bicgstab", 1, 9},
+        {"cg", 16, 20}, {"cg", 17, 5000}, {"bicgstab", 3, 5000}, {"bicgstab", 5, 7},
+        {"bicgstab", 1, 9}, {"bicgstab", 6, 23},
     };
     compare_generated("poisson3d:24", c[_i].method, "jacobi", c[_i].every, c[_i].maxit);
 }
@@ -255,27 +271,32 @@ START_TEST(test_sizes)
 }
 END_TEST
 
-/* Adaptive checks (check_every = 0): the device loop checks every
- * iteration, so it stops no later than the host loop's adaptive blocks do
- * and exactly where a host loop checking every iteration stops. */
+/* Adaptive checks (check_every = 0): the device loop checks after every
+ * body of GS_LOOP_MAX_PER_BODY iterations, so it stops exactly where a host
+ * loop checking every GS_LOOP_MAX_PER_BODY iterations stops, also where
+ * maxit (21, off that grid) hands the last iterations to the host. */
 START_TEST(test_adaptive)
 {
     gs_error err = {0};
     gs_csr A = {0};
     char name[64];
-    const char *method = _i ? "bicgstab" : "cg";
+    const char *method = _i & 1 ? "bicgstab" : "cg";
+    const long maxit = _i & 2 ? 21 : 5000;
     ck_assert_msg(gs_generate("poisson3d:24", &A, name, sizeof name, &err) == GS_OK, "%s",
                   err.msg);
     gs_engine *on = cuda_engine(0), *off = cuda_engine(1);
-    gs_krylov_opts adaptive = opts_with(0, 5000), every = opts_with(1, 5000);
+    gs_krylov_opts adaptive = opts_with(0, maxit), every = opts_with(GS_LOOP_MAX_PER_BODY, maxit);
     solve_out d, h_every, h_adaptive;
     solve(on, &A, NULL, method, "jacobi", &adaptive, &d);
     solve(off, &A, NULL, method, "jacobi", &every, &h_every);
     solve(off, &A, NULL, method, "jacobi", &adaptive, &h_adaptive);
-    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
-    assert_same_paths(&d, &h_every, "adaptive vs every iteration");
-    ck_assert_int_le(d.res.iterations, h_adaptive.res.iterations);
-    ck_assert_int_eq(h_adaptive.res.reason, GS_REASON_CONVERGED);
+    ck_assert_msg(d.res.device_loop == GS_PATH_DEVICE, "host loop: %s", d.res.loop_note);
+    assert_same_paths(&d, &h_every, "adaptive vs every GS_LOOP_MAX_PER_BODY");
+    ck_assert_int_le(d.res.iterations, maxit);
+    if (maxit == 5000) { /* both converge; with 21, either may stop at maxit */
+        ck_assert_int_eq(h_adaptive.res.reason, GS_REASON_CONVERGED);
+        ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+    }
     gs_krylov_result_free(&d.res);
     gs_krylov_result_free(&h_every.res);
     gs_krylov_result_free(&h_adaptive.res);
@@ -339,7 +360,12 @@ START_TEST(test_breakdowns)
 }
 END_TEST
 
-/* A deadline already past: the first check stops with the time limit. */
+/* A deadline already past: the check of the initial residual (iteration 0,
+ * kr_initial_residual) is a check like the others and tests the deadline,
+ * so every path stops there, before any loop starts (a run whose setup ate
+ * its --time-limit does no iteration): time limit at iteration 0, the host
+ * path with no note. The check kernel's own deadline test is reached
+ * through loop_run itself (test_loop_run_past_deadline). */
 START_TEST(test_past_deadline)
 {
     gs_error err = {0};
@@ -347,25 +373,67 @@ START_TEST(test_past_deadline)
     char name[64];
     ck_assert_msg(gs_generate("poisson3d:20", &A, name, sizeof name, &err) == GS_OK, "%s",
                   err.msg);
-    gs_engine *on = cuda_engine(0);
-    gs_krylov_opts o = opts_with(_i ? 5 : 1, 5000);
-    o.deadline = gs_now() - 1.0;
-    solve_out d;
-    solve(on, &A, NULL, _i ? "bicgstab" : "cg", "jacobi", &o, &d);
-    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
-    ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s", gs_reason_name(d.res.reason));
-    ck_assert_int_eq(d.res.iterations, o.check_every); /* the first check */
-    gs_krylov_result_free(&d.res);
-    gs_engine_destroy(on);
+    gs_engine *engines[3] = {cuda_engine(0), cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON),
+                             NULL};
+    ck_assert_int_eq(gs_engine_cpu_create(&engines[2], &err), GS_OK);
+    for (int i = 0; i < 3; i++) {
+        gs_krylov_opts o = opts_with(_i ? 5 : 1, 5000);
+        o.deadline = gs_now() - 1.0;
+        solve_out d;
+        solve(engines[i], &A, NULL, _i ? "bicgstab" : "cg", "jacobi", &o, &d);
+        ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s", gs_reason_name(d.res.reason));
+        ck_assert_int_eq(d.res.iterations, 0);
+        ck_assert_int_eq(d.res.device_loop, GS_PATH_HOST);
+        ck_assert_int_eq(d.res.history.len, 1);
+        gs_krylov_result_free(&d.res);
+        gs_engine_destroy(engines[i]);
+    }
     gs_csr_free(&A);
 }
 END_TEST
 
+/* loop_run's body for the deadline test: S[1] = 1, a residual above tol. */
+static int set_rr_one(void *ctx)
+{
+    gs_engine *e = ctx;
+    return e->ops->scalar_set(e, 1, gs_coef_const(1.0));
+}
+
+/* The check kernel's deadline test: loop_run with a past deadline stops at
+ * its first check, it0 + check_every, with the time limit, whatever the
+ * iterations per body (1 of 1, 5 of 5, 2 of 6). */
+START_TEST(test_loop_run_past_deadline)
+{
+    static const long per[3][2] = {{1, 1}, {5, 5}, {2, 6}};
+    gs_engine *on = cuda_engine(0);
+    gs_loop L;
+    memset(&L, 0, sizeof L);
+    L.it0 = 3;
+    L.maxit = 5000;
+    L.per_body = per[_i][0];
+    L.check_every = per[_i][1];
+    L.tol = 1e-8;
+    L.bnorm = 1.0;
+    L.slot_rr = 1;
+    L.deadline = gs_now() - 1.0;
+    ck_assert_msg(on->ops->loop_run(on, set_rr_one, on, &L) == GS_OK, "%s", on->err.msg);
+    ck_assert_msg(L.ran == 1, "declined: %s", L.declined);
+    ck_assert_int_eq(L.stop, GS_LOOP_TIME_LIMIT);
+    ck_assert_int_eq(L.last_it, 3 + per[_i][1]);
+    ck_assert_int_eq(L.it_done, 3 + per[_i][1]);
+    ck_assert_msg(L.last_rel == 1.0, "%g", L.last_rel);
+    gs_engine_destroy(on);
+}
+END_TEST
+
+/* Progress comes at every check, the initial residual's (iteration 0)
+ * first, at iterations that never go back. No ck_assert here: a failed
+ * one would jump out of the solve (CK_NOFORK); calls[2] counts bad calls. */
 static void count_progress(void *ctx, long it, double rel)
 {
     (void)rel;
     long *calls = ctx;
-    ck_assert_int_ge(it, 1);
+    if (it < 0 || it < calls[1]) calls[2]++;
     calls[0]++;
     calls[1] = it;
 }
@@ -379,9 +447,9 @@ START_TEST(test_deadline_while_running)
 {
     const int32_t n = 200000;
     gs_csr A = shifted_laplacian(n, 0.0);
-    gs_engine *on = cuda_engine(0);
+    gs_engine *on = _i ? cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON) : cuda_engine(0);
     gs_krylov_opts o = opts_with(1, 1000000000L);
-    long calls[2] = {0, 0};
+    long calls[3] = {0, 0, 0};
     o.tol = 1e-30;
     o.record_history = 0;
     o.progress = count_progress;
@@ -391,11 +459,13 @@ START_TEST(test_deadline_while_running)
     solve_out d;
     solve(on, &A, NULL, "cg", "none", &o, &d);
     const double took = gs_now() - t0;
-    ck_assert_msg(d.res.device_loop == 1, "host loop: %s", d.res.loop_note);
+    ck_assert_msg(d.res.device_loop == (_i ? GS_PATH_FUSED : GS_PATH_DEVICE), "path %d: %s",
+                  d.res.device_loop, d.res.loop_note);
     ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s after %ld",
                   gs_reason_name(d.res.reason), d.res.iterations);
     ck_assert_msg(took >= 0.79 && took < 5.0, "stopped after %.3f s", took);
-    ck_assert_msg(calls[0] >= 2, "progress called %ld times", calls[0]);
+    ck_assert_msg(calls[0] >= 3, "progress called %ld times", calls[0]); /* 0, a yield, the end */
+    ck_assert_msg(calls[2] == 0, "%ld progress calls went back", calls[2]);
     ck_assert_int_eq(calls[1], d.res.iterations); /* the last call: the result */
     printf("  deadline 0.8 s: stopped after %.3f s, %ld iterations, %ld progress calls\n", took,
            d.res.iterations, calls[0]);
@@ -470,6 +540,202 @@ START_TEST(test_shared_matrix)
 }
 END_TEST
 
+/* ---- the fused one-kernel path (cuda/engine/fused.cu) ---- */
+
+/* CPU engine, the host loop (CUDA, fused and device loop off) and the
+ * fused kernel (forced on): the fused kernel's sums run in another order
+ * (its own CSR product and per-block partials), so against both it gets
+ * the CPU margin of compare3 (max(2, 5%) iterations, or cpu_margin), the
+ * same reason, the same breakdown message; breakdown iterations within the
+ * same margin. Its history has a check at every check_every iterations. */
+static void compare_fused(const gs_csr *A, const double *b, const char *method,
+                          const char *precond, const gs_krylov_opts *o, const char *what,
+                          double cpu_margin)
+{
+    gs_error err = {0};
+    gs_engine *cpu = NULL, *host = cuda_engine(1);
+    gs_engine *fused = cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON);
+    ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
+    solve_out c, h, f;
+    solve(cpu, A, b, method, precond, o, &c);
+    solve(host, A, b, method, precond, o, &h);
+    solve(fused, A, b, method, precond, o, &f);
+    ck_assert_msg(f.res.device_loop == GS_PATH_FUSED, "%s: path %d (%s)", what,
+                  f.res.device_loop, f.res.loop_note);
+    ck_assert_int_eq(h.res.device_loop, GS_PATH_HOST);
+    const int erratic = strcmp(method, "bicgstab") == 0;
+    const double frac = cpu_margin > 0 ? cpu_margin : erratic ? 0.10 : 0.05;
+    const long margin = (long)fmax(erratic ? 4.0 : 2.0, ceil(frac * (double)c.res.iterations));
+    const solve_out *ref[2] = {&c, &h};
+    for (int i = 0; i < 2; i++) {
+        const gs_krylov_result *r = &ref[i]->res;
+        const char *who = i ? "host loop" : "cpu";
+        ck_assert_msg(f.res.reason == r->reason, "%s: fused %s, %s %s", what,
+                      gs_reason_name(f.res.reason), who, gs_reason_name(r->reason));
+        ck_assert_msg(labs(f.res.iterations - r->iterations) <= margin,
+                      "%s: fused %ld iterations, %s %ld (margin %ld)", what, f.res.iterations, who,
+                      r->iterations, margin);
+        ck_assert_msg(strcmp(f.res.breakdown, r->breakdown) == 0, "%s: '%s' vs %s '%s'", what,
+                      f.res.breakdown, who, r->breakdown);
+        ck_assert_msg(labs(f.res.breakdown_iteration - r->breakdown_iteration) <= margin,
+                      "%s: breakdown at %ld, %s %ld", what, f.res.breakdown_iteration, who,
+                      r->breakdown_iteration);
+    }
+    if (f.res.reason == GS_REASON_MAXIT) ck_assert_int_eq(f.res.iterations, o->maxit);
+    if (f.res.reason == GS_REASON_CONVERGED)
+        ck_assert_msg(f.true_rel <= 10 * o->tol, "%s: true residual %g", what, f.true_rel);
+    if (o->record_history) {
+        const long c_every = o->check_every > 0 ? o->check_every : 1;
+        const long want = 1 + (f.res.iterations + c_every - 1) / c_every;
+        ck_assert_msg(f.res.history.len == want, "%s: history %ld, want %ld", what,
+                      f.res.history.len, want);
+        ck_assert_int_eq(f.res.history.iteration[f.res.history.len - 1], f.res.iterations);
+        ck_assert_msg(f.res.history.rel[f.res.history.len - 1] == f.res.rel_residual, "%s", what);
+        for (long i = 1; i < f.res.history.len; i++)
+            ck_assert_int_gt(f.res.history.iteration[i], f.res.history.iteration[i - 1]);
+    }
+    printf("  %-58s cpu %5ld  host loop %5ld  fused %5ld  %s\n", what, c.res.iterations,
+           h.res.iterations, f.res.iterations, gs_reason_name(f.res.reason));
+    gs_krylov_result_free(&c.res);
+    gs_krylov_result_free(&h.res);
+    gs_krylov_result_free(&f.res);
+    gs_engine_destroy(cpu);
+    gs_engine_destroy(host);
+    gs_engine_destroy(fused);
+}
+
+static void compare_fused_generated(const char *spec, const char *method, const char *precond,
+                                    int check_every, long maxit)
+{
+    gs_error err = {0};
+    gs_csr A = {0};
+    char name[64], what[160];
+    ck_assert_msg(gs_generate(spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
+    double *b = malloc((size_t)A.n_rows * sizeof(double));
+    tu_rng rng = tu_rng_seed(24);
+    for (int32_t i = 0; i < A.n_rows; i++) b[i] = 0.5 + tu_uniform(&rng);
+    gs_krylov_opts o = opts_with(check_every, maxit);
+    snprintf(what, sizeof what, "fused %s %s+%s check_every=%d maxit=%ld", spec, method, precond,
+             check_every, maxit);
+    compare_fused(&A, b, method, precond, &o, what, 0.0);
+    gs_csr_free(&A);
+    free(b);
+}
+
+/* Jacobi and none; sizes from 40 rows (under a block) to 262k (more rows
+ * than the grid has thread groups: each walks several), a 27-point stencil
+ * (16 threads a row); checks every 3 and adaptive (every iteration here);
+ * maxit on and off the check grid. */
+START_TEST(test_fused_cg)
+{
+    static const struct { const char *spec, *precond; int every; long maxit; } c[] = {
+        {"poisson3d:20", "jacobi", 1, 5000}, {"poisson3d:20", "none", 1, 5000},
+        {"poisson3d:2x2x10", "jacobi", 1, 5000}, {"poisson3d:64", "jacobi", 1, 5000},
+        {"poisson3d27:12", "jacobi", 1, 5000}, {"poisson3d:24", "jacobi", 3, 5000},
+        {"poisson3d:24", "jacobi", 3, 20}, {"poisson3d:24", "jacobi", 1, 7},
+        {"poisson3d:24", "none", 4, 20},
+    };
+    compare_fused_generated(c[_i].spec, "cg", c[_i].precond, c[_i].every, c[_i].maxit);
+}
+END_TEST
+
+/* BiCGSTAB (forced on: the rule keeps it off until measured): nonsymmetric
+ * convection-diffusion with jacobi and none, a 27-point stencil, maxit 7
+ * and checks every 3. */
+START_TEST(test_fused_bicgstab)
+{
+    static const struct { const char *spec, *precond; int every; long maxit; } c[] = {
+        {"convdiff3d:20", "jacobi", 1, 5000}, {"convdiff3d:20", "none", 1, 5000},
+        {"poisson3d27:12", "jacobi", 1, 5000}, {"poisson3d:24", "jacobi", 1, 7},
+        {"convdiff3d:14", "jacobi", 3, 5000},
+    };
+    compare_fused_generated(c[_i].spec, "bicgstab", c[_i].precond, c[_i].every, c[_i].maxit);
+}
+END_TEST
+
+/* Breakdowns (CG + Jacobi on the indefinite shifted Laplacian: p'Ap <= 0;
+ * BiCGSTAB on a skew-symmetric matrix: r0'v = 0), an exact solution within
+ * 3 iterations (r = 0: convergence, not a breakdown), and 1138_bus (15%
+ * margin, as test_shared_matrix). */
+START_TEST(test_fused_verdicts)
+{
+    gs_krylov_opts o = opts_with(1, 5000);
+    gs_csr A = {0};
+    if (_i == 0) {
+        double b[64];
+        for (int i = 0; i < 64; i++) b[i] = 1.0 + 0.01 * i;
+        A = shifted_laplacian(64, 0.01);
+        compare_fused(&A, b, "cg", "jacobi", &o, "fused cg indefinite", 0.0);
+    } else if (_i == 1) {
+        static const int32_t r[] = {0, 0, 1, 1, 1, 2, 2}, col[] = {0, 1, 0, 1, 2, 1, 2};
+        static const double v[] = {4, -1, -1, 4, -1, -1, 4};
+        double b[3] = {1, 1, 1};
+        A = tu_from_triplets(3, 3, 7, r, col, v);
+        compare_fused(&A, b, "cg", "none", &o, "fused tridiag 3x3", 0.0);
+        compare_fused(&A, b, "bicgstab", "none", &o, "fused bicgstab tridiag 3x3", 0.0);
+    } else if (_i == 2) {
+        if (!tu_real_matrix("1138_bus", &A)) return;
+        compare_fused(&A, NULL, "cg", "jacobi", &o, "fused 1138_bus cg+jacobi", 0.15);
+    } else {
+        /* BiCGSTAB on the skew-symmetric tridiag(-1, 0, 1), b = 1: r0'v = 0 */
+        int32_t r[128], col[128];
+        double v[128], b[64];
+        int64_t k = 0;
+        for (int32_t i = 0; i < 64; i++) {
+            if (i > 0) r[k] = i, col[k] = i - 1, v[k++] = -1.0;
+            if (i + 1 < 64) r[k] = i, col[k] = i + 1, v[k++] = 1.0;
+            b[i] = 1.0;
+        }
+        A = tu_from_triplets(64, 64, k, r, col, v);
+        compare_fused(&A, b, "bicgstab", "none", &o, "fused bicgstab skew-symmetric", 0.0);
+    }
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* The rule, on both sides: with no switch set, CG + Jacobi on a small
+ * system takes the fused kernel; on a 1D Laplacian of 4M rows (above the
+ * rule on any device of up to ~900 multiprocessors) it does not, and says
+ * why; BiCGSTAB, GMRES and FSAI never do. */
+START_TEST(test_fused_rule)
+{
+    gs_error err = {0};
+    gs_csr A = {0};
+    char name[64];
+    gs_engine *e = cuda_engine_with(0, 0);
+    gs_krylov_opts o = opts_with(0, 5000);
+    solve_out d;
+    if (_i == 0) {
+        ck_assert_msg(gs_generate("poisson3d:16", &A, name, sizeof name, &err) == GS_OK, "%s",
+                      err.msg);
+        solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        ck_assert_msg(d.res.device_loop == GS_PATH_FUSED, "path %d: %s", d.res.device_loop,
+                      d.res.loop_note);
+        ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+        gs_krylov_result_free(&d.res);
+        static const char *other[3][2] = {{"bicgstab", "jacobi"}, {"gmres", "jacobi"},
+                                          {"cg", "fsai"}};
+        for (int i = 0; i < 3; i++) {
+            solve(e, &A, NULL, other[i][0], other[i][1], &o, &d);
+            ck_assert_msg(d.res.device_loop != GS_PATH_FUSED, "%s+%s fused", other[i][0],
+                          other[i][1]);
+            ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+            gs_krylov_result_free(&d.res);
+        }
+    } else {
+        A = shifted_laplacian(4 << 20, 0.0);
+        o.maxit = 5;
+        solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        ck_assert_msg(d.res.device_loop == GS_PATH_HOST, "path %d", d.res.device_loop);
+        ck_assert_msg(strstr(d.res.loop_note, "fused: ") != NULL, "note '%s'", d.res.loop_note);
+        ck_assert_int_eq(d.res.reason, GS_REASON_MAXIT);
+        gs_krylov_result_free(&d.res);
+    }
+    gs_engine_destroy(e);
+    gs_csr_free(&A);
+}
+END_TEST
+
 static Suite *cuda_devloop_suite(int have_gpu)
 {
     Suite *s = suite_create("cuda_devloop");
@@ -479,16 +745,21 @@ static Suite *cuda_devloop_suite(int have_gpu)
     if (have_gpu) {
         tcase_add_loop_test(tc, test_methods_preconditioners, 0, 8);
         tcase_add_loop_test(tc, test_bicgstab_nonsymmetric, 0, 2);
-        tcase_add_loop_test(tc, test_check_blocks_and_maxit, 0, 8);
+        tcase_add_loop_test(tc, test_check_blocks_and_maxit, 0, 11);
         tcase_add_loop_test(tc, test_gmres_idr_host_loop, 0, 2);
         tcase_add_loop_test(tc, test_sizes, 0, 4);
-        tcase_add_loop_test(tc, test_adaptive, 0, 2);
+        tcase_add_loop_test(tc, test_adaptive, 0, 4);
         tcase_add_loop_test(tc, test_breakdowns, 0, 2);
         tcase_add_loop_test(tc, test_past_deadline, 0, 2);
-        tcase_add_test(tc, test_deadline_while_running);
+        tcase_add_loop_test(tc, test_loop_run_past_deadline, 0, 3);
+        tcase_add_loop_test(tc, test_deadline_while_running, 0, 2);
         tcase_add_loop_test(tc, test_history_cap, 0, 3);
         tcase_add_test(tc, test_no_capture_is_host_loop);
         tcase_add_test(tc, test_shared_matrix);
+        tcase_add_loop_test(tc, test_fused_cg, 0, 9);
+        tcase_add_loop_test(tc, test_fused_bicgstab, 0, 5);
+        tcase_add_loop_test(tc, test_fused_verdicts, 0, 4);
+        tcase_add_loop_test(tc, test_fused_rule, 0, 2);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -12,6 +12,7 @@ static void cuda_destroy(gs_engine *e)
     gs_cuda_impl *c = gs_cuda_of(e);
     if (c) {
         if (c->stream) cudaStreamSynchronize(c->stream);
+        gs_cuda_fused_forget(e, NULL);
         gs_cuda_free(e, c->S, GS_MAX_SCALARS * sizeof(double));
         gs_cuda_free(e, c->partials, (size_t)c->red_blocks * GS_CUDA_MDOT_CHUNK * sizeof(double));
         gs_cuda_free(e, c->counter, sizeof(unsigned int));
@@ -79,6 +80,7 @@ static const gs_engine_ops cuda_ops = {
     cuda_vec_data,
     cuda_scalar_data,
     cuda_native_stream,
+    cuda_fused_run,
 };
 
 /* Every CUDA call of the engine is on the creating thread, whose current

@@ -55,6 +55,16 @@ typedef struct gs_cuda_vmm {
  * setups ask the engine (gs_cuda_mat_info_of, gs_cuda_mat_diagonal,
  * gs_cuda_mat_device_csr) instead of reading it. */
 
+/* A device CSR view of an engine matrix (gs_cuda_mat_device_csr, below). */
+typedef struct gs_cuda_csr_view {
+    int32_t n_rows, n_cols;
+    int64_t nnz;
+    const int64_t *row_ptr; /* n_rows + 1 */
+    const int32_t *col;     /* nnz */
+    const double *val;      /* nnz */
+    int owned;
+} gs_cuda_csr_view;
+
 typedef struct gs_cuda_impl {
     int device;
     int sm_count;
@@ -81,6 +91,11 @@ typedef struct gs_cuda_impl {
     int vmm_steps;
     gs_debug debug; /* the test switches (src/debug.h); zeroed: the defaults */
     void *loop_ctl; /* device, the loop on the device's state (devloop.cu); NULL until used */
+    /* The fused path's CSR of the last system it ran on (fused.cu), kept
+     * for the next solve with it (time steps, --repeat); dropped when that
+     * matrix is destroyed or laid out anew (gs_cuda_fused_forget). */
+    const gs_mat *fused_A;
+    gs_cuda_csr_view fused_view;
 } gs_cuda_impl;
 
 static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }
@@ -184,16 +199,11 @@ int gs_cuda_mat_adopt_device_csr(gs_engine *e, int32_t n_rows, int32_t n_cols, i
  * stored in fp32 is refused (GS_ERR_UNSUPPORTED): its values are no longer
  * the fp64 ones. Release with gs_cuda_csr_view_free (NULL-safe, frees what
  * the view owns, zeroes the view). In stream order. */
-typedef struct gs_cuda_csr_view {
-    int32_t n_rows, n_cols;
-    int64_t nnz;
-    const int64_t *row_ptr; /* n_rows + 1 */
-    const int32_t *col;     /* nnz */
-    const double *val;      /* nnz */
-    int owned;
-} gs_cuda_csr_view;
 int gs_cuda_mat_device_csr(gs_engine *e, const gs_mat *A, gs_cuda_csr_view *out);
 void gs_cuda_csr_view_free(gs_engine *e, gs_cuda_csr_view *v);
+/* The fused path drops its CSR of A (A NULL: of any matrix); called where
+ * A is destroyed or laid out anew, and by the engine's destroy. */
+void gs_cuda_fused_forget(gs_engine *e, const gs_mat *A);
 
 /* gs_cuda_mat_device_csr_download, a test hook, is declared in gs_cuda.h. */
 

@@ -78,6 +78,7 @@ int cuda_capture_end(gs_engine *e, void **seq);
 int cuda_replay(gs_engine *e, void *seq);
 void cuda_seq_destroy(gs_engine *e, void *seq);
 int cuda_loop_run(gs_engine *e, int (*body)(void *ctx), void *ctx, struct gs_loop *loop);
+int cuda_fused_run(gs_engine *e, const struct gs_fused *f, struct gs_loop *loop);
 /* Bytes of the loop's device state (freed with the engine). */
 size_t gs_cuda_loop_ctl_bytes(void);
 

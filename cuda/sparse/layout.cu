@@ -326,6 +326,7 @@ int gs_cuda_setup_done(gs_engine *e, gs_mat *A, int *laid_out)
 {
     *laid_out = 0;
     if (!A || !A->deferred) return GS_OK;
+    gs_cuda_fused_forget(e, A);
     if (gs_cuda_of(e)->capturing) /* it synchronises */
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda setup_done while capturing");
     const int64_t n = A->n_rows, nnz = A->nnz;
@@ -359,6 +360,7 @@ int gs_cuda_setup_done(gs_engine *e, gs_mat *A, int *laid_out)
 void gs_cuda_mat_destroy(gs_engine *e, gs_mat *m)
 {
     if (!m) return;
+    gs_cuda_fused_forget(e, m);
     const int64_t n = m->n_rows, nnz = m->nnz;
     const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
     for (int u = 0; u < 2; u++) {

@@ -137,7 +137,8 @@ static void report_table(FILE *out, const gs_run *r)
         if (r->floor_ratio > 0)
             fprintf(out, ", floor %.2f us, %.2fx the floor",
                     r->bytes_per_iteration / r->bandwidth * 1e6, r->floor_ratio);
-        if (r->device_loop) fputs(", loop on the device", out);
+        if (r->device_loop == GS_PATH_DEVICE) fputs(", loop on the device", out);
+        if (r->device_loop == GS_PATH_FUSED) fputs(", fused one-kernel loop", out);
         fputc('\n', out);
     }
     fprintf(out, "memory     host peak %.1f MB", r->host_peak_bytes * 1e-6);
@@ -191,7 +192,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     S("breakdown", r->breakdown); S("verdict", r->verdict_note); D("rel_residual", r->rel_residual);
     D("true_rel_residual", r->true_residual); D("s_per_iteration", r->seconds_per_iteration);
     D("bytes_per_iteration", r->bytes_per_iteration); D("floor_ratio", r->floor_ratio);
-    S("loop", r->device_loop ? "device" : "host"); S("loop_note", r->loop_note);
+    S("loop", gs_loop_path_name(r->device_loop)); S("loop_note", r->loop_note);
     I("host_peak_bytes", r->host_peak_bytes); I("device_peak_bytes", r->device_peak_bytes);
     /* a time-stepped problem's (heat3d); empty strings, 0 and NaN for others */
     I("time_steps", st->steps); I("steps_run", st->steps_run); I("failed_step", st->failed_step);

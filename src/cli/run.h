@@ -54,7 +54,7 @@ typedef struct gs_run {
     gs_reason reason;
     long breakdown_iteration;
     char breakdown[160];
-    int device_loop;     /* the iterations ran in the engine's loop on the device */
+    int device_loop;     /* where the iterations ran: gs_loop_path (host, device, fused) */
     char loop_note[160]; /* why not, where the engine has one (gs_krylov_result) */
     double rel_residual, true_residual;
     char verdict_note[320]; /* why a method's "converged" was not kept */

@@ -28,7 +28,11 @@ void gs_debug_from_env(gs_debug *d)
     v = getenv("GS_SPMV_LONG_MIN");
     if (v && atoll(v) > 0) d->spmv_long_min = atoll(v);
     v = getenv("GS_DEVICE_LOOP");
-    d->device_loop_off = v && strcmp(v, "off") == 0;
+    if (v && strcmp(v, "on") == 0) d->device_loop = GS_DEBUG_FORCE_ON;
+    if (v && strcmp(v, "off") == 0) d->device_loop = GS_DEBUG_FORCE_OFF;
+    v = getenv("GS_FUSED");
+    if (v && strcmp(v, "on") == 0) d->fused = GS_DEBUG_FORCE_ON;
+    if (v && strcmp(v, "off") == 0) d->fused = GS_DEBUG_FORCE_OFF;
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

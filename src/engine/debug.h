@@ -32,10 +32,15 @@ typedef struct gs_debug {
      * more than N flops (2 n1 n2^2) take the cuSOLVER path, whatever their
      * n2, so that small inputs reach it (tests); 0: the default threshold */
     long long spai_cusolver_work;
-    /* GS_DEVICE_LOOP=off: the CUDA engine declines loop_run, so the Krylov
-     * methods check on the host after replayed iteration blocks (the path
-     * before the loop on the device; tests compare the two, timings) */
-    int device_loop_off;
+    /* GS_DEVICE_LOOP=on|off: the CUDA engine runs loop_run whatever its
+     * rule says (on), or declines it (off), so the Krylov methods check on
+     * the host after replayed iteration blocks (tests compare the two,
+     * timings); 0: the rule (cuda/engine/devloop.cu: loop_pays) */
+    int device_loop;
+    /* GS_FUSED=on|off: CG and BiCGSTAB with jacobi or none take the fused
+     * one-kernel path (cuda/engine/fused.cu) wherever it can run (on), or
+     * never (off); 0: the rule (fused_fits) */
+    int fused;
     int has_stepped_min_bytes;
     size_t stepped_min_bytes;
     /* GS_SPMV_LONG=off|split|merge: what the CUDA engine does with rows of
@@ -51,6 +56,8 @@ typedef struct gs_debug {
 
 #define GS_DEBUG_PLAN_HOST 1
 #define GS_DEBUG_PLAN_DEVICE 2
+#define GS_DEBUG_FORCE_ON 1
+#define GS_DEBUG_FORCE_OFF 2
 #define GS_DEBUG_LONG_OFF 1
 #define GS_DEBUG_LONG_SPLIT 2
 #define GS_DEBUG_LONG_MERGE 3

@@ -29,6 +29,7 @@ typedef struct gs_vec gs_vec;       /* engine-owned dense vector of doubles */
 typedef struct gs_mat gs_mat;       /* engine-owned sparse matrix, read-only */
 typedef struct gs_engine gs_engine;
 struct gs_loop;                     /* loop.h */
+struct gs_fused;                    /* loop.h */
 
 /* Every engine's struct gs_vec starts with this header (its length), so the
  * generic layer can ask a vector's length without an engine call. */
@@ -184,6 +185,12 @@ typedef struct gs_engine_ops {
     double *(*vec_data)(gs_engine *e, const gs_vec *v);
     double *(*scalar_data)(gs_engine *e);
     void *(*native_stream)(gs_engine *e); /* cudaStream_t, NULL on the CPU engine */
+    /* --- optional (NULL where the engine has none): the fused path ---
+     * The whole solve that f describes (src/engine/loop.h) in one kernel,
+     * checked as loop describes after every iteration inside it; the host
+     * waits once. loop->ran = 0 where the engine declines (switched off,
+     * too large for its rule, no cooperative launch): nothing has run. */
+    int (*fused_run)(gs_engine *e, const struct gs_fused *f, struct gs_loop *loop);
 } gs_engine_ops;
 
 struct gs_engine {

@@ -2,7 +2,10 @@
  * loop_run): what the check after each iteration tests on the scalar slots,
  * and what it found. The Krylov layer fills a gs_loop (krylov.c:
  * kr_device_loop); the engine runs body, check, body, check ... without the
- * host until the check says stop, then hands back the outcome once. */
+ * host until the check says stop, then hands back the outcome once. A body
+ * may hold several iterations (per_body): the check then comes after each
+ * per_body iterations, and the loop hands the last maxit - it0 mod per_body
+ * iterations back to the host (GS_LOOP_HANDOFF). */
 #ifndef GS_LOOP_H
 #define GS_LOOP_H
 
@@ -11,6 +14,8 @@
 /* More possible checks than this (maxit / check_every) with a residual
  * history asked for: the engine declines (the history would not fit). */
 #define GS_LOOP_MAX_HISTORY (1L << 20)
+/* At most this many iterations in one captured body (kr_loop_per_body). */
+#define GS_LOOP_MAX_PER_BODY 8
 
 /* A breakdown predicate on one slot: the method broke down when it fails. */
 typedef enum gs_loop_test_kind {
@@ -31,14 +36,18 @@ typedef enum gs_loop_stop {
     GS_LOOP_NAN,         /* that quotient is not finite */
     GS_LOOP_BREAKDOWN,   /* test[failed_test] failed (residual above tol) */
     GS_LOOP_MAXIT,       /* it == maxit */
-    GS_LOOP_TIME_LIMIT   /* deadline passed */
+    GS_LOOP_TIME_LIMIT,  /* deadline passed */
+    GS_LOOP_HANDOFF      /* no verdict at it0 + per_body floor((maxit - it0) / per_body) <
+                          * maxit: the host does the iterations left */
 } gs_loop_stop;
 
 typedef struct gs_loop {
     /* --- in --- */
     long it0;         /* iterations done before the loop; the first check's is it0 + 1.. */
     long maxit;       /* > it0 */
-    long check_every; /* >= 1: a check at it0 + c, it0 + 2c, ... and at maxit */
+    long per_body;    /* >= 1, at most maxit - it0: iterations in one run of the body */
+    long check_every; /* a multiple of per_body: a check at it0 + c, it0 + 2c, ... and
+                       * at maxit */
     double tol, bnorm;
     int slot_rr;      /* ||r||^2 */
     int n_tests;      /* the first failing test is the breakdown */
@@ -62,9 +71,35 @@ typedef struct gs_loop {
     char declined[160]; /* why it declined ("" when it ran) */
     int stop;         /* gs_loop_stop */
     int failed_test;  /* GS_LOOP_BREAKDOWN: index into test */
-    long last_it;     /* the last check's iteration (the iterations done) */
+    long last_it;     /* the last check's iteration */
+    long it_done;     /* the iterations done (last_it but for GS_LOOP_HANDOFF) */
     double last_rel;  /* and its sqrt(|rr|) / bnorm */
     long history_len;
 } gs_loop;
+
+/* The fused path (the engine's optional fused_run): a whole solve in one
+ * kernel, for a method and a preconditioner simple enough to write inside
+ * it: CG and BiCGSTAB with M = diag(d) (jacobi) or M = I (none). The Krylov layer sets
+ * the vectors up as its own loop would start (cg.c), fills a gs_loop
+ * (per_body 1; the tests name the slots below) and reads the outcome from
+ * it as from loop_run. */
+typedef enum gs_fused_method { GS_FUSED_CG = 1, GS_FUSED_BICGSTAB } gs_fused_method;
+
+typedef struct gs_fused {
+    int method;          /* gs_fused_method */
+    const struct gs_mat *A;
+    const struct gs_vec *d; /* M = diag(d); NULL: M = I */
+    /* CG: on entry r = b - A x, z = M r, p = z, S[slot_rho] = r'z; q is work.
+     * After each iteration S[slot_pap] = p'Ap, S[slot_rho_new] = r'z (the
+     * tests' slots), then S[slot_rho] = S[slot_rho_new]. */
+    struct gs_vec *x, *r, *z, *p, *q;
+    int slot_rho, slot_rho_new, slot_pap;
+    /* BiCGSTAB (x, r, p and slot_rho above; z and q unused): on entry r = r0
+     * = b - A x, p = r, S[slot_rho] = r0'r; v and t are work. After each
+     * step S[slot_rho] = r0'r (the new rho), S[slot_r0v] = r0'v,
+     * S[slot_ts] = t's, S[slot_tt] = t't, S[KR_RR] = r'r (bicgstab.c). */
+    struct gs_vec *r0, *v, *t;
+    int slot_r0v, slot_ts, slot_tt;
+} gs_fused;
 
 #endif

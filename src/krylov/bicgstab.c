@@ -3,6 +3,7 @@
  * right), written once over the engine table. One iteration = one full
  * step (two spmv, two applies of M). */
 #include <math.h>
+#include <string.h>
 
 #include "krylov_impl.h"
 
@@ -70,6 +71,30 @@ static const kr_test bicgstab_tests[] = {
 };
 #define BI_N_TESTS ((int)(sizeof bicgstab_tests / sizeof bicgstab_tests[0]))
 
+/* The whole solve in one kernel where M is pointwise and the engine can
+ * (cuda/engine/fused.cu): from the state the host loop starts from. */
+static int bicgstab_fused(kr_ctx *k, bicgstab_state *s, int *finished)
+{
+    *finished = 0;
+    if (!k->pc->pointwise && !k->pc->pointwise_identity) return GS_OK;
+    gs_fused f;
+    memset(&f, 0, sizeof f);
+    f.method = GS_FUSED_BICGSTAB;
+    f.A = k->A;
+    f.d = k->pc->pointwise;
+    f.x = s->x;
+    f.r = s->r;
+    f.p = s->p;
+    f.r0 = s->r0;
+    f.v = s->v;
+    f.t = s->t;
+    f.slot_rho = BI_RHO;
+    f.slot_r0v = BI_R0V;
+    f.slot_ts = BI_TS;
+    f.slot_tt = BI_TT;
+    return kr_fused(k, &f, bicgstab_tests, BI_N_TESTS, NULL, 0, finished);
+}
+
 int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
                       const gs_krylov_opts *opts, gs_krylov_result *res)
 {
@@ -84,9 +109,13 @@ int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
     GS_TRY(e->ops->copy(e, s.r, s.r0));
     GS_TRY(e->ops->copy(e, s.r, s.p));
     GS_TRY(e->ops->dot(e, s.r0, s.r, BI_RHO));
-    int ran = 0;
-    GS_TRY(kr_device_loop(&k, 0, bicgstab_body, &s, bicgstab_tests, BI_N_TESTS, NULL, 0, &ran));
-    for (long it = 0; !ran && it < opts->maxit;) {
+    int finished = 0;
+    long it = 0;
+    GS_TRY(bicgstab_fused(&k, &s, &finished));
+    if (!finished)
+        GS_TRY(kr_device_loop(&k, 0, kr_loop_per_body(&k), bicgstab_body, &s, bicgstab_tests,
+                              BI_N_TESTS, NULL, 0, &it, &finished));
+    while (!finished && it < opts->maxit) {
         const long nb = kr_next_block(&k, it);
         for (long i = 0; i < nb; i++) GS_TRY(kr_run_iteration(&k, bicgstab_body, &s, 0));
         it += nb;

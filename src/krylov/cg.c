@@ -2,6 +2,7 @@
  * Saad, "Iterative Methods for Sparse Linear Systems", Alg. 9.1), written
  * once over the engine table. All scalars stay in engine slots. */
 #include <math.h>
+#include <string.h>
 
 #include "krylov_impl.h"
 
@@ -58,15 +59,45 @@ static void cg_tests(int rho, kr_test t[CG_N_TESTS])
     for (int i = 0; i < CG_N_TESTS; i++) t[i] = all[i];
 }
 
-/* The loop on the device runs the body of parity 0 only (rho in CG_RHO0,
- * the new rho into CG_RHO1), and its check moves the new rho back. */
-static int cg_device_loop(kr_ctx *k, cg_state *s, int *ran)
+/* The loop on the device runs a body of per_body iterations from parity 0
+ * (rho in CG_RHO0): even, the newest rho is back in CG_RHO0; odd, it is in
+ * CG_RHO1 and the check moves it back. Either way the host goes on (after
+ * a handoff) at parity 0. */
+static int cg_device_loop(kr_ctx *k, cg_state *s, long *it, int *finished)
 {
     kr_test t[CG_N_TESTS];
     static const int moves[1][2] = {{CG_RHO0, CG_RHO1}};
-    cg_tests(CG_RHO1, t);
+    const long per_body = kr_loop_per_body(k);
+    const int odd = (int)(per_body & 1);
+    cg_tests(odd ? CG_RHO1 : CG_RHO0, t);
     s->par = 0;
-    return kr_device_loop(k, 0, cg_body, s, t, CG_N_TESTS, moves, 1, ran);
+    return kr_device_loop(k, 0, per_body, cg_body, s, t, CG_N_TESTS, moves, odd, it, finished);
+}
+
+/* The whole solve in one kernel where M is pointwise (jacobi, none) and the
+ * engine can (cuda/engine/fused.cu): it starts from the state the host loop
+ * starts from (rho = r'z in CG_RHO0, p = z) and writes p'Ap and the new rho
+ * into the slots the tests name; it moves the new rho back itself. */
+static int cg_fused(kr_ctx *k, cg_state *s, int *finished)
+{
+    kr_test t[CG_N_TESTS];
+    *finished = 0;
+    if (!k->pc->pointwise && !k->pc->pointwise_identity) return GS_OK;
+    gs_fused f;
+    memset(&f, 0, sizeof f);
+    f.method = GS_FUSED_CG;
+    f.A = k->A;
+    f.d = k->pc->pointwise;
+    f.x = s->x;
+    f.r = s->r;
+    f.z = s->z;
+    f.p = s->p;
+    f.q = s->q;
+    f.slot_rho = CG_RHO0;
+    f.slot_rho_new = CG_RHO1;
+    f.slot_pap = CG_PAP;
+    cg_tests(CG_RHO1, t);
+    return kr_fused(k, &f, t, CG_N_TESTS, NULL, 0, finished);
 }
 
 int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
@@ -92,9 +123,11 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
         kr_breakdown(&k, 0, broke);
         goto cleanup;
     }
-    int par = 0, ran = 0;
-    GS_TRY(cg_device_loop(&k, &s, &ran));
-    for (long it = 0; !ran && it < opts->maxit;) {
+    int par = 0, finished = 0;
+    long it = 0;
+    GS_TRY(cg_fused(&k, &s, &finished));
+    if (!finished) GS_TRY(cg_device_loop(&k, &s, &it, &finished));
+    while (!finished && it < opts->maxit) {
         const long nb = kr_next_block(&k, it);
         for (long i = 0; i < nb; i++, par ^= 1) {
             s.par = par; /* replays do not run cg_body: set the parity here */

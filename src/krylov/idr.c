@@ -43,11 +43,23 @@ static double idr_random(uint64_t i)
     return (double)(z >> 11) / 9007199254740992.0 - 0.5;
 }
 
+/* x.y summed in a fixed order whatever the threads: IDR_DOT_PARTS partial
+ * sums over fixed ranges, then added in order. An OpenMP reduction(+) adds
+ * the threads' partials in whatever order they finish, so two runs of the
+ * same solve could differ in the last bits of P (and so of every residual). */
+#define IDR_DOT_PARTS 64
 static double idr_host_dot(const double *x, const double *y, int64_t n)
 {
-    double d = 0;
-#pragma omp parallel for schedule(static) reduction(+ : d)
-    for (int64_t l = 0; l < n; l++) d += x[l] * y[l];
+    double part[IDR_DOT_PARTS], d = 0;
+    const int64_t len = (n + IDR_DOT_PARTS - 1) / IDR_DOT_PARTS;
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < IDR_DOT_PARTS; j++) {
+        const int64_t lo = j * len, hi = lo + len < n ? lo + len : n;
+        double acc = 0;
+        for (int64_t l = lo; l < hi; l++) acc += x[l] * y[l];
+        part[j] = acc;
+    }
+    for (int j = 0; j < IDR_DOT_PARTS; j++) d += part[j];
     return d;
 }
 

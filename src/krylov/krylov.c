@@ -44,6 +44,11 @@ const char *gs_reason_name(gs_reason r)
     return "unknown";
 }
 
+const char *gs_loop_path_name(int path)
+{
+    return path == GS_PATH_FUSED ? "fused" : path == GS_PATH_DEVICE ? "device" : "host";
+}
+
 void gs_krylov_result_free(gs_krylov_result *res)
 {
     gs_krylov_history_free(&res->history);
@@ -264,20 +269,38 @@ typedef struct kr_loop_body {
     kr_ctx *k;
     kr_body_fn body;
     void *state;
+    long per_body;
 } kr_loop_body;
 
 static int kr_loop_body_run(void *ctx)
 {
     kr_loop_body *b = ctx;
-    return b->body(b->k, b->state);
+    int status = GS_OK;
+    for (long i = 0; status == GS_OK && i < b->per_body; i++) status = b->body(b->k, b->state);
+    return status;
 }
 
-/* The loop's outcome as kr_check_breakdown would have recorded it. */
+long kr_loop_per_body(const kr_ctx *k)
+{
+    const long c = k->opts->check_every;
+    if (c <= 0) return GS_LOOP_MAX_PER_BODY; /* adaptive: a check every per_body */
+    for (long d = GS_LOOP_MAX_PER_BODY; d > 1; d--)
+        if (c % d == 0) return d;
+    return 1;
+}
+
+/* The loop's outcome as kr_check_breakdown would have recorded it (a
+ * handoff: the checks it made, the host loop goes on from L->it_done). */
 static int kr_loop_verdict(kr_ctx *k, const gs_loop *L, const kr_test *tests)
 {
     gs_krylov_result *res = k->res;
     for (long i = 0; i < L->history_len; i++)
         kr_record_at(k, L->history_it[i], L->history_rel[i], L->history_time[i] - k->start);
+    if (L->stop == GS_LOOP_HANDOFF) {
+        if (L->last_it > L->it0 && k->opts->progress)
+            k->opts->progress(k->opts->progress_ctx, L->last_it, L->last_rel);
+        return GS_OK;
+    }
     if (!k->opts->record_history || L->history_len == 0) kr_record(k, L->last_it, L->last_rel);
     if (k->opts->progress) k->opts->progress(k->opts->progress_ctx, L->last_it, L->last_rel);
     switch (L->stop) {
@@ -296,60 +319,119 @@ static int kr_loop_verdict(kr_ctx *k, const gs_loop *L, const kr_test *tests)
                         L->stop, L->failed_test);
 }
 
-int kr_device_loop(kr_ctx *k, long it0, kr_body_fn body, void *state, const kr_test *tests,
-                   int n_tests, const int (*moves)[2], int n_moves, int *ran)
+/* The loop description both device paths share: checks, tests and moves,
+ * deadline, progress, and the history arrays (*fits = 0, nothing
+ * allocated, where the history would pass the engine's cap). */
+static int kr_loop_prepare(kr_ctx *k, long it0, long per_body, const kr_test *tests, int n_tests,
+                           const int (*moves)[2], int n_moves, gs_loop *L, int *fits)
 {
     const gs_krylov_opts *o = k->opts;
-    kr_loop_body lb = {k, body, state};
-    gs_loop L;
-    int status = GS_OK;
-    *ran = 0;
-    if (!o->use_capture || !k->ops->loop_run || it0 >= o->maxit) return GS_OK;
+    *fits = 0;
+    memset(L, 0, sizeof *L);
     if (n_tests > GS_LOOP_MAX_TESTS || n_moves > GS_LOOP_MAX_MOVES)
         return gs_error_set(&k->e->err, GS_ERR_INTERNAL, "device loop: %d tests, %d moves",
                             n_tests, n_moves);
-    memset(&L, 0, sizeof L);
-    L.it0 = it0;
-    L.maxit = o->maxit;
-    L.check_every = o->check_every > 0 ? o->check_every : 1; /* a check costs no round trip */
-    L.tol = o->tol;
-    L.bnorm = k->bnorm;
-    L.slot_rr = KR_RR;
-    L.n_tests = n_tests;
-    for (int i = 0; i < n_tests; i++) L.test[i] = tests[i].t;
-    L.n_moves = n_moves;
-    for (int i = 0; i < n_moves; i++) L.move_dst[i] = moves[i][0], L.move_src[i] = moves[i][1];
-    L.deadline = o->deadline;
-    L.progress = o->progress;
-    L.progress_ctx = o->progress_ctx;
+    L->it0 = it0;
+    L->maxit = o->maxit;
+    L->per_body = per_body;
+    L->check_every = o->check_every > 0 ? o->check_every : per_body; /* no round trip */
+    L->tol = o->tol;
+    L->bnorm = k->bnorm;
+    L->slot_rr = KR_RR;
+    L->n_tests = n_tests;
+    for (int i = 0; i < n_tests; i++) L->test[i] = tests[i].t;
+    L->n_moves = n_moves;
+    for (int i = 0; i < n_moves; i++) L->move_dst[i] = moves[i][0], L->move_src[i] = moves[i][1];
+    L->deadline = o->deadline;
+    L->progress = o->progress;
+    L->progress_ctx = o->progress_ctx;
     if (o->record_history) { /* checks at it0 + c, it0 + 2c, ... and maxit */
-        const long cap = (o->maxit - it0 + L.check_every - 1) / L.check_every;
+        const long cap = (o->maxit - it0 + L->check_every - 1) / L->check_every;
         if (cap > GS_LOOP_MAX_HISTORY) { /* the host loop records any length */
             snprintf(k->res->loop_note, sizeof k->res->loop_note,
                      "history of %ld checks above the device's %ld", cap, GS_LOOP_MAX_HISTORY);
             return GS_OK;
         }
-        L.history_cap = cap;
-        L.history_it = gs_malloc((size_t)cap * sizeof(long), "device loop history", &k->e->err);
-        L.history_rel = gs_malloc((size_t)cap * sizeof(double), "device loop history", &k->e->err);
-        L.history_time = gs_malloc((size_t)cap * sizeof(double), "device loop history",
+        L->history_cap = cap;
+        L->history_it = gs_malloc((size_t)cap * sizeof(long), "device loop history", &k->e->err);
+        L->history_rel = gs_malloc((size_t)cap * sizeof(double), "device loop history",
                                    &k->e->err);
-        if (!L.history_it || !L.history_rel || !L.history_time) {
-            status = GS_ERR_NOMEM;
-            goto cleanup;
-        }
+        L->history_time = gs_malloc((size_t)cap * sizeof(double), "device loop history",
+                                    &k->e->err);
+        if (!L->history_it || !L->history_rel || !L->history_time) return GS_ERR_NOMEM;
     }
+    *fits = 1;
+    return GS_OK;
+}
+
+static void kr_loop_release(gs_loop *L)
+{
+    free(L->history_it);
+    free(L->history_rel);
+    free(L->history_time);
+}
+
+/* A path declined: its note first, an earlier path's (the fused one's) after it. */
+static void kr_loop_note(kr_ctx *k, const char *why)
+{
+    char earlier[sizeof k->res->loop_note];
+    snprintf(earlier, sizeof earlier, "%s", k->res->loop_note);
+    if (earlier[0] && why[0])
+        snprintf(k->res->loop_note, sizeof k->res->loop_note, "%.80s; %.70s", why, earlier);
+    else snprintf(k->res->loop_note, sizeof k->res->loop_note, "%s", why[0] ? why : earlier);
+}
+
+int kr_device_loop(kr_ctx *k, long it0, long per_body, kr_body_fn body, void *state,
+                   const kr_test *tests, int n_tests, const int (*moves)[2], int n_moves,
+                   long *it_done, int *finished)
+{
+    const gs_krylov_opts *o = k->opts;
+    kr_loop_body lb = {k, body, state, per_body};
+    gs_loop L;
+    int status = GS_OK, fits = 0;
+    *it_done = it0;
+    *finished = 0;
+    memset(&L, 0, sizeof L);
+    if (!o->use_capture || !k->ops->loop_run || o->maxit - it0 < per_body) return GS_OK;
+    GS_TRY(kr_loop_prepare(k, it0, per_body, tests, n_tests, moves, n_moves, &L, &fits));
+    if (!fits) goto cleanup;
     GS_TRY(k->ops->loop_run(k->e, kr_loop_body_run, &lb, &L));
     if (!L.ran) {
-        snprintf(k->res->loop_note, sizeof k->res->loop_note, "%s", L.declined);
+        kr_loop_note(k, L.declined);
         goto cleanup;
     }
-    *ran = 1;
-    k->res->device_loop = 1;
+    *it_done = L.it_done;
+    *finished = L.stop != GS_LOOP_HANDOFF;
+    /* adaptive checks: the host's rest (fewer than per_body iterations) in
+     * one block, checked at maxit, as the device's grid would have been */
+    if (!*finished && o->check_every <= 0) k->auto_block = KR_AUTO_MAX;
+    k->res->device_loop = GS_PATH_DEVICE;
     status = kr_loop_verdict(k, &L, tests);
 cleanup:
-    free(L.history_it);
-    free(L.history_rel);
-    free(L.history_time);
+    kr_loop_release(&L);
+    return status;
+}
+
+int kr_fused(kr_ctx *k, const gs_fused *f, const kr_test *tests, int n_tests,
+             const int (*moves)[2], int n_moves, int *finished)
+{
+    const gs_krylov_opts *o = k->opts;
+    gs_loop L;
+    int status = GS_OK, fits = 0;
+    *finished = 0;
+    memset(&L, 0, sizeof L);
+    if (!o->use_capture || !k->ops->fused_run || o->maxit < 1) return GS_OK;
+    GS_TRY(kr_loop_prepare(k, 0, 1, tests, n_tests, moves, n_moves, &L, &fits));
+    if (!fits) goto cleanup;
+    GS_TRY(k->ops->fused_run(k->e, f, &L));
+    if (!L.ran) {
+        kr_loop_note(k, L.declined);
+        goto cleanup;
+    }
+    *finished = 1;
+    k->res->device_loop = GS_PATH_FUSED;
+    status = kr_loop_verdict(k, &L, tests);
+cleanup:
+    kr_loop_release(&L);
     return status;
 }

@@ -58,11 +58,15 @@ typedef struct gs_krylov_result {
     gs_krylov_history history; /* freed with the result */
     long spmv_count, pc_apply_count;
     int idr_s;            /* the s IDR(s) used (opts.idr_s, at most n - 1); 0 for the others */
-    int device_loop;      /* 1: the iterations ran in the engine's loop on the device
-                           * (loop_run, a check after every check_every iterations,
-                           * adaptive checking becomes every iteration); 0: on the host */
+    int device_loop;      /* where the iterations ran (gs_loop_path): the host loop,
+                           * the engine's loop on the device (loop_run, a check after
+                           * every check_every iterations; adaptive checking becomes
+                           * every GS_LOOP_MAX_PER_BODY), or the fused kernel */
     char loop_note[160];  /* why an engine with a loop on the device declined it, or "" */
 } gs_krylov_result;
+
+typedef enum gs_loop_path { GS_PATH_HOST = 0, GS_PATH_DEVICE, GS_PATH_FUSED } gs_loop_path;
+const char *gs_loop_path_name(int path); /* "host", "device", "fused" */
 
 typedef int (*gs_krylov_fn)(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
                             gs_vec *x, const gs_krylov_opts *opts, gs_krylov_result *res);

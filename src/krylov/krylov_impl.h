@@ -65,15 +65,28 @@ typedef struct kr_test {
 /* The first of tests[0..n) that fails on the slot values v (v[i] holds
  * slot slot0 + i), as its what, or NULL when all pass. */
 const char *kr_test_failed(const kr_test *tests, int n, const double *v, int slot0);
+/* Iterations per run of the captured body of the device loop: check_every
+ * when it is at most GS_LOOP_MAX_PER_BODY, else its largest divisor up to
+ * that; GS_LOOP_MAX_PER_BODY with adaptive checks (a check per body). */
+long kr_loop_per_body(const kr_ctx *k);
 /* Run the iterations it0 + 1 .. on the device where the engine can
- * (opts->use_capture and the engine's loop_run): body captured once, the
- * tests and moves (S[dst] = S[src] after each iteration; moves[i] = {dst,
- * src}) evaluated by the engine's check. When it ran, *ran = 1 and the
- * result holds what kr_check_breakdown would have made of the same checks
- * (iterations, reason, breakdown, residual and history); else *ran = 0,
- * nothing ran, and the method iterates on the host. */
-int kr_device_loop(kr_ctx *k, long it0, kr_body_fn body, void *state, const kr_test *tests,
-                   int n_tests, const int (*moves)[2], int n_moves, int *ran);
+ * (opts->use_capture and the engine's loop_run): body captured per_body
+ * times in a row, the tests and moves (S[dst] = S[src] after each body;
+ * moves[i] = {dst, src}) evaluated by the engine's check after them. When
+ * *finished, the result holds what kr_check_breakdown would have made of
+ * the same checks (iterations, reason, breakdown, residual and history);
+ * else the method iterates on the host from *it_done (it0 where nothing
+ * ran; else the last whole body before maxit, its checks recorded). */
+int kr_device_loop(kr_ctx *k, long it0, long per_body, kr_body_fn body, void *state,
+                   const kr_test *tests, int n_tests, const int (*moves)[2], int n_moves,
+                   long *it_done, int *finished);
+/* The whole solve in the engine's fused kernel where it can (opts->use_capture
+ * and the engine's fused_run; f as loop.h says, set up by the method): a
+ * check after every opts->check_every iterations (1 when adaptive), the
+ * tests and moves as for kr_device_loop. *finished = 1 when it ran (the
+ * result then holds the verdict), else 0 and nothing ran. */
+int kr_fused(kr_ctx *k, const gs_fused *f, const kr_test *tests, int n_tests,
+             const int (*moves)[2], int n_moves, int *finished);
 
 
 #endif

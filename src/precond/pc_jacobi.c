@@ -16,6 +16,7 @@ int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err)
 {
     (void)err;
     pc->apply = none_apply;
+    pc->pointwise_identity = 1;
     pc->nnz = 0;
     pc->apply_bytes = 16.0 * A->n_rows; /* the copy: read r, write z */
     pc->symmetric = 1;
@@ -67,6 +68,7 @@ void gs_jacobi_finish(gs_pc *pc)
     gs_jacobi_data *d = pc->data;
     pc->apply = jacobi_apply;
     pc->apply_dot = jacobi_apply_dot;
+    pc->pointwise = d->dinv;
     pc->save = jacobi_save;
     pc->nnz = d->n;
     pc->apply_bytes = 24.0 * (double)d->n; /* read d and r, write z */

@@ -86,6 +86,12 @@ struct gs_pc {
     gs_stages stages;      /* setup stages, in order */
     gs_kvlist extra;       /* type-specific report items */
     int symmetric;         /* 1 if M is symmetric (CG may use it) */
+    /* Where M r is the pointwise product d .* r (jacobi: d = diag(A)^-1),
+     * d; where M = I (none), pointwise_identity = 1. A fused kernel that
+     * runs whole iterations (engine op fused_run) applies M from these
+     * instead of calling apply; NULL and 0: M is neither. */
+    const gs_vec *pointwise;
+    int pointwise_identity;
     gs_pc_hook hook;       /* set by gs_pc_create_hooked; zero: none */
 };
 

@@ -13,7 +13,7 @@
 # RUN_TIMEOUT (240 s per mpirun), MPIRUN (mpirun), MPIRUN_FLAGS (extra flags),
 # BENCH_OUT=DIR (runs.csv, table.md, logs; default a temporary folder),
 # ENGINE (cuda; cpu for a smoke run of the script), GS_DIST_TRANSPORT (nccl|mpi-staged: force a transport),
-# GS_DIST_OVERLAP=0 (halo on the engine's stream), GS_DIST_COMM_TIMING=0 (no events), CASES
+# GS_DIST_OVERLAP=1 (halo on a second stream, overlapped), GS_DIST_COMM_TIMING=0 (no events), CASES
 # (strong-jacobi strong-fsai weak-jacobi: a subset), QUICK=1 (SIZE 128,
 # WEAK 64: a smoke run). About 2-3 minutes on 2 H100s.
 set -u

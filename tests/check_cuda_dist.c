@@ -36,6 +36,12 @@ START_TEST(jacobi_matches_one_process_on_gpus)
         td_result one = gd_csv(0, args[t]);
         for (int ranks = 2; ranks <= 3; ranks++)
             td_assert_same(one, gd_csv(ranks, args[t]), t == 1 ? 1 : 0, 1e-5);
+        if (t == 0) { /* the halo on a second stream, overlapped (opt-in) */
+            setenv("GS_DIST_OVERLAP", "1", 1);
+            td_result overlapped = gd_csv(2, args[t]);
+            unsetenv("GS_DIST_OVERLAP");
+            td_assert_same(one, overlapped, 0, 1e-5);
+        }
     }
 }
 END_TEST

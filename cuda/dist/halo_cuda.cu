@@ -27,7 +27,7 @@ static int nccl_status(gs_error *err, ncclResult_t r, const char *call, const ch
 typedef struct cuda_tr {
     int use_nccl;
     int timing;                /* CUDA events around each NCCL call (GS_DIST_COMM_TIMING) */
-    int overlap;               /* halo on its own stream (GS_DIST_OVERLAP; else on main) */
+    int overlap;               /* halo on its own stream (GS_DIST_OVERLAP=1; else on main) */
     ncclComm_t nccl;
     cudaStream_t main, comm;   /* the engine's stream; the halo stream (nccl; main without
                                 * overlap) */
@@ -375,7 +375,7 @@ static const dist_transport staged_transport = {
     staged_allreduce, cuda_collect, cuda_tr_destroy, NULL,
 };
 
-/* GS_DIST_...=0 turns a default-on switch off */
+/* GS_DIST_...: "0" off, anything else on; unset or empty: dflt */
 static int env_flag(const char *name, int dflt)
 {
     const char *v = getenv(name);
@@ -430,7 +430,10 @@ int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err)
         t->use_nccl = use_nccl;
         t->main = gs_cuda_of(d->inner)->stream;
         t->timing = env_flag("GS_DIST_COMM_TIMING", 1);
-        t->overlap = env_flag("GS_DIST_OVERLAP", 1);
+        /* off by default: on 2 H200s the second stream's events cost more
+         * than the overlap saved (strong CG + Jacobi 545 us an iteration
+         * with it, 508 without; weak 194 and 192; docs/results-multigpu.md) */
+        t->overlap = env_flag("GS_DIST_OVERLAP", 0);
         status = CUDA_CALL(err, cudaStreamCreateWithFlags(&t->own_comm, cudaStreamNonBlocking));
         t->comm = t->overlap ? t->own_comm : t->main;
     }

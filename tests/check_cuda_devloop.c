@@ -38,6 +38,10 @@ typedef struct solve_out {
 
 /* A CUDA engine with the device loop forced on (device_loop_off = 0) or
  * off, the fused path off (its own tests force it on: fused_engine). */
+/* How a forced fused path meets (GS_DEBUG_SYNC_GRID or _CLUSTER; 0: the
+ * rule): set by the fused tests' loop index, each case run both ways. */
+static int fused_sync;
+
 static gs_engine *cuda_engine_with(int device_loop, int fused)
 {
     gs_error err = {0};
@@ -47,6 +51,7 @@ static gs_engine *cuda_engine_with(int device_loop, int fused)
     memset(&dbg, 0, sizeof dbg);
     dbg.device_loop = device_loop;
     dbg.fused = fused;
+    dbg.fused_sync = fused == GS_DEBUG_FORCE_ON ? fused_sync : 0;
     gs_engine_cuda_set_debug(e, &dbg);
     return e;
 }
@@ -178,8 +183,8 @@ static void compare3(const gs_csr *A, const double *b, const char *method, const
     gs_engine_destroy(off);
 }
 
-static void compare_generated(const char *spec, const char *method, const char *precond,
-                              int check_every, long maxit)
+static void compare_generated_margin(const char *spec, const char *method, const char *precond,
+                                     int check_every, long maxit, double cpu_margin)
 {
     gs_error err = {0};
     gs_csr A = {0};
@@ -193,9 +198,15 @@ static void compare_generated(const char *spec, const char *method, const char *
     gs_krylov_opts o = opts_with(check_every, maxit);
     snprintf(what, sizeof what, "%s %s+%s check_every=%d maxit=%ld", spec, method, precond,
              check_every, maxit);
-    compare3(&A, b, method, precond, &o, what, NULL, 0.0);
+    compare3(&A, b, method, precond, &o, what, NULL, cpu_margin);
     gs_csr_free(&A);
     free(b);
+}
+
+static void compare_generated(const char *spec, const char *method, const char *precond,
+                              int check_every, long maxit)
+{
+    compare_generated_margin(spec, method, precond, check_every, maxit, 0.0);
 }
 
 START_TEST(test_device_or_skip)
@@ -252,13 +263,18 @@ START_TEST(test_gmres_idr_host_loop)
 END_TEST
 
 /* Sizes: 3 rows (an exact solution, r = 0 within 3 iterations), 40 rows
- * (just over a warp), 262k (more blocks than the reduction grids). */
+ * (just over a warp), 262k (more blocks than the reduction grids).
+ * BiCGSTAB at 262k rows with this random b gets a 20% margin against the
+ * CPU: its crossing of tol moves with the order of the sums alone (the CPU
+ * engine itself takes 151 iterations on 1 thread and 158 on 2 for such a
+ * b; the H100 took 169 against the CPU's 145 here); the two CUDA paths
+ * still agree exactly. */
 START_TEST(test_sizes)
 {
     static const char *specs[] = {"poisson3d:2x2x10", "poisson3d:64"};
     if (_i < 2) {
         compare_generated(specs[_i], "cg", "jacobi", 1, 5000);
-        compare_generated(specs[_i], "bicgstab", "jacobi", 1, 5000);
+        compare_generated_margin(specs[_i], "bicgstab", "jacobi", 1, 5000, _i ? 0.20 : 0.0);
         return;
     }
     static const int32_t r[] = {0, 0, 1, 1, 1, 2, 2}, col[] = {0, 1, 0, 1, 2, 1, 2};
@@ -562,6 +578,11 @@ static void compare_fused(const gs_csr *A, const double *b, const char *method,
     solve(fused, A, b, method, precond, o, &f);
     ck_assert_msg(f.res.device_loop == GS_PATH_FUSED, "%s: path %d (%s)", what,
                   f.res.device_loop, f.res.loop_note);
+    if (fused_sync) /* the launch asked for, as the note says */
+        ck_assert_msg(strstr(f.res.loop_note, fused_sync == GS_DEBUG_SYNC_CLUSTER
+                                                  ? "fused: a cluster of "
+                                                  : "fused: a cooperative grid of ") != NULL,
+                      "%s: note '%s'", what, f.res.loop_note);
     ck_assert_int_eq(h.res.device_loop, GS_PATH_HOST);
     const int erratic = strcmp(method, "bicgstab") == 0;
     const double frac = cpu_margin > 0 ? cpu_margin : erratic ? 0.10 : 0.05;
@@ -635,7 +656,10 @@ START_TEST(test_fused_cg)
         {"poisson3d:24", "jacobi", 3, 20}, {"poisson3d:24", "jacobi", 1, 7},
         {"poisson3d:24", "none", 4, 20},
     };
-    compare_fused_generated(c[_i].spec, "cg", c[_i].precond, c[_i].every, c[_i].maxit);
+    const int k = _i % 9;
+    fused_sync = _i < 9 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
+    compare_fused_generated(c[k].spec, "cg", c[k].precond, c[k].every, c[k].maxit);
+    fused_sync = 0;
 }
 END_TEST
 
@@ -649,7 +673,10 @@ START_TEST(test_fused_bicgstab)
         {"poisson3d27:12", "jacobi", 1, 5000}, {"poisson3d:24", "jacobi", 1, 7},
         {"convdiff3d:14", "jacobi", 3, 5000},
     };
-    compare_fused_generated(c[_i].spec, "bicgstab", c[_i].precond, c[_i].every, c[_i].maxit);
+    const int k = _i % 5;
+    fused_sync = _i < 5 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
+    compare_fused_generated(c[k].spec, "bicgstab", c[k].precond, c[k].every, c[k].maxit);
+    fused_sync = 0;
 }
 END_TEST
 
@@ -661,19 +688,21 @@ START_TEST(test_fused_verdicts)
 {
     gs_krylov_opts o = opts_with(1, 5000);
     gs_csr A = {0};
-    if (_i == 0) {
+    const int which = _i % 4;
+    fused_sync = _i < 4 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
+    if (which == 0) {
         double b[64];
         for (int i = 0; i < 64; i++) b[i] = 1.0 + 0.01 * i;
         A = shifted_laplacian(64, 0.01);
         compare_fused(&A, b, "cg", "jacobi", &o, "fused cg indefinite", 0.0);
-    } else if (_i == 1) {
+    } else if (which == 1) {
         static const int32_t r[] = {0, 0, 1, 1, 1, 2, 2}, col[] = {0, 1, 0, 1, 2, 1, 2};
         static const double v[] = {4, -1, -1, 4, -1, -1, 4};
         double b[3] = {1, 1, 1};
         A = tu_from_triplets(3, 3, 7, r, col, v);
         compare_fused(&A, b, "cg", "none", &o, "fused tridiag 3x3", 0.0);
         compare_fused(&A, b, "bicgstab", "none", &o, "fused bicgstab tridiag 3x3", 0.0);
-    } else if (_i == 2) {
+    } else if (which == 2) {
         if (!tu_real_matrix("1138_bus", &A)) return;
         compare_fused(&A, NULL, "cg", "jacobi", &o, "fused 1138_bus cg+jacobi", 0.15);
     } else {
@@ -690,13 +719,14 @@ START_TEST(test_fused_verdicts)
         compare_fused(&A, b, "bicgstab", "none", &o, "fused bicgstab skew-symmetric", 0.0);
     }
     gs_csr_free(&A);
+    fused_sync = 0;
 }
 END_TEST
 
 /* The rule, on both sides: with no switch set, CG + Jacobi on a small
- * system takes the fused kernel; on a 1D Laplacian of 4M rows (above the
- * rule on any device of up to ~900 multiprocessors) it does not, and says
- * why; BiCGSTAB, GMRES and FSAI never do. */
+ * system takes the fused kernel (a cluster); on a matrix with a dense row
+ * and on a 1D Laplacian of 4M rows (above the rule on any device) it does
+ * not, and says why; BiCGSTAB, GMRES and FSAI never do. */
 START_TEST(test_fused_rule)
 {
     gs_error err = {0};
@@ -711,6 +741,10 @@ START_TEST(test_fused_rule)
         solve(e, &A, NULL, "cg", "jacobi", &o, &d);
         ck_assert_msg(d.res.device_loop == GS_PATH_FUSED, "path %d: %s", d.res.device_loop,
                       d.res.loop_note);
+        /* 4096 rows of 8 lanes: within a cluster's passes (the code is built
+         * for sm_90 and up, where clusters exist) */
+        ck_assert_msg(strstr(d.res.loop_note, "fused: a cluster of ") != NULL, "note '%s'",
+                      d.res.loop_note);
         ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
         gs_krylov_result_free(&d.res);
         static const char *other[3][2] = {{"bicgstab", "jacobi"}, {"gmres", "jacobi"},
@@ -722,6 +756,30 @@ START_TEST(test_fused_rule)
             ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
             gs_krylov_result_free(&d.res);
         }
+    } else if (_i == 2) {
+        /* an arrow: row and column 0 dense (10,001 entries), 2 on the rest
+         * of the diagonal, n on (0, 0) (diagonally dominant, SPD): the
+         * long-row rule splits row 0, so the rule keeps the fused path off
+         * (one lane group would walk the dense row alone) */
+        const int32_t n = 10001;
+        const int64_t nnz = 3 * (int64_t)n - 2;
+        int32_t *r = malloc((size_t)nnz * sizeof *r), *col = malloc((size_t)nnz * sizeof *col);
+        double *v = malloc((size_t)nnz * sizeof *v);
+        int64_t k = 0;
+        for (int32_t j = 0; j < n; j++) r[k] = 0, col[k] = j, v[k++] = j ? 1.0 : (double)n;
+        for (int32_t i = 1; i < n; i++) {
+            r[k] = i, col[k] = 0, v[k++] = 1.0;
+            r[k] = i, col[k] = i, v[k++] = 2.0;
+        }
+        A = tu_from_triplets(n, n, k, r, col, v);
+        free(r);
+        free(col);
+        free(v);
+        solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        ck_assert_msg(d.res.device_loop != GS_PATH_FUSED, "path %d", d.res.device_loop);
+        ck_assert_msg(strstr(d.res.loop_note, "long rows") != NULL, "note '%s'", d.res.loop_note);
+        ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+        gs_krylov_result_free(&d.res);
     } else {
         A = shifted_laplacian(4 << 20, 0.0);
         o.maxit = 5;
@@ -756,10 +814,10 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_history_cap, 0, 3);
         tcase_add_test(tc, test_no_capture_is_host_loop);
         tcase_add_test(tc, test_shared_matrix);
-        tcase_add_loop_test(tc, test_fused_cg, 0, 9);
-        tcase_add_loop_test(tc, test_fused_bicgstab, 0, 5);
-        tcase_add_loop_test(tc, test_fused_verdicts, 0, 4);
-        tcase_add_loop_test(tc, test_fused_rule, 0, 2);
+        tcase_add_loop_test(tc, test_fused_cg, 0, 18);
+        tcase_add_loop_test(tc, test_fused_bicgstab, 0, 10);
+        tcase_add_loop_test(tc, test_fused_verdicts, 0, 8);
+        tcase_add_loop_test(tc, test_fused_rule, 0, 3);
     }
     suite_add_tcase(s, tc);
     return s;

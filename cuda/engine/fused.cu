@@ -14,14 +14,44 @@
 
 namespace cg = cooperative_groups;
 
+/* Two ways to meet: a cooperative grid (grid.sync: a fence and an atomic
+ * counter in global memory, 2-5 us a barrier as measured on an H100) or one
+ * thread-block cluster (cluster.sync: the hardware barrier of one GPC, up
+ * to 16 blocks on an H100). Block sizes of each: */
 #define FUSED_BLOCK 256
+#define FUSED_CLUSTER_BLOCK 1024
 /* At most this many resident blocks per multiprocessor: a barrier over
  * fewer blocks is cheaper, and small systems cannot fill more. */
 #define FUSED_BLOCKS_PER_SM 4
-/* The rule: the fused path where every thread group of the product has at
- * most this many rows to walk per iteration (beyond, the engine's own
- * layouts and kernels move the bytes faster; to be measured). */
-#define FUSED_ROWS_PER_GROUP 16
+/* The rule (fused_choose; measured on an H100 and an H200,
+ * docs/perf-notes.md):
+ *  - a cluster where its blocks' threads walk at most FUSED_CLUSTER_PASSES
+ *    rows a lane group (n lanes <= passes x cluster threads): on an H200,
+ *    CG + Jacobi on poisson3d:16 (2 passes) took 14.6 us an iteration
+ *    against the host loop's 19.9, on poisson3d:32 (16 passes) 31.1
+ *    against 18.2;
+ *  - else (no cluster launch) a cooperative grid where it needs at most
+ *    FUSED_GRID_MAX_BLOCKS blocks of FUSED_BLOCK (each lane group one row):
+ *    at 128 blocks (poisson3d:16) 15.0 us against the host loop's 21.8 on
+ *    an H100, at 528 (poisson3d:32) 28.2 against 19.7;
+ *  - never on rows the long-row rule split (a lane group walking a dense
+ *    row alone: bloweybq 392 us an iteration against 21). */
+#define FUSED_CLUSTER_PASSES 4
+#define FUSED_GRID_MAX_BLOCKS 128
+
+struct fused_bar_grid {
+    static __device__ __forceinline__ void sync() { cg::this_grid().sync(); }
+};
+struct fused_bar_cluster {
+    static __device__ __forceinline__ void sync()
+    {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+        cg::this_cluster().sync();
+#else
+        __trap(); /* never launched below sm_90 (fused_choose) */
+#endif
+    }
+};
 
 struct fused_args {
     int64_t n;
@@ -39,18 +69,28 @@ struct fused_args {
 };
 #define FUSED_PARTS 4
 
-/* The sum over blocks of part[0 .. gridDim.x), in block order, in every
- * block alike (the same bits everywhere: no block needs another's). */
-static __device__ double fused_grid_sum(const double *part, double *bcast)
+/* The sums over blocks of part[0 .. gridDim.x) and of part2[..] (part2
+ * NULL: one sum), in block order, in every block alike (the same bits
+ * everywhere: no block needs another's). */
+static __device__ double fused_grid_sum(const double *part, const double *part2, double *bcast,
+                                        double *second)
 {
     if (threadIdx.x < 32) {
-        double s = 0.0;
-        for (unsigned j = threadIdx.x; j < gridDim.x; j += 32) s += __ldcg(part + j);
+        double s = 0.0, s2 = 0.0;
+        for (unsigned j = threadIdx.x; j < gridDim.x; j += 32) {
+            s += __ldcg(part + j);
+            if (part2) s2 += __ldcg(part2 + j);
+        }
         s = gs_warp_sum(s);
-        if (threadIdx.x == 0) *bcast = s;
+        if (part2) s2 = gs_warp_sum(s2);
+        if (threadIdx.x == 0) {
+            bcast[0] = s;
+            bcast[1] = s2;
+        }
     }
     __syncthreads();
-    const double v = *bcast;
+    const double v = bcast[0];
+    if (second) *second = bcast[1];
     __syncthreads();
     return v;
 }
@@ -84,18 +124,37 @@ static __device__ void fused_spmv(const fused_args &a, const double *u, const do
     }
 }
 
-/* The step's verdict by block 0 (the slots, the check, the yield); the
- * other blocks read c->running after the next barrier. */
-static __device__ void fused_check(const fused_args &a)
+/* The slots the check reads, from the values block 0 holds (each
+ * written to S as well); any other slot from S. */
+struct fused_slots {
+    const double *S;
+    int n;
+    int slot[5];
+    double v[5];
+    __device__ double operator()(int i) const
+    {
+        for (int k = 0; k < n; k++)
+            if (slot[k] == i) return v[k];
+        return __ldcg(S + i);
+    }
+};
+
+/* The step's verdict by block 0's thread 0 on its shared-memory copy of
+ * the loop state (ctl: read once at the start, written back at the end:
+ * no dependent global loads on the iteration's critical path); the other
+ * blocks read c->running after the next barrier. */
+static __device__ void fused_check(const fused_args &a, loop_ctl *ctl, const fused_slots &sl)
 {
-    loop_ctl *c = a.c;
-    const int64_t it = ++c->it;
+    const int64_t it = ++ctl->it;
     int stop = GS_LOOP_RUNNING;
-    if ((it - c->it0) % c->check_every == 0 || it >= c->maxit) stop = loop_verdict(a.S, c, it);
-    const bool yield = stop == GS_LOOP_RUNNING && c->has_yield && loop_globaltimer() >= c->yield_ns;
-    c->stop = stop;
-    c->yielded = yield;
-    c->running = stop == GS_LOOP_RUNNING && !yield;
+    if ((it - ctl->it0) % ctl->check_every == 0 || it >= ctl->maxit)
+        stop = loop_verdict_of(sl, ctl, it);
+    const bool yield =
+        stop == GS_LOOP_RUNNING && ctl->has_yield && loop_globaltimer() >= ctl->yield_ns;
+    ctl->stop = stop;
+    ctl->yielded = yield;
+    ctl->running = stop == GS_LOOP_RUNNING && !yield;
+    a.c->running = ctl->running;
 }
 
 /* Iterations until the check stops the loop or the host's progress wants
@@ -104,11 +163,13 @@ static __device__ void fused_check(const fused_args &a)
  *   the check (block 0), beta, p = z + beta p | stop?
  * Coefficients as gs_coef_eval makes them (x / 0 = 0), so a breakdown is
  * seen by the tests on the slots, as on the host. */
-__global__ void __launch_bounds__(FUSED_BLOCK) fused_cg_kernel(fused_args a)
+template <class Bar>
+__global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_args a)
 {
-    cg::grid_group grid = cg::this_grid();
     __shared__ double smem[32];
-    __shared__ double bcast;
+    __shared__ double bcast[2];
+    __shared__ loop_ctl ctl; /* block 0's thread 0 */
+    if (blockIdx.x == 0 && threadIdx.x == 0) ctl = *a.c;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t nthreads = (int64_t)gridDim.x * blockDim.x;
     const unsigned G = gridDim.x;
@@ -118,8 +179,8 @@ __global__ void __launch_bounds__(FUSED_BLOCK) fused_cg_kernel(fused_args a)
         fused_spmv<false>(a, a.p, NULL, a.q, a.p, &pq, &unused);
         pq = gs_block_sum(pq, smem);
         if (threadIdx.x == 0) a.part[blockIdx.x] = pq;
-        grid.sync();
-        const double pap = fused_grid_sum(a.part, &bcast);
+        Bar::sync();
+        const double pap = fused_grid_sum(a.part, NULL, bcast, NULL);
         const double alpha = pap == 0.0 ? 0.0 : rho / pap;
         double rr = 0.0, rz = 0.0;
         for (int64_t i = tid; i < a.n; i += nthreads) {
@@ -137,22 +198,23 @@ __global__ void __launch_bounds__(FUSED_BLOCK) fused_cg_kernel(fused_args a)
             a.part[G + blockIdx.x] = rr;
             a.part[2 * G + blockIdx.x] = rz;
         }
-        grid.sync();
-        rr = fused_grid_sum(a.part + G, &bcast);
-        rz = fused_grid_sum(a.part + 2 * G, &bcast);
+        Bar::sync();
+        rr = fused_grid_sum(a.part + G, a.part + 2 * G, bcast, &rz);
         if (blockIdx.x == 0 && threadIdx.x == 0) {
-            a.S[a.c->slot_rr] = rr;
+            a.S[ctl.slot_rr] = rr;
             a.S[a.slot_pap] = pap;
             a.S[a.slot_rho_new] = rz;
-            fused_check(a);
+            const fused_slots sl = {a.S, 3, {ctl.slot_rr, a.slot_pap, a.slot_rho_new}, {rr, pap, rz}};
+            fused_check(a, &ctl, sl);
             a.S[a.slot_rho] = rz; /* a relaunch after a yield starts from here */
         }
         const double beta = rho == 0.0 ? 0.0 : rz / rho;
         rho = rz;
         for (int64_t i = tid; i < a.n; i += nthreads) a.p[i] = a.z[i] + beta * a.p[i];
-        grid.sync();
+        Bar::sync();
         if (!*(volatile int32_t *)&a.c->running) break;
     }
+    if (blockIdx.x == 0 && threadIdx.x == 0) *a.c = ctl; /* for the host */
 }
 
 /* BiCGSTAB with right preconditioning M = diag(d) (bicgstab.c's step; phat
@@ -162,11 +224,13 @@ __global__ void __launch_bounds__(FUSED_BLOCK) fused_cg_kernel(fused_args a)
  *   t = A M s, t's, t't | omega; x += alpha M p + omega M s; r = s - omega t,
  *   r'r, r0'r | the check (block 0), beta, p = r + beta (p - omega v) | stop?
  * Coefficients as bicgstab.c's gs_coef expressions evaluate them (x / 0 = 0). */
-__global__ void __launch_bounds__(FUSED_BLOCK) fused_bicgstab_kernel(fused_args a)
+template <class Bar>
+__global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fused_args a)
 {
-    cg::grid_group grid = cg::this_grid();
     __shared__ double smem[32];
-    __shared__ double bcast;
+    __shared__ double bcast[2];
+    __shared__ loop_ctl ctl; /* block 0's thread 0 */
+    if (blockIdx.x == 0 && threadIdx.x == 0) ctl = *a.c;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t nthreads = (int64_t)gridDim.x * blockDim.x;
     const unsigned G = gridDim.x;
@@ -176,11 +240,11 @@ __global__ void __launch_bounds__(FUSED_BLOCK) fused_bicgstab_kernel(fused_args 
         fused_spmv<false>(a, a.p, a.d, a.v, a.r0, &r0v, &tt);
         r0v = gs_block_sum(r0v, smem);
         if (threadIdx.x == 0) a.part[blockIdx.x] = r0v;
-        grid.sync();
-        r0v = fused_grid_sum(a.part, &bcast);
+        Bar::sync();
+        r0v = fused_grid_sum(a.part, NULL, bcast, NULL);
         const double alpha = r0v == 0.0 ? 0.0 : rho / r0v;
         for (int64_t i = tid; i < a.n; i += nthreads) a.r[i] = -alpha * __ldcg(a.v + i) + a.r[i];
-        grid.sync();
+        Bar::sync();
         fused_spmv<true>(a, a.r, a.d, a.t, a.r, &ts, &tt);
         ts = gs_block_sum(ts, smem);
         tt = gs_block_sum(tt, smem);
@@ -188,9 +252,8 @@ __global__ void __launch_bounds__(FUSED_BLOCK) fused_bicgstab_kernel(fused_args 
             a.part[G + blockIdx.x] = ts;
             a.part[2 * G + blockIdx.x] = tt;
         }
-        grid.sync();
-        ts = fused_grid_sum(a.part + G, &bcast);
-        tt = fused_grid_sum(a.part + 2 * G, &bcast);
+        Bar::sync();
+        ts = fused_grid_sum(a.part + G, a.part + 2 * G, bcast, &tt);
         const double omega = tt == 0.0 ? 0.0 : ts / tt;
         for (int64_t i = tid; i < a.n; i += nthreads) {
             const double si = a.r[i], pi = a.p[i];
@@ -207,16 +270,17 @@ __global__ void __launch_bounds__(FUSED_BLOCK) fused_bicgstab_kernel(fused_args 
             a.part[blockIdx.x] = rr; /* r0'v's partials are read: free again */
             a.part[3 * G + blockIdx.x] = rho_new;
         }
-        grid.sync();
-        rr = fused_grid_sum(a.part, &bcast);
-        rho_new = fused_grid_sum(a.part + 3 * G, &bcast);
+        Bar::sync();
+        rr = fused_grid_sum(a.part, a.part + 3 * G, bcast, &rho_new);
         if (blockIdx.x == 0 && threadIdx.x == 0) {
-            a.S[a.c->slot_rr] = rr;
+            a.S[ctl.slot_rr] = rr;
             a.S[a.slot_rho] = rho_new;
             a.S[a.slot_r0v] = r0v;
             a.S[a.slot_ts] = ts;
             a.S[a.slot_tt] = tt;
-            fused_check(a);
+            const fused_slots sl = {a.S, 5, {ctl.slot_rr, a.slot_rho, a.slot_r0v, a.slot_ts, a.slot_tt},
+                                    {rr, rho_new, r0v, ts, tt}};
+            fused_check(a, &ctl, sl);
         }
         /* p = r + beta p - beta omega v, beta = (rho_new / rho) (alpha / omega) */
         const double cv = rho == 0.0 ? 0.0 : -1.0 * rho_new * alpha / rho;
@@ -225,9 +289,10 @@ __global__ void __launch_bounds__(FUSED_BLOCK) fused_bicgstab_kernel(fused_args 
         rho = rho_new;
         for (int64_t i = tid; i < a.n; i += nthreads)
             a.p[i] = a.r[i] + cv * __ldcg(a.v + i) + cp * a.p[i];
-        grid.sync();
+        Bar::sync();
         if (!*(volatile int32_t *)&a.c->running) break;
     }
+    if (blockIdx.x == 0 && threadIdx.x == 0) *a.c = ctl; /* for the host */
 }
 
 /* Threads a row: the power of two at or above the mean row length, up to
@@ -246,17 +311,59 @@ static int fused_decline(gs_loop *L, const char *why)
     return GS_OK;
 }
 
-/* The grid: as many blocks as the rows need, at most FUSED_BLOCKS_PER_SM
- * and what the occupancy calculator says can be resident at once (a
- * cooperative launch needs every block resident). 0: none can. */
 typedef void (*fused_kernel_fn)(fused_args);
 
-static int fused_grid(gs_engine *e, fused_kernel_fn kernel, int64_t n, int lanes, unsigned *blocks,
-                      unsigned *cap)
+/* One launch of the fused path: the kernel, how its blocks meet, how many. */
+typedef struct fused_launch_arg {
+    fused_kernel_fn kernel;
+    int cluster; /* 1: one cluster of `blocks` blocks; 0: a cooperative grid */
+    unsigned blocks;
+    fused_args args;
+} fused_launch_arg;
+
+/* The largest cluster of FUSED_CLUSTER_BLOCK threads a block that the
+ * device can launch with this kernel (0: none, e.g. below sm_90). */
+static int fused_cluster_cap(gs_engine *e, fused_kernel_fn kernel, int *cap)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int cc = 0, size = 0, active = 0, status = GS_OK;
+    *cap = 0;
+    GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor,
+                                                     c->device)));
+    if (cc < 9) return GS_OK;
+    GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute((const void *)kernel,
+                                                   cudaFuncAttributeNonPortableClusterSizeAllowed,
+                                                   1)));
+    {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(16);
+        cfg.blockDim = dim3(FUSED_CLUSTER_BLOCK);
+        GS_TRY(CUDA_CALL(&e->err, cudaOccupancyMaxPotentialClusterSize(&size, (const void *)kernel,
+                                                                       &cfg)));
+        if (size < 1) return GS_OK;
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = (unsigned)size;
+        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)size);
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        GS_TRY(CUDA_CALL(&e->err, cudaOccupancyMaxActiveClusters(&active, (const void *)kernel,
+                                                                 &cfg)));
+    }
+    *cap = active >= 1 ? size : 0;
+cleanup:
+    return status;
+}
+
+/* The cooperative grid's cap: FUSED_BLOCKS_PER_SM or what the occupancy
+ * calculator says can be resident at once (a cooperative launch needs every
+ * block resident). 0: no cooperative launch here. */
+static int fused_grid_cap(gs_engine *e, fused_kernel_fn kernel, unsigned *cap)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int coop = 0, occ = 0, status = GS_OK;
-    *blocks = *cap = 0;
+    *cap = 0;
     GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch,
                                                      c->device)));
     if (!coop) return GS_OK;
@@ -264,28 +371,93 @@ static int fused_grid(gs_engine *e, fused_kernel_fn kernel, int64_t n, int lanes
                                                                             FUSED_BLOCK, 0)));
     if (occ < 1) return GS_OK;
     *cap = (unsigned)c->sm_count * (unsigned)(occ < FUSED_BLOCKS_PER_SM ? occ : FUSED_BLOCKS_PER_SM);
-    {
-        const int64_t want = (n * lanes + FUSED_BLOCK - 1) / FUSED_BLOCK;
-        *blocks = want < (int64_t)*cap ? (unsigned)(want > 0 ? want : 1) : *cap;
-    }
 cleanup:
     return status;
 }
 
-typedef struct fused_launch_arg {
-    fused_kernel_fn kernel;
-    unsigned blocks;
-    fused_args args;
-} fused_launch_arg;
+static unsigned fused_blocks_for(int64_t lane_rows, int64_t block, unsigned cap)
+{
+    const int64_t want = (lane_rows + block - 1) / block;
+    return want < (int64_t)cap ? (unsigned)(want > 0 ? want : 1) : cap;
+}
 
-/* One cooperative launch (loop_launches). */
+/* The rule (see FUSED_CLUSTER_PASSES): which launch, how many blocks, or a
+ * reason to decline in L->declined. GS_FUSED=on takes the cluster where
+ * it holds every row in its passes' rule, else the grid, wherever they can
+ * launch; GS_FUSED=cluster / grid force one kind. */
+static int fused_choose(gs_engine *e, const gs_mat *A, fused_kernel_fn cl, fused_kernel_fn gr,
+                        int64_t n, int lanes, fused_launch_arg *arg, gs_loop *L)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int force = c->debug.fused, want = c->debug.fused_sync;
+    int ccap = 0, status = GS_OK;
+    unsigned gcap = 0;
+    char why[150];
+    arg->blocks = 0;
+    if (want != GS_DEBUG_SYNC_GRID && (status = fused_cluster_cap(e, cl, &ccap)) != GS_OK)
+        return status;
+    if (want != GS_DEBUG_SYNC_CLUSTER && (status = fused_grid_cap(e, gr, &gcap)) != GS_OK)
+        return status;
+    if (ccap == 0 && gcap == 0) return fused_decline(L, "no cluster or cooperative launch here");
+    if (force != GS_DEBUG_FORCE_ON) {
+        const gs_cuda_row_stats st = gs_cuda_mat_row_stats(A);
+        if (st.n_long > 0) {
+            snprintf(why, sizeof why, "%lld long rows (up to %lld entries; GS_FUSED=on forces it)",
+                     (long long)st.n_long, (long long)st.max_row);
+            return fused_decline(L, why);
+        }
+    }
+    const int64_t cluster_rows = (int64_t)FUSED_CLUSTER_PASSES * ccap * FUSED_CLUSTER_BLOCK;
+    const int64_t lane_rows = n * lanes;
+    if (ccap > 0 && (want == GS_DEBUG_SYNC_CLUSTER || lane_rows <= cluster_rows ||
+                     (force == GS_DEBUG_FORCE_ON && gcap == 0))) {
+        arg->kernel = cl;
+        arg->cluster = 1;
+        arg->blocks = fused_blocks_for(lane_rows, FUSED_CLUSTER_BLOCK, (unsigned)ccap);
+    } else if (gcap > 0) {
+        arg->kernel = gr;
+        arg->cluster = 0;
+        arg->blocks = fused_blocks_for(lane_rows, FUSED_BLOCK, gcap);
+        const int64_t want_blocks = (lane_rows + FUSED_BLOCK - 1) / FUSED_BLOCK;
+        if (force != GS_DEBUG_FORCE_ON && want != GS_DEBUG_SYNC_GRID &&
+            want_blocks > FUSED_GRID_MAX_BLOCKS) {
+            snprintf(why, sizeof why,
+                     "%lld rows of %d lanes above the rule's cluster (%lld) and grid (%d blocks) "
+                     "limits (GS_FUSED=on forces it)",
+                     (long long)n, lanes, (long long)cluster_rows, FUSED_GRID_MAX_BLOCKS);
+            arg->blocks = 0;
+            return fused_decline(L, why);
+        }
+    } else {
+        snprintf(why, sizeof why, "%lld rows of %d lanes above the cluster's %lld (no cooperative "
+                 "launch here)", (long long)n, lanes, (long long)cluster_rows);
+        return fused_decline(L, why);
+    }
+    return GS_OK;
+}
+
+/* One launch (loop_launches): a single cluster, or a cooperative grid. */
 static int fused_launch(gs_engine *e, void *arg)
 {
     fused_launch_arg *f = (fused_launch_arg *)arg;
-    void *params[] = {&f->args};
-    return CUDA_CALL(&e->err, cudaLaunchCooperativeKernel((const void *)f->kernel,
-                                                          dim3(f->blocks), dim3(FUSED_BLOCK),
-                                                          params, 0, gs_cuda_of(e)->stream));
+    cudaStream_t stream = gs_cuda_of(e)->stream;
+    if (!f->cluster) {
+        void *params[] = {&f->args};
+        return CUDA_CALL(&e->err, cudaLaunchCooperativeKernel((const void *)f->kernel,
+                                                              dim3(f->blocks), dim3(FUSED_BLOCK),
+                                                              params, 0, stream));
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = f->blocks;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(f->blocks);
+    cfg.blockDim = dim3(FUSED_CLUSTER_BLOCK);
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return CUDA_CALL(&e->err, cudaLaunchKernelEx(&cfg, f->kernel, f->args));
 }
 
 static int fused_spec_valid(gs_engine *e, const gs_fused *f, int64_t n)
@@ -335,12 +507,12 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     gs_cuda_impl *c = gs_cuda_of(e);
     const gs_cuda_mat_info info = gs_cuda_mat_info_of(f->A);
     const gs_cuda_csr_view *view = NULL;
-    fused_launch_arg arg;
+    fused_launch_arg arg = {};
     loop_ctl h;
     loop_clock clk = {0.0, 0};
     char *hist = NULL;
     double *part = NULL;
-    unsigned blocks = 0, cap = 0;
+    unsigned blocks = 0;
     int status = not_capturing(e, "fused_run");
     L->ran = 0;
     L->history_len = 0;
@@ -350,29 +522,23 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     if (info.prec != GS_FP64) return fused_decline(L, "A is not stored in fp64");
     const int64_t n = info.n_rows;
     const int lanes = fused_lanes(n, info.nnz);
-    const fused_kernel_fn kernel =
-        f->method == GS_FUSED_CG ? fused_cg_kernel : fused_bicgstab_kernel;
+    const int is_cg = f->method == GS_FUSED_CG;
     GS_TRY(fused_spec_valid(e, f, n));
     GS_TRY(loop_spec_valid(e, L));
     if (L->per_body != 1) return fused_decline(L, "one iteration a body only");
-    if (f->method == GS_FUSED_BICGSTAB && c->debug.fused != GS_DEBUG_FORCE_ON)
+    if (!is_cg && c->debug.fused != GS_DEBUG_FORCE_ON)
         return fused_decline(L, "bicgstab only with GS_FUSED=on until measured");
-    GS_TRY(fused_grid(e, kernel, n, lanes, &blocks, &cap));
-    if (blocks == 0) return fused_decline(L, "no cooperative launch here");
-    if (c->debug.fused != GS_DEBUG_FORCE_ON &&
-        n > (int64_t)FUSED_ROWS_PER_GROUP * cap * FUSED_BLOCK / lanes) {
-        char why[120];
-        snprintf(why, sizeof why, "%lld rows above the rule's %lld (GS_FUSED=on forces it)",
-                 (long long)n, (long long)FUSED_ROWS_PER_GROUP * cap * FUSED_BLOCK / lanes);
-        return fused_decline(L, why);
-    }
+    GS_TRY(fused_choose(e, f->A,
+                        is_cg ? fused_cg_kernel<fused_bar_cluster>
+                              : fused_bicgstab_kernel<fused_bar_cluster>,
+                        is_cg ? fused_cg_kernel<fused_bar_grid> : fused_bicgstab_kernel<fused_bar_grid>,
+                        n, lanes, &arg, L));
+    if (arg.blocks == 0) return GS_OK; /* declined: L->declined says why */
+    blocks = arg.blocks;
     GS_TRY(fused_csr(e, f->A, &view));
     GS_TRY(gs_cuda_alloc(e, &part, FUSED_PARTS * (size_t)blocks * sizeof(double),
                          "fused partial sums"));
     GS_TRY(loop_prepare(e, L, &h, &hist, &clk));
-    memset(&arg, 0, sizeof arg);
-    arg.kernel = kernel;
-    arg.blocks = blocks;
     arg.args.n = n;
     arg.args.row_ptr = view->row_ptr;
     arg.args.col = view->col;
@@ -397,6 +563,9 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     arg.args.slot_ts = f->slot_ts;
     arg.args.slot_tt = f->slot_tt;
     L->ran = 1;
+    snprintf(L->declined, sizeof L->declined, "fused: %s of %u blocks of %d threads, %d lanes a row",
+             arg.cluster ? "a cluster" : "a cooperative grid", blocks,
+             arg.cluster ? FUSED_CLUSTER_BLOCK : FUSED_BLOCK, lanes);
     GS_TRY(loop_launches(e, fused_launch, &arg, (loop_ctl *)c->loop_ctl, &h, &clk, L));
 cleanup:
     if (part || hist) cudaStreamSynchronize(c->stream); /* nothing still reads them */

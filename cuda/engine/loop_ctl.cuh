@@ -53,10 +53,13 @@ static inline __device__ bool loop_test_passes(int kind, double v)
     return true;
 }
 
-/* The stopping test of kr_check_breakdown, in its order, at a check. */
-static inline __device__ int loop_verdict(const double *S, loop_ctl *c, int64_t it)
+/* The stopping test of kr_check_breakdown, in its order, at a check; the
+ * slots read through slot(i) (the fused kernel hands the values it holds
+ * in registers, sparing dependent global loads on its critical path). */
+template <class Slot>
+static inline __device__ int loop_verdict_of(Slot slot, loop_ctl *c, int64_t it)
 {
-    const double rel = sqrt(fabs(S[c->slot_rr])) / c->bnorm;
+    const double rel = sqrt(fabs(slot(c->slot_rr))) / c->bnorm;
     const int64_t now = c->wants_time ? loop_globaltimer() : 0;
     if (c->h_len < c->h_cap) {
         c->h_it[c->h_len] = it;
@@ -69,13 +72,23 @@ static inline __device__ int loop_verdict(const double *S, loop_ctl *c, int64_t 
     if (!isfinite(rel)) return GS_LOOP_NAN;
     if (rel <= c->tol) return GS_LOOP_CONVERGED;
     for (int i = 0; i < c->n_tests; i++)
-        if (!loop_test_passes(c->test_kind[i], S[c->test_slot[i]])) {
+        if (!loop_test_passes(c->test_kind[i], slot(c->test_slot[i]))) {
             c->failed = i;
             return GS_LOOP_BREAKDOWN;
         }
     if (it >= c->maxit) return GS_LOOP_MAXIT;
     if (c->has_deadline && now >= c->deadline_ns) return GS_LOOP_TIME_LIMIT;
     return GS_LOOP_RUNNING;
+}
+
+struct loop_slots_global {
+    const double *S;
+    __device__ double operator()(int i) const { return S[i]; }
+};
+
+static inline __device__ int loop_verdict(const double *S, loop_ctl *c, int64_t it)
+{
+    return loop_verdict_of(loop_slots_global{S}, c, it);
 }
 
 static __global__ void loop_clock_kernel(int64_t *out)

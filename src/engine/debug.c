@@ -33,6 +33,14 @@ void gs_debug_from_env(gs_debug *d)
     v = getenv("GS_FUSED");
     if (v && strcmp(v, "on") == 0) d->fused = GS_DEBUG_FORCE_ON;
     if (v && strcmp(v, "off") == 0) d->fused = GS_DEBUG_FORCE_OFF;
+    if (v && strcmp(v, "cluster") == 0) {
+        d->fused = GS_DEBUG_FORCE_ON;
+        d->fused_sync = GS_DEBUG_SYNC_CLUSTER;
+    }
+    if (v && strcmp(v, "grid") == 0) {
+        d->fused = GS_DEBUG_FORCE_ON;
+        d->fused_sync = GS_DEBUG_SYNC_GRID;
+    }
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

@@ -37,10 +37,11 @@ typedef struct gs_debug {
      * the host after replayed iteration blocks (tests compare the two,
      * timings); 0: the rule (cuda/engine/devloop.cu: loop_pays) */
     int device_loop;
-    /* GS_FUSED=on|off: CG and BiCGSTAB with jacobi or none take the fused
-     * one-kernel path (cuda/engine/fused.cu) wherever it can run (on), or
-     * never (off); 0: the rule (fused_fits) */
-    int fused;
+    /* GS_FUSED=on|off|cluster|grid: CG and BiCGSTAB with jacobi or none
+     * take the fused one-kernel path (cuda/engine/fused.cu) wherever it can
+     * run (on), or never (off); cluster and grid force it with that kind of
+     * launch (fused_sync); 0: the rule (fused_choose) */
+    int fused, fused_sync;
     int has_stepped_min_bytes;
     size_t stepped_min_bytes;
     /* GS_SPMV_LONG=off|split|merge: what the CUDA engine does with rows of
@@ -61,6 +62,8 @@ typedef struct gs_debug {
 #define GS_DEBUG_LONG_OFF 1
 #define GS_DEBUG_LONG_SPLIT 2
 #define GS_DEBUG_LONG_MERGE 3
+#define GS_DEBUG_SYNC_GRID 1
+#define GS_DEBUG_SYNC_CLUSTER 2
 
 /* d from the environment variables above; unset or malformed ones keep
  * the default. For main only: library code reads the structure it is given. */

@@ -430,6 +430,7 @@ int kr_fused(kr_ctx *k, const gs_fused *f, const kr_test *tests, int n_tests,
     }
     *finished = 1;
     k->res->device_loop = GS_PATH_FUSED;
+    snprintf(k->res->loop_note, sizeof k->res->loop_note, "%s", L.declined); /* how it ran */
     status = kr_loop_verdict(k, &L, tests);
 cleanup:
     kr_loop_release(&L);

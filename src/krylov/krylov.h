@@ -62,7 +62,7 @@ typedef struct gs_krylov_result {
                            * the engine's loop on the device (loop_run, a check after
                            * every check_every iterations; adaptive checking becomes
                            * every GS_LOOP_MAX_PER_BODY), or the fused kernel */
-    char loop_note[160];  /* why an engine with a loop on the device declined it, or "" */
+    char loop_note[160];  /* why an engine with a loop on the device declined it, how the fused path ran, or "" */
 } gs_krylov_result;
 
 typedef enum gs_loop_path { GS_PATH_HOST = 0, GS_PATH_DEVICE, GS_PATH_FUSED } gs_loop_path;

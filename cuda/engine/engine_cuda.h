@@ -65,6 +65,8 @@ typedef struct gs_cuda_csr_view {
     int owned;
 } gs_cuda_csr_view;
 
+#define GS_CUDA_FUSED_MATS 3
+
 typedef struct gs_cuda_impl {
     int device;
     int sm_count;
@@ -94,8 +96,8 @@ typedef struct gs_cuda_impl {
     /* The fused path's CSR of the last system it ran on (fused.cu), kept
      * for the next solve with it (time steps, --repeat); dropped when that
      * matrix is destroyed or laid out anew (gs_cuda_fused_forget). */
-    const gs_mat *fused_A;
-    gs_cuda_csr_view fused_view;
+    const gs_mat *fused_mat[GS_CUDA_FUSED_MATS]; /* A, then M's sparse products */
+    gs_cuda_csr_view fused_view[GS_CUDA_FUSED_MATS];
 } gs_cuda_impl;
 
 static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }

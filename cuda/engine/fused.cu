@@ -53,18 +53,29 @@ struct fused_bar_cluster {
     }
 };
 
-struct fused_args {
-    int64_t n;
+/* A sparse matrix as the fused kernel reads it: CSR, lanes threads a row
+ * (1, 2, 4, ..., 32). */
+struct fused_csr {
     const int64_t *row_ptr;
     const int32_t *col;
     const double *val;
-    const double *d; /* M = diag(d); NULL: M = I */
+    int lanes;
+};
+
+struct fused_args {
+    int64_t n;
+    fused_csr A;
+    const double *d; /* M = diag(d); NULL: M = I (with nprod 0) */
+    /* M = P[0] (P[1] r) (nprod 2) or P[0] r (nprod 1): sparse products
+     * (fsai, ssor-ai, spai, gspai-opt, isai); w is P[1] r */
+    int nprod;
+    fused_csr P[2];
+    double *w;
     double *x, *r, *z, *p, *q; /* BiCGSTAB: x, r, p */
     double *r0, *v, *t;        /* BiCGSTAB */
     double *S;
     loop_ctl *c;
     double *part; /* FUSED_PARTS gridDim.x: one per sum of an iteration, per block */
-    int lanes;    /* threads per row of the product: 1, 2, 4, ..., 32 */
     int slot_rho, slot_rho_new, slot_pap, slot_r0v, slot_ts, slot_tt;
 };
 #define FUSED_PARTS 4
@@ -95,32 +106,50 @@ static __device__ double fused_grid_sum(const double *part, const double *part2,
     return v;
 }
 
-/* y = A (s .* u) (s NULL: A u), lanes threads a row (a warp's rows side by
- * side, so the warp stays converged for its shuffles); adds this thread's
- * part of y'w to *yw and, with SELF, of y'y to *yy. u, w and y cross
- * blocks: read through L2 (__ldcg). */
-template <bool SELF>
-static __device__ void fused_spmv(const fused_args &a, const double *u, const double *sc,
-                                  double *y, const double *w, double *yw, double *yy)
+/* y = M (s .* u) (s NULL: M u), lanes threads a row (a warp's rows side by
+ * side, so the warp stays converged for its shuffles); with DOT adds this
+ * thread's part of y'w to *yw and, with SELF, of y'y to *yy. u, w and y
+ * cross blocks: read through L2 (__ldcg). */
+template <bool SELF, bool DOT = true>
+static __device__ void fused_spmv(const fused_csr &M, int64_t n, const double *u,
+                                  const double *sc, double *y, const double *w, double *yw,
+                                  double *yy)
 {
-    const int lanes = a.lanes, rows_per_warp = 32 / lanes;
+    const int lanes = M.lanes, rows_per_warp = 32 / lanes;
     const int lane = threadIdx.x & 31, sub = lane / lanes, in = lane % lanes;
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    for (int64_t base = warp * rows_per_warp; base < a.n; base += nwarps * rows_per_warp) {
+    for (int64_t base = warp * rows_per_warp; base < n; base += nwarps * rows_per_warp) {
         const int64_t i = base + sub;
         double s = 0.0;
-        if (i < a.n)
-            for (int64_t k = a.row_ptr[i] + in; k < a.row_ptr[i + 1]; k += lanes) {
-                const int32_t j = a.col[k];
-                s += a.val[k] * (sc ? sc[j] * __ldcg(u + j) : __ldcg(u + j));
+        if (i < n)
+            for (int64_t k = M.row_ptr[i] + in; k < M.row_ptr[i + 1]; k += lanes) {
+                const int32_t j = M.col[k];
+                s += M.val[k] * (sc ? sc[j] * __ldcg(u + j) : __ldcg(u + j));
             }
         for (int o = lanes >> 1; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o, lanes);
-        if (in == 0 && i < a.n) {
+        if (in == 0 && i < n) {
             y[i] = s;
-            *yw += s * __ldcg(w + i);
-            if (SELF) *yy += s * s;
+            if (DOT) *yw += s * __ldcg(w + i);
+            if (DOT && SELF) *yy += s * s;
         }
+    }
+}
+
+/* z = M r for a preconditioner of sparse products, r complete (after a
+ * barrier); adds this thread's part of r'z to *rz. nprod 2: w = P[1] r, a
+ * barrier, z = P[0] w. */
+template <class Bar>
+static __device__ void fused_products(const fused_args &a, const double *r, double *z,
+                                      double *rz)
+{
+    double unused = 0.0;
+    if (a.nprod == 2) {
+        fused_spmv<false, false>(a.P[1], a.n, r, NULL, a.w, NULL, NULL, NULL);
+        Bar::sync();
+        fused_spmv<false>(a.P[0], a.n, a.w, NULL, z, r, rz, &unused);
+    } else {
+        fused_spmv<false>(a.P[0], a.n, r, NULL, z, r, rz, &unused);
     }
 }
 
@@ -176,7 +205,7 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_arg
     double rho = __ldcg(a.S + a.slot_rho);
     for (;;) {
         double pq = 0.0, unused = 0.0;
-        fused_spmv<false>(a, a.p, NULL, a.q, a.p, &pq, &unused);
+        fused_spmv<false>(a.A, a.n, a.p, NULL, a.q, a.p, &pq, &unused);
         pq = gs_block_sum(pq, smem);
         if (threadIdx.x == 0) a.part[blockIdx.x] = pq;
         Bar::sync();
@@ -186,11 +215,17 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_arg
         for (int64_t i = tid; i < a.n; i += nthreads) {
             a.x[i] += alpha * a.p[i];
             const double ri = a.r[i] - alpha * __ldcg(a.q + i);
-            const double zi = a.d ? a.d[i] * ri : ri;
             a.r[i] = ri;
-            a.z[i] = zi;
             rr += ri * ri;
-            rz += ri * zi;
+            if (a.nprod == 0) {
+                const double zi = a.d ? a.d[i] * ri : ri;
+                a.z[i] = zi;
+                rz += ri * zi;
+            }
+        }
+        if (a.nprod > 0) { /* z = M r needs the whole r */
+            Bar::sync();
+            fused_products<Bar>(a, a.r, a.z, &rz);
         }
         rr = gs_block_sum(rr, smem);
         rz = gs_block_sum(rz, smem);
@@ -210,7 +245,8 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_arg
         }
         const double beta = rho == 0.0 ? 0.0 : rz / rho;
         rho = rz;
-        for (int64_t i = tid; i < a.n; i += nthreads) a.p[i] = a.z[i] + beta * a.p[i];
+        for (int64_t i = tid; i < a.n; i += nthreads) /* z[i]: another block's, with products */
+            a.p[i] = __ldcg(a.z + i) + beta * a.p[i];
         Bar::sync();
         if (!*(volatile int32_t *)&a.c->running) break;
     }
@@ -237,7 +273,7 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fus
     double rho = __ldcg(a.S + a.slot_rho);
     for (;;) {
         double r0v = 0.0, ts = 0.0, tt = 0.0, rr = 0.0, rho_new = 0.0;
-        fused_spmv<false>(a, a.p, a.d, a.v, a.r0, &r0v, &tt);
+        fused_spmv<false>(a.A, a.n, a.p, a.d, a.v, a.r0, &r0v, &tt);
         r0v = gs_block_sum(r0v, smem);
         if (threadIdx.x == 0) a.part[blockIdx.x] = r0v;
         Bar::sync();
@@ -245,7 +281,7 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fus
         const double alpha = r0v == 0.0 ? 0.0 : rho / r0v;
         for (int64_t i = tid; i < a.n; i += nthreads) a.r[i] = -alpha * __ldcg(a.v + i) + a.r[i];
         Bar::sync();
-        fused_spmv<true>(a, a.r, a.d, a.t, a.r, &ts, &tt);
+        fused_spmv<true>(a.A, a.n, a.r, a.d, a.t, a.r, &ts, &tt);
         ts = gs_block_sum(ts, smem);
         tt = gs_block_sum(tt, smem);
         if (threadIdx.x == 0) {
@@ -385,7 +421,7 @@ static unsigned fused_blocks_for(int64_t lane_rows, int64_t block, unsigned cap)
  * reason to decline in L->declined. GS_FUSED=on takes the cluster where
  * it holds every row in its passes' rule, else the grid, wherever they can
  * launch; GS_FUSED=cluster / grid force one kind. */
-static int fused_choose(gs_engine *e, const gs_mat *A, fused_kernel_fn cl, fused_kernel_fn gr,
+static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr,
                         int64_t n, int lanes, fused_launch_arg *arg, gs_loop *L)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -399,14 +435,6 @@ static int fused_choose(gs_engine *e, const gs_mat *A, fused_kernel_fn cl, fused
     if (want != GS_DEBUG_SYNC_CLUSTER && (status = fused_grid_cap(e, gr, &gcap)) != GS_OK)
         return status;
     if (ccap == 0 && gcap == 0) return fused_decline(L, "no cluster or cooperative launch here");
-    if (force != GS_DEBUG_FORCE_ON) {
-        const gs_cuda_row_stats st = gs_cuda_mat_row_stats(A);
-        if (st.n_long > 0) {
-            snprintf(why, sizeof why, "%lld long rows (up to %lld entries; GS_FUSED=on forces it)",
-                     (long long)st.n_long, (long long)st.max_row);
-            return fused_decline(L, why);
-        }
-    }
     const int64_t cluster_rows = (int64_t)FUSED_CLUSTER_PASSES * ccap * FUSED_CLUSTER_BLOCK;
     const int64_t lane_rows = n * lanes;
     if (ccap > 0 && (want == GS_DEBUG_SYNC_CLUSTER || lane_rows <= cluster_rows ||
@@ -474,30 +502,69 @@ static int fused_spec_valid(gs_engine *e, const gs_fused *f, int64_t n)
     }
     for (int i = 0; !bad && i < (is_cg ? 3 : 4); i++)
         bad = gs_cuda_check_slot(e, is_cg ? cg_s[i] : bi_s[i], "fused_run") != GS_OK;
+    if (!bad) bad = f->nprod < 0 || f->nprod > 2 || (f->nprod > 0 && f->d);
+    for (int k = 0; !bad && k < f->nprod; k++) {
+        const gs_cuda_mat_info pi = f->prod[k] ? gs_cuda_mat_info_of(f->prod[k])
+                                               : gs_cuda_mat_info{0, 0, 0, GS_FP64};
+        bad = pi.n_rows != n || pi.n_cols != n;
+    }
     return bad ? gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda fused_run: bad description")
                : GS_OK;
+}
+
+/* Drops the cache's place k. */
+static void fused_drop(gs_engine *e, int k)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    if (!c->fused_mat[k]) return;
+    if (c->fused_view[k].owned) cudaStreamSynchronize(c->stream); /* no kernel reads it */
+    gs_cuda_csr_view_free(e, &c->fused_view[k]);
+    c->fused_mat[k] = NULL;
 }
 
 void gs_cuda_fused_forget(gs_engine *e, const gs_mat *A)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
-    if (!c->fused_A || (A && A != c->fused_A)) return;
-    if (c->fused_view.owned) cudaStreamSynchronize(c->stream); /* no kernel still reads it */
-    gs_cuda_csr_view_free(e, &c->fused_view);
-    c->fused_A = NULL;
+    for (int k = 0; k < GS_CUDA_FUSED_MATS; k++)
+        if (c->fused_mat[k] && (!A || A == c->fused_mat[k])) fused_drop(e, k);
 }
 
-/* A's CSR, the one kept from the last solve where it is A's. */
-static int fused_csr(gs_engine *e, const gs_mat *A, const gs_cuda_csr_view **view)
+/* M's CSR as the fused kernel reads it, in the cache's place k (0: A,
+ * 1 and 2: the preconditioner's products), the one kept from the last
+ * solve where it is M's. Declines (0 in *ok, why in L) for fp32 storage
+ * and for long rows (one lane group would walk a long row alone) unless
+ * forced. */
+static int fused_csr_of(gs_engine *e, const gs_mat *M, int k, fused_csr *out, int *ok,
+                        gs_loop *L)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
+    const gs_cuda_mat_info info = gs_cuda_mat_info_of(M);
     int status = GS_OK;
-    if (c->fused_A != A) {
-        gs_cuda_fused_forget(e, NULL);
-        GS_TRY(gs_cuda_mat_device_csr(e, A, &c->fused_view));
-        c->fused_A = A;
+    *ok = 0;
+    if (info.prec != GS_FP64) {
+        fused_decline(L, k ? "M is not stored in fp64" : "A is not stored in fp64");
+        return GS_OK;
     }
-    *view = &c->fused_view;
+    if (c->debug.fused != GS_DEBUG_FORCE_ON) {
+        const gs_cuda_row_stats st = gs_cuda_mat_row_stats(M);
+        if (st.n_long > 0) {
+            char why[140];
+            snprintf(why, sizeof why, "%s: %lld long rows (up to %lld entries; GS_FUSED=on "
+                     "forces it)", k ? "M" : "A", (long long)st.n_long, (long long)st.max_row);
+            fused_decline(L, why);
+            return GS_OK;
+        }
+    }
+    if (c->fused_mat[k] != M) { /* this place only: the others hold A or the other product */
+        fused_drop(e, k);
+        GS_TRY(gs_cuda_mat_device_csr(e, M, &c->fused_view[k]));
+        c->fused_mat[k] = M;
+    }
+    out->row_ptr = c->fused_view[k].row_ptr;
+    out->col = c->fused_view[k].col;
+    out->val = c->fused_view[k].val;
+    out->lanes = fused_lanes(info.n_rows, info.nnz);
+    *ok = 1;
 cleanup:
     return status;
 }
@@ -506,44 +573,47 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const gs_cuda_mat_info info = gs_cuda_mat_info_of(f->A);
-    const gs_cuda_csr_view *view = NULL;
     fused_launch_arg arg = {};
     loop_ctl h;
     loop_clock clk = {0.0, 0};
     char *hist = NULL;
-    double *part = NULL;
+    double *part = NULL, *w = NULL;
     unsigned blocks = 0;
-    int status = not_capturing(e, "fused_run");
+    int ok = 0, lanes = 0, status = not_capturing(e, "fused_run");
     L->ran = 0;
     L->history_len = 0;
     L->declined[0] = '\0';
     if (status != GS_OK) return status;
     if (c->debug.fused == GS_DEBUG_FORCE_OFF) return GS_OK; /* no note: the switch says why */
-    if (info.prec != GS_FP64) return fused_decline(L, "A is not stored in fp64");
     const int64_t n = info.n_rows;
-    const int lanes = fused_lanes(n, info.nnz);
     const int is_cg = f->method == GS_FUSED_CG;
     GS_TRY(fused_spec_valid(e, f, n));
     GS_TRY(loop_spec_valid(e, L));
     if (L->per_body != 1) return fused_decline(L, "one iteration a body only");
-    if (!is_cg && c->debug.fused != GS_DEBUG_FORCE_ON)
-        return fused_decline(L, "bicgstab only with GS_FUSED=on until measured");
-    GS_TRY(fused_choose(e, f->A,
+    if (!is_cg && f->nprod > 0)
+        return fused_decline(L, "bicgstab with a preconditioner of sparse products");
+    GS_TRY(fused_csr_of(e, f->A, 0, &arg.args.A, &ok, L));
+    for (int k = 0; ok && k < f->nprod; k++)
+        GS_TRY(fused_csr_of(e, f->prod[k], 1 + k, &arg.args.P[k], &ok, L));
+    if (!ok) return GS_OK; /* declined: L->declined says why */
+    lanes = arg.args.A.lanes; /* the widest product sets the grid */
+    for (int k = 0; k < f->nprod; k++)
+        if (arg.args.P[k].lanes > lanes) lanes = arg.args.P[k].lanes;
+    GS_TRY(fused_choose(e,
                         is_cg ? fused_cg_kernel<fused_bar_cluster>
                               : fused_bicgstab_kernel<fused_bar_cluster>,
                         is_cg ? fused_cg_kernel<fused_bar_grid> : fused_bicgstab_kernel<fused_bar_grid>,
                         n, lanes, &arg, L));
     if (arg.blocks == 0) return GS_OK; /* declined: L->declined says why */
     blocks = arg.blocks;
-    GS_TRY(fused_csr(e, f->A, &view));
     GS_TRY(gs_cuda_alloc(e, &part, FUSED_PARTS * (size_t)blocks * sizeof(double),
                          "fused partial sums"));
+    if (f->nprod == 2) GS_TRY(gs_cuda_alloc(e, &w, (size_t)n * sizeof(double), "fused M work"));
     GS_TRY(loop_prepare(e, L, &h, &hist, &clk));
     arg.args.n = n;
-    arg.args.row_ptr = view->row_ptr;
-    arg.args.col = view->col;
-    arg.args.val = view->val;
     arg.args.d = f->d ? f->d->d : NULL;
+    arg.args.nprod = f->nprod;
+    arg.args.w = w;
     arg.args.x = f->x->d;
     arg.args.r = f->r->d;
     arg.args.z = f->z ? f->z->d : NULL;
@@ -555,7 +625,6 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     arg.args.S = c->S;
     arg.args.c = (loop_ctl *)c->loop_ctl;
     arg.args.part = part;
-    arg.args.lanes = lanes;
     arg.args.slot_rho = f->slot_rho;
     arg.args.slot_rho_new = f->slot_rho_new;
     arg.args.slot_pap = f->slot_pap;
@@ -563,13 +632,15 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     arg.args.slot_ts = f->slot_ts;
     arg.args.slot_tt = f->slot_tt;
     L->ran = 1;
-    snprintf(L->declined, sizeof L->declined, "fused: %s of %u blocks of %d threads, %d lanes a row",
-             arg.cluster ? "a cluster" : "a cooperative grid", blocks,
-             arg.cluster ? FUSED_CLUSTER_BLOCK : FUSED_BLOCK, lanes);
+    snprintf(L->declined, sizeof L->declined,
+             "fused: %s of %u blocks of %d threads, %d lanes a row%s", arg.cluster ? "a cluster"
+             : "a cooperative grid", blocks, arg.cluster ? FUSED_CLUSTER_BLOCK : FUSED_BLOCK,
+             arg.args.A.lanes, f->nprod ? ", M as sparse products" : "");
     GS_TRY(loop_launches(e, fused_launch, &arg, (loop_ctl *)c->loop_ctl, &h, &clk, L));
 cleanup:
-    if (part || hist) cudaStreamSynchronize(c->stream); /* nothing still reads them */
+    if (part || hist || w) cudaStreamSynchronize(c->stream); /* nothing still reads them */
     gs_cuda_free(e, part, FUSED_PARTS * (size_t)blocks * sizeof(double));
+    gs_cuda_free(e, w, (size_t)n * sizeof(double));
     loop_release(e, L, hist);
     return status;
 }

@@ -697,6 +697,7 @@ extern "C" int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(fsai_cuda_build(pc, A, &o, d, err));
     pc->apply = gs_fsai_apply;
     pc->apply_dot = gs_fsai_apply_dot;
+    gs_pc_set_products(pc, d->GT_eng, d->G_eng);
     pc->save = fsai_cuda_save;
     pc->symmetric = 1;
 cleanup:

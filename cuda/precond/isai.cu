@@ -323,6 +323,7 @@ extern "C" int gs_isai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     d->ilu_sweeps = o.ilu_sweeps, d->ilu_cusparse = o.ilu_cusparse;
     GS_TRY(isai_cuda_build(pc, A, &o, d, err));
     pc->apply = gs_isai_apply;
+    if (!d->exact && d->sweeps == 0) gs_pc_set_products(pc, d->MU_eng, d->ML_eng); /* M_U M_L */
     pc->save = isai_cuda_save;
 cleanup:
     return gs_pc_setup_exit(pc, status, err);

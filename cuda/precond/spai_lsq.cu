@@ -1239,6 +1239,7 @@ int spai_cuda_finish(gs_pc *pc, gs_dcsr *MT, gs_precision prec, const char *save
     GS_TRY(gs_pc_stage_end(pc, "upload", t0));
     pc->apply = spai_cuda_apply;
     pc->apply_dot = spai_cuda_apply_dot;
+    gs_pc_set_products(pc, d->M_eng, NULL);
     pc->save = spai_cuda_save;
     pc->symmetric = 0;
 cleanup:

@@ -288,6 +288,7 @@ extern "C" int gs_ssorai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(ssorai_cuda_build(pc, A, &o, s, err));
     pc->apply = gs_ssorai_apply;
     pc->apply_dot = gs_ssorai_apply_dot;
+    gs_pc_set_products(pc, s->FT_eng, s->F_eng);
     pc->save = ssorai_cuda_save;
 cleanup:
     return gs_pc_setup_exit(pc, status, err);

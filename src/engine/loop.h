@@ -88,7 +88,11 @@ typedef enum gs_fused_method { GS_FUSED_CG = 1, GS_FUSED_BICGSTAB } gs_fused_met
 typedef struct gs_fused {
     int method;          /* gs_fused_method */
     const struct gs_mat *A;
-    const struct gs_vec *d; /* M = diag(d); NULL: M = I */
+    const struct gs_vec *d; /* M = diag(d); NULL: M = I (with nprod 0) */
+    /* CG only: M = prod[0] (prod[1] r) (nprod 2) or prod[0] r (nprod 1),
+     * matrices of the same engine (gs_pc.product) */
+    const struct gs_mat *prod[2];
+    int nprod;
     /* CG: on entry r = b - A x, z = M r, p = z, S[slot_rho] = r'z; q is work.
      * After each iteration S[slot_pap] = p'Ap, S[slot_rho_new] = r'z (the
      * tests' slots), then S[slot_rho] = S[slot_rho_new]. */

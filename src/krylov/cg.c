@@ -74,20 +74,26 @@ static int cg_device_loop(kr_ctx *k, cg_state *s, long *it, int *finished)
     return kr_device_loop(k, 0, per_body, cg_body, s, t, CG_N_TESTS, moves, odd, it, finished);
 }
 
-/* The whole solve in one kernel where M is pointwise (jacobi, none) and the
- * engine can (cuda/engine/fused.cu): it starts from the state the host loop
+/* The whole solve in one kernel where M is pointwise (jacobi, none) or a
+ * product of sparse matrices (gs_pc.product: fsai, ssor-ai, spai,
+ * gspai-opt, isai) and the engine can (cuda/engine/fused.cu): it starts from the state the host loop
  * starts from (rho = r'z in CG_RHO0, p = z) and writes p'Ap and the new rho
  * into the slots the tests name; it moves the new rho back itself. */
 static int cg_fused(kr_ctx *k, cg_state *s, int *finished)
 {
     kr_test t[CG_N_TESTS];
     *finished = 0;
-    if (!k->pc->pointwise && !k->pc->pointwise_identity) return GS_OK;
+    if (!k->pc->pointwise && !k->pc->pointwise_identity && k->pc->n_product == 0) return GS_OK;
     gs_fused f;
     memset(&f, 0, sizeof f);
     f.method = GS_FUSED_CG;
     f.A = k->A;
     f.d = k->pc->pointwise;
+    if (!f.d && !k->pc->pointwise_identity) {
+        f.nprod = k->pc->n_product;
+        f.prod[0] = k->pc->product[0];
+        f.prod[1] = k->pc->product[1];
+    }
     f.x = s->x;
     f.r = s->r;
     f.z = s->z;

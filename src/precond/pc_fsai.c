@@ -585,6 +585,7 @@ int gs_fsai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(fsai_build(pc, A, diag, &o, d, err));
     pc->apply = gs_fsai_apply;
     pc->apply_dot = gs_fsai_apply_dot;
+    gs_pc_set_products(pc, d->GT_eng, d->G_eng);
     pc->save = fsai_save;
     pc->nnz = d->G.nnz;
     pc->symmetric = 1;

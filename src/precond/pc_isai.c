@@ -434,6 +434,7 @@ int gs_isai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(isai_upload(pc, d));
     GS_TRY(gs_pc_stage_end(pc, "upload", t0));
     pc->apply = gs_isai_apply;
+    if (!d->exact && d->sweeps == 0) gs_pc_set_products(pc, d->MU_eng, d->ML_eng); /* M_U M_L */
     pc->save = isai_save;
     const gs_isai_sizes z = {
         .n = d->L.n_rows, .nnz_L = d->L.nnz, .nnz_U = d->U.nnz, .nnz_ML = d->ML.nnz,

@@ -232,6 +232,7 @@ int gs_ssorai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     gs_ssorai_describe(pc, &o, s->F.nnz, A->n_rows, A->nnz);
     pc->apply = gs_ssorai_apply;
     pc->apply_dot = gs_ssorai_apply_dot;
+    gs_pc_set_products(pc, s->FT_eng, s->F_eng);
     pc->save = ssorai_save;
 cleanup:
     gs_csr_free(&FT);

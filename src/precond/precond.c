@@ -59,6 +59,13 @@ const gs_pc_type *gs_pc_find(const char *name)
 
 int gs_pc_type_count(void) { return (int)(sizeof registry / sizeof registry[0]); }
 
+void gs_pc_set_products(gs_pc *pc, const gs_mat *p0, const gs_mat *p1)
+{
+    pc->product[0] = p0;
+    pc->product[1] = p1;
+    pc->n_product = p0 ? (p1 ? 2 : 1) : 0;
+}
+
 const gs_pc_type *gs_pc_type_at(int i) { return &registry[i]; }
 
 int gs_pc_is_param(const char *name)

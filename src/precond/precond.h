@@ -92,8 +92,17 @@ struct gs_pc {
      * instead of calling apply; NULL and 0: M is neither. */
     const gs_vec *pointwise;
     int pointwise_identity;
+    /* Where M r = product[0] (product[1] r) (n_product 2: fsai's G^T G,
+     * ssor-ai's F^T F, isai's M_U M_L without sweeps) or product[0] r
+     * (n_product 1: spai's and gspai-opt's M), the matrices as stored on
+     * eng: the fused kernel applies M from these too; 0: M is not. */
+    const gs_mat *product[2];
+    int n_product;
     gs_pc_hook hook;       /* set by gs_pc_create_hooked; zero: none */
 };
+
+/* pc->product = {p0, p1} (p1 NULL: M r = p0 r), n_product to match. */
+void gs_pc_set_products(gs_pc *pc, const gs_mat *p0, const gs_mat *p1);
 
 /* The registry. */
 const gs_pc_type *gs_pc_find(const char *name);

@@ -251,6 +251,7 @@ int gs_spai_install(gs_pc *pc, gs_csr *M, gs_precision prec, const char *save_co
     if (status != GS_OK) return gs_engine_fail(pc->eng, err);
     pc->apply = spai_apply;
     pc->apply_dot = spai_apply_dot;
+    gs_pc_set_products(pc, d->M_eng, NULL);
     pc->save = spai_save;
     pc->nnz = d->M.nnz;
     pc->apply_bytes = gs_csr_stream_bytes(&d->M, prec) + 16.0 * d->M.n_rows; /* M, r, z */

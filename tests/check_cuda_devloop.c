@@ -680,19 +680,27 @@ START_TEST(test_fused_bicgstab)
 }
 END_TEST
 
-/* CG with a preconditioner of sparse products (gs_pc.product), each
- * launch: fsai (G^T G) and ssor-ai (F^T F), symmetric; spai and gspai-opt
- * (one M) and isai (M_U M_L), CG being what the user asked for (the
- * product is applied as the host loop applies it); checks every iteration
- * and every 3. The fused kernel's sums run in another order, so the CPU
- * margin of compare_fused; M itself is built on each engine (the GPU
- * setups' own tests hold it to the CPU reference). */
+/* CG and BiCGSTAB with a preconditioner of sparse products (gs_pc.product),
+ * each launch: CG with fsai (G^T G) and ssor-ai (F^T F), symmetric, and
+ * spai, gspai-opt (one M) and isai (M_U M_L), CG being what the user asked
+ * for (the product is applied as the host loop applies it); BiCGSTAB with
+ * spai, gspai-opt and isai on a nonsymmetric convection-diffusion problem
+ * and fsai, ssor-ai on Poisson (phat = M p and shat = M s formed in the
+ * kernel); checks every iteration and every 3. The fused kernel's sums run
+ * in another order, so the CPU margin of compare_fused; M itself is built on
+ * each engine (the GPU setups' own tests hold it to the CPU reference). */
 START_TEST(test_fused_products)
 {
-    static const char *pcs[] = {"fsai", "ssor-ai", "spai", "gspai-opt", "isai"};
-    const int k = _i % 5;
-    fused_sync = _i < 5 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
-    compare_fused_generated("poisson3d:12", "cg", pcs[k], k == 1 ? 3 : 1, 5000);
+    static const struct { const char *method, *spec, *pc; } c[] = {
+        {"cg", "poisson3d:12", "fsai"},          {"cg", "poisson3d:12", "ssor-ai"},
+        {"cg", "poisson3d:12", "spai"},          {"cg", "poisson3d:12", "gspai-opt"},
+        {"cg", "poisson3d:12", "isai"},          {"bicgstab", "convdiff3d:12", "spai"},
+        {"bicgstab", "convdiff3d:12", "gspai-opt"}, {"bicgstab", "convdiff3d:12", "isai"},
+        {"bicgstab", "poisson3d:12", "fsai"},    {"bicgstab", "poisson3d:12", "ssor-ai"},
+    };
+    const int k = _i % 10;
+    fused_sync = _i < 10 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
+    compare_fused_generated(c[k].spec, c[k].method, c[k].pc, k == 1 || k == 6 ? 3 : 1, 5000);
     fused_sync = 0;
 }
 END_TEST
@@ -839,7 +847,7 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_fused_cg, 0, 18);
         tcase_add_loop_test(tc, test_fused_bicgstab, 0, 10);
         tcase_add_loop_test(tc, test_fused_verdicts, 0, 8);
-        tcase_add_loop_test(tc, test_fused_products, 0, 10);
+        tcase_add_loop_test(tc, test_fused_products, 0, 20);
         tcase_add_loop_test(tc, test_fused_rule, 0, 3);
     }
     suite_add_tcase(s, tc);

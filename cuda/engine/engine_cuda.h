@@ -98,6 +98,17 @@ typedef struct gs_cuda_impl {
      * matrix is destroyed or laid out anew (gs_cuda_fused_forget). */
     const gs_mat *fused_mat[GS_CUDA_FUSED_MATS]; /* A, then M's sparse products */
     gs_cuda_csr_view fused_view[GS_CUDA_FUSED_MATS];
+    /* What the fused launches can do, asked once per kernel (fused.cu):
+     * the cudaOccupancy and attribute calls cost tens of us a solve. */
+    struct {
+        const void *kernel;
+        int cap;
+    } fused_caps[8];
+    /* The device clock (%globaltimer) against the host's, measured once
+     * (loop_ctl.cuh: both count ns; their drift is ppm, us over seconds) */
+    int clk_valid;
+    double clk_host0;
+    int64_t clk_dev0;
 } gs_cuda_impl;
 
 static inline gs_cuda_impl *gs_cuda_of(gs_engine *e) { return (gs_cuda_impl *)e->impl; }

@@ -73,6 +73,7 @@ struct fused_args {
     double *w;
     double *x, *r, *z, *p, *q; /* BiCGSTAB: x, r, p */
     double *r0, *v, *t;        /* BiCGSTAB */
+    double *ph, *sh;           /* BiCGSTAB with nprod > 0: M p, M s */
     double *S;
     loop_ctl *c;
     double *part; /* FUSED_PARTS gridDim.x: one per sum of an iteration, per block */
@@ -151,6 +152,21 @@ static __device__ void fused_products(const fused_args &a, const double *r, doub
     } else {
         fused_spmv<false>(a.P[0], a.n, r, NULL, z, r, rz, &unused);
     }
+}
+
+/* out = M u for a preconditioner of sparse products, u whole on entry;
+ * ends with a barrier (out whole). */
+template <class Bar>
+static __device__ void fused_apply(const fused_args &a, const double *u, double *out)
+{
+    if (a.nprod == 2) {
+        fused_spmv<false, false>(a.P[1], a.n, u, NULL, a.w, NULL, NULL, NULL);
+        Bar::sync();
+        fused_spmv<false, false>(a.P[0], a.n, a.w, NULL, out, NULL, NULL, NULL);
+    } else {
+        fused_spmv<false, false>(a.P[0], a.n, u, NULL, out, NULL, NULL, NULL);
+    }
+    Bar::sync();
 }
 
 /* The slots the check reads, from the values block 0 holds (each
@@ -273,7 +289,12 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fus
     double rho = __ldcg(a.S + a.slot_rho);
     for (;;) {
         double r0v = 0.0, ts = 0.0, tt = 0.0, rr = 0.0, rho_new = 0.0;
-        fused_spmv<false>(a.A, a.n, a.p, a.d, a.v, a.r0, &r0v, &tt);
+        if (a.nprod > 0) { /* phat = M p, then v = A phat */
+            fused_apply<Bar>(a, a.p, a.ph);
+            fused_spmv<false>(a.A, a.n, a.ph, NULL, a.v, a.r0, &r0v, &tt);
+        } else {
+            fused_spmv<false>(a.A, a.n, a.p, a.d, a.v, a.r0, &r0v, &tt);
+        }
         r0v = gs_block_sum(r0v, smem);
         if (threadIdx.x == 0) a.part[blockIdx.x] = r0v;
         Bar::sync();
@@ -281,7 +302,12 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fus
         const double alpha = r0v == 0.0 ? 0.0 : rho / r0v;
         for (int64_t i = tid; i < a.n; i += nthreads) a.r[i] = -alpha * __ldcg(a.v + i) + a.r[i];
         Bar::sync();
-        fused_spmv<true>(a.A, a.n, a.r, a.d, a.t, a.r, &ts, &tt);
+        if (a.nprod > 0) { /* shat = M s, then t = A shat */
+            fused_apply<Bar>(a, a.r, a.sh);
+            fused_spmv<true>(a.A, a.n, a.sh, NULL, a.t, a.r, &ts, &tt);
+        } else {
+            fused_spmv<true>(a.A, a.n, a.r, a.d, a.t, a.r, &ts, &tt);
+        }
         ts = gs_block_sum(ts, smem);
         tt = gs_block_sum(tt, smem);
         if (threadIdx.x == 0) {
@@ -293,7 +319,8 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fus
         const double omega = tt == 0.0 ? 0.0 : ts / tt;
         for (int64_t i = tid; i < a.n; i += nthreads) {
             const double si = a.r[i], pi = a.p[i];
-            const double ph = a.d ? a.d[i] * pi : pi, sh = a.d ? a.d[i] * si : si;
+            const double ph = a.nprod ? __ldcg(a.ph + i) : a.d ? a.d[i] * pi : pi;
+            const double sh = a.nprod ? __ldcg(a.sh + i) : a.d ? a.d[i] * si : si;
             a.x[i] = alpha * ph + omega * sh + a.x[i];
             const double ri = -omega * __ldcg(a.t + i) + si;
             a.r[i] = ri;
@@ -359,7 +386,18 @@ typedef struct fused_launch_arg {
 
 /* The largest cluster of FUSED_CLUSTER_BLOCK threads a block that the
  * device can launch with this kernel (0: none, e.g. below sm_90). */
-static int fused_cluster_cap(gs_engine *e, fused_kernel_fn kernel, int *cap)
+/* The cache of fused_caps: slot of kernel (found or new), -1 when full. */
+static int fused_cap_slot(gs_cuda_impl *c, const void *kernel, int *found)
+{
+    const int n = (int)(sizeof c->fused_caps / sizeof c->fused_caps[0]);
+    for (int i = 0; i < n; i++) {
+        if (c->fused_caps[i].kernel == kernel) return *found = 1, i;
+        if (!c->fused_caps[i].kernel) return *found = 0, i;
+    }
+    return *found = 0, -1;
+}
+
+static int fused_cluster_cap_query(gs_engine *e, fused_kernel_fn kernel, int *cap)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int cc = 0, size = 0, active = 0, status = GS_OK;
@@ -395,7 +433,7 @@ cleanup:
 /* The cooperative grid's cap: FUSED_BLOCKS_PER_SM or what the occupancy
  * calculator says can be resident at once (a cooperative launch needs every
  * block resident). 0: no cooperative launch here. */
-static int fused_grid_cap(gs_engine *e, fused_kernel_fn kernel, unsigned *cap)
+static int fused_grid_cap_query(gs_engine *e, fused_kernel_fn kernel, unsigned *cap)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int coop = 0, occ = 0, status = GS_OK;
@@ -407,6 +445,32 @@ static int fused_grid_cap(gs_engine *e, fused_kernel_fn kernel, unsigned *cap)
                                                                             FUSED_BLOCK, 0)));
     if (occ < 1) return GS_OK;
     *cap = (unsigned)c->sm_count * (unsigned)(occ < FUSED_BLOCKS_PER_SM ? occ : FUSED_BLOCKS_PER_SM);
+cleanup:
+    return status;
+}
+
+/* The caps above, asked once per engine and kernel (the cluster and the
+ * grid kernels are distinct instances, so one cache serves both). */
+static int fused_cluster_cap(gs_engine *e, fused_kernel_fn kernel, int *cap)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int found = 0, status = GS_OK;
+    const int i = fused_cap_slot(c, (const void *)kernel, &found);
+    if (found) return *cap = c->fused_caps[i].cap, GS_OK;
+    GS_TRY(fused_cluster_cap_query(e, kernel, cap));
+    if (i >= 0) c->fused_caps[i].kernel = (const void *)kernel, c->fused_caps[i].cap = *cap;
+cleanup:
+    return status;
+}
+
+static int fused_grid_cap(gs_engine *e, fused_kernel_fn kernel, unsigned *cap)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int found = 0, status = GS_OK;
+    const int i = fused_cap_slot(c, (const void *)kernel, &found);
+    if (found) return *cap = (unsigned)c->fused_caps[i].cap, GS_OK;
+    GS_TRY(fused_grid_cap_query(e, kernel, cap));
+    if (i >= 0) c->fused_caps[i].kernel = (const void *)kernel, c->fused_caps[i].cap = (int)*cap;
 cleanup:
     return status;
 }
@@ -503,6 +567,8 @@ static int fused_spec_valid(gs_engine *e, const gs_fused *f, int64_t n)
     for (int i = 0; !bad && i < (is_cg ? 3 : 4); i++)
         bad = gs_cuda_check_slot(e, is_cg ? cg_s[i] : bi_s[i], "fused_run") != GS_OK;
     if (!bad) bad = f->nprod < 0 || f->nprod > 2 || (f->nprod > 0 && f->d);
+    if (!bad && !is_cg && f->nprod > 0)
+        bad = !f->phat || !f->shat || f->phat->n != n || f->shat->n != n;
     for (int k = 0; !bad && k < f->nprod; k++) {
         const gs_cuda_mat_info pi = f->prod[k] ? gs_cuda_mat_info_of(f->prod[k])
                                                : gs_cuda_mat_info{0, 0, 0, GS_FP64};
@@ -590,8 +656,6 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     GS_TRY(fused_spec_valid(e, f, n));
     GS_TRY(loop_spec_valid(e, L));
     if (L->per_body != 1) return fused_decline(L, "one iteration a body only");
-    if (!is_cg && f->nprod > 0)
-        return fused_decline(L, "bicgstab with a preconditioner of sparse products");
     GS_TRY(fused_csr_of(e, f->A, 0, &arg.args.A, &ok, L));
     for (int k = 0; ok && k < f->nprod; k++)
         GS_TRY(fused_csr_of(e, f->prod[k], 1 + k, &arg.args.P[k], &ok, L));
@@ -622,6 +686,8 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     arg.args.r0 = f->r0 ? f->r0->d : NULL;
     arg.args.v = f->v ? f->v->d : NULL;
     arg.args.t = f->t ? f->t->d : NULL;
+    arg.args.ph = f->phat ? f->phat->d : NULL;
+    arg.args.sh = f->shat ? f->shat->d : NULL;
     arg.args.S = c->S;
     arg.args.c = (loop_ctl *)c->loop_ctl;
     arg.args.part = part;

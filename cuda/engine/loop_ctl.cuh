@@ -194,7 +194,14 @@ static inline int loop_prepare(gs_engine *e, const gs_loop *L, loop_ctl *h, char
     h->has_yield = L->progress != NULL;
     h->wants_time = h->has_deadline || L->history_cap > 0;
     if (h->has_deadline || h->has_yield || h->wants_time) {
-        GS_TRY(loop_clock_calibrate(e, (int64_t *)c->loop_ctl, clk)); /* before h goes up */
+        if (!c->clk_valid) { /* once per engine: two synchronisations and a launch */
+            GS_TRY(loop_clock_calibrate(e, (int64_t *)c->loop_ctl, clk)); /* before h goes up */
+            c->clk_host0 = clk->host0;
+            c->clk_dev0 = clk->dev0;
+            c->clk_valid = 1;
+        }
+        clk->host0 = c->clk_host0;
+        clk->dev0 = c->clk_dev0;
         if (h->has_deadline) h->deadline_ns = loop_clock_device(clk, L->deadline);
     }
 cleanup:

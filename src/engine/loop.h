@@ -89,8 +89,8 @@ typedef struct gs_fused {
     int method;          /* gs_fused_method */
     const struct gs_mat *A;
     const struct gs_vec *d; /* M = diag(d); NULL: M = I (with nprod 0) */
-    /* CG only: M = prod[0] (prod[1] r) (nprod 2) or prod[0] r (nprod 1),
-     * matrices of the same engine (gs_pc.product) */
+    /* M = prod[0] (prod[1] r) (nprod 2) or prod[0] r (nprod 1), matrices
+     * of the same engine (gs_pc.product); BiCGSTAB then needs phat, shat */
     const struct gs_mat *prod[2];
     int nprod;
     /* CG: on entry r = b - A x, z = M r, p = z, S[slot_rho] = r'z; q is work.
@@ -103,6 +103,7 @@ typedef struct gs_fused {
      * step S[slot_rho] = r0'r (the new rho), S[slot_r0v] = r0'v,
      * S[slot_ts] = t's, S[slot_tt] = t't, S[KR_RR] = r'r (bicgstab.c). */
     struct gs_vec *r0, *v, *t;
+    struct gs_vec *phat, *shat; /* with nprod > 0: M p and M s */
     int slot_r0v, slot_ts, slot_tt;
 } gs_fused;
 

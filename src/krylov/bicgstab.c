@@ -71,17 +71,25 @@ static const kr_test bicgstab_tests[] = {
 };
 #define BI_N_TESTS ((int)(sizeof bicgstab_tests / sizeof bicgstab_tests[0]))
 
-/* The whole solve in one kernel where M is pointwise and the engine can
- * (cuda/engine/fused.cu): from the state the host loop starts from. */
+/* The whole solve in one kernel where M is pointwise or a product of
+ * sparse matrices (gs_pc.product) and the engine can (cuda/engine/fused.cu):
+ * from the state the host loop starts from. */
 static int bicgstab_fused(kr_ctx *k, bicgstab_state *s, int *finished)
 {
     *finished = 0;
-    if (!k->pc->pointwise && !k->pc->pointwise_identity) return GS_OK;
+    if (!k->pc->pointwise && !k->pc->pointwise_identity && k->pc->n_product == 0) return GS_OK;
     gs_fused f;
     memset(&f, 0, sizeof f);
     f.method = GS_FUSED_BICGSTAB;
     f.A = k->A;
     f.d = k->pc->pointwise;
+    if (!f.d && !k->pc->pointwise_identity) {
+        f.nprod = k->pc->n_product;
+        f.prod[0] = k->pc->product[0];
+        f.prod[1] = k->pc->product[1];
+        f.phat = s->phat;
+        f.shat = s->shat;
+    }
     f.x = s->x;
     f.r = s->r;
     f.p = s->p;

@@ -17,9 +17,12 @@
  * limits on and off the check grid, --time-limit (past, and reached while
  * the loop runs, with progress yields), the history cap (GS_LOOP_MAX_HISTORY)
  * on both sides, an exact solution, and sizes from 3 rows to 262k. Without a
- * CUDA device the suite says "skipped". The fused one-kernel path (CG with
- * jacobi or none) has its own tests at the end: against the CPU engine and
- * the host loop within the CPU margin (its sums run in another order). */
+ * CUDA device the suite says "skipped". The fused one-kernel path (CG and
+ * BiCGSTAB with jacobi, none or a preconditioner of sparse products; each
+ * case with a cluster launch and with a cooperative grid) has its own tests
+ * at the end: against the CPU engine and the host loop within the CPU
+ * margin (its sums run in another order), its first residuals against the
+ * host loop's, and its cache of CSR views across matrices on one engine. */
 #include <math.h>
 
 #include "debug.h"
@@ -167,9 +170,10 @@ static void compare3(const gs_csr *A, const double *b, const char *method, const
     const int erratic = strcmp(method, "bicgstab") == 0;
     const double frac = cpu_margin > 0 ? cpu_margin : erratic ? 0.10 : 0.05;
     const long margin = (long)fmax(erratic ? 4.0 : 2.0, ceil(frac * (double)c.res.iterations));
-    ck_assert_msg(labs(d.res.iterations - c.res.iterations) <= margin,
-                  "%s: device loop %ld iterations, cpu %ld (margin %ld)", what, d.res.iterations,
-                  c.res.iterations, margin);
+    if (cpu_margin >= 0.0) /* < 0: the count is left to the exact host-loop comparison */
+        ck_assert_msg(labs(d.res.iterations - c.res.iterations) <= margin,
+                      "%s: device loop %ld iterations, cpu %ld (margin %ld)", what,
+                      d.res.iterations, c.res.iterations, margin);
     if (d.res.reason == GS_REASON_CONVERGED)
         ck_assert_msg(d.true_rel <= 10 * o->tol, "%s: true residual %g", what, d.true_rel);
     printf("  %-58s cpu %5ld  host loop %5ld  device loop %5ld  %s\n", what, c.res.iterations,
@@ -264,17 +268,19 @@ END_TEST
 
 /* Sizes: 3 rows (an exact solution, r = 0 within 3 iterations), 40 rows
  * (just over a warp), 262k (more blocks than the reduction grids).
- * BiCGSTAB at 262k rows with this random b gets a 20% margin against the
- * CPU: its crossing of tol moves with the order of the sums alone (the CPU
- * engine itself takes 151 iterations on 1 thread and 158 on 2 for such a
- * b; the H100 took 169 against the CPU's 145 here); the two CUDA paths
- * still agree exactly. */
+ * BiCGSTAB at 262k rows with this random b is not held to the CPU's
+ * iteration count: its crossing of tol moves with the order of the sums
+ * alone (the CPU engine itself takes 151 iterations on 1 thread and 158 on
+ * 2 for such a b; the H100 took 169 against the CPU's 145 here), so any
+ * margin would be one fitted to the run. What holds it: the same verdict
+ * as the CPU, a true residual within 10 tol, and exact agreement between
+ * the two CUDA paths, history included. */
 START_TEST(test_sizes)
 {
     static const char *specs[] = {"poisson3d:2x2x10", "poisson3d:64"};
     if (_i < 2) {
         compare_generated(specs[_i], "cg", "jacobi", 1, 5000);
-        compare_generated_margin(specs[_i], "bicgstab", "jacobi", 1, 5000, _i ? 0.20 : 0.0);
+        compare_generated_margin(specs[_i], "bicgstab", "jacobi", 1, 5000, _i ? -1.0 : 0.0);
         return;
     }
     static const int32_t r[] = {0, 0, 1, 1, 1, 2, 2}, col[] = {0, 1, 0, 1, 2, 1, 2};
@@ -602,6 +608,18 @@ static void compare_fused(const gs_csr *A, const double *b, const char *method,
                       "%s: breakdown at %ld, %s %ld", what, f.res.breakdown_iteration, who,
                       r->breakdown_iteration);
     }
+    /* The first residuals against the host loop's, checked at the same
+     * iterations: only the order of the sums differs there, so a wrong M
+     * (one product of two, or its transpose) shows at once. */
+    for (long i = 0, j = 0; i < f.res.history.len && i < 6; i++) {
+        while (j < h.res.history.len && h.res.history.iteration[j] < f.res.history.iteration[i])
+            j++;
+        if (j >= h.res.history.len || h.res.history.iteration[j] != f.res.history.iteration[i])
+            continue;
+        const double hr = h.res.history.rel[j], fr = f.res.history.rel[i];
+        ck_assert_msg(fabs(fr - hr) <= 1e-8 * fabs(hr), "%s: residual at iteration %ld: fused "
+                      "%.17g, host loop %.17g", what, f.res.history.iteration[i], fr, hr);
+    }
     if (f.res.reason == GS_REASON_MAXIT) ck_assert_int_eq(f.res.iterations, o->maxit);
     if (f.res.reason == GS_REASON_CONVERGED)
         ck_assert_msg(f.true_rel <= 10 * o->tol, "%s: true residual %g", what, f.true_rel);
@@ -645,8 +663,8 @@ static void compare_fused_generated(const char *spec, const char *method, const 
 
 /* Jacobi and none; sizes from 40 rows (under a block) to 262k (more rows
  * than the grid has thread groups: each walks several), a 27-point stencil
- * (16 threads a row); checks every 3 and adaptive (every iteration here);
- * maxit on and off the check grid. */
+ * (16 threads a row); checks every iteration, every 3 and every 4; maxit on
+ * and off the check grid. */
 START_TEST(test_fused_cg)
 {
     static const struct { const char *spec, *precond; int every; long maxit; } c[] = {
@@ -702,6 +720,50 @@ START_TEST(test_fused_products)
     fused_sync = _i < 10 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
     compare_fused_generated(c[k].spec, c[k].method, c[k].pc, k == 1 || k == 6 ? 3 : 1, 5000);
     fused_sync = 0;
+}
+END_TEST
+
+/* The fused path's cache of CSR views (A and the preconditioner's products,
+ * kept per engine for the next solve with the same matrix): on one engine,
+ * two matrices of the same size one after the other and the first again
+ * (each created and destroyed by solve, so a new matrix may reuse the
+ * address of the last), against a fresh engine for each solve. The fused
+ * kernel is deterministic, so the results agree exactly; a stale view
+ * would solve the other matrix. */
+START_TEST(test_fused_cache)
+{
+    gs_error err = {0};
+    gs_csr A[2] = {{0}, {0}};
+    char name[64];
+    static const char *specs[2] = {"poisson3d:12", "poisson3d27:12"};
+    const char *pc = _i ? "spai" : "jacobi"; /* spai: M from the GPU setup, bit-reproducible */
+    for (int m = 0; m < 2; m++)
+        ck_assert_msg(gs_generate(specs[m], &A[m], name, sizeof name, &err) == GS_OK, "%s",
+                      err.msg);
+    ck_assert_int_eq(A[0].n_rows, A[1].n_rows);
+    gs_krylov_opts o = opts_with(1, 5000);
+    gs_engine *shared = cuda_engine_with(0, 0);
+    static const int order[3] = {0, 1, 0};
+    for (int s = 0; s < 3; s++) {
+        solve_out a, b;
+        gs_engine *fresh = cuda_engine_with(0, 0);
+        solve(shared, &A[order[s]], NULL, "cg", pc, &o, &a);
+        solve(fresh, &A[order[s]], NULL, "cg", pc, &o, &b);
+        ck_assert_msg(a.res.device_loop == GS_PATH_FUSED && b.res.device_loop == GS_PATH_FUSED,
+                      "%s+%s: paths %d, %d (%s)", specs[order[s]], pc, a.res.device_loop,
+                      b.res.device_loop, a.res.loop_note);
+        ck_assert_msg(a.res.iterations == b.res.iterations && a.res.rel_residual == b.res.rel_residual,
+                      "%s+%s, solve %d on a shared engine: %ld iterations, %.17g; fresh %ld, %.17g",
+                      specs[order[s]], pc, s, a.res.iterations, a.res.rel_residual,
+                      b.res.iterations, b.res.rel_residual);
+        ck_assert_int_eq(a.res.reason, GS_REASON_CONVERGED);
+        gs_krylov_result_free(&a.res);
+        gs_krylov_result_free(&b.res);
+        gs_engine_destroy(fresh);
+    }
+    gs_engine_destroy(shared);
+    gs_csr_free(&A[0]);
+    gs_csr_free(&A[1]);
 }
 END_TEST
 
@@ -848,6 +910,7 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_fused_bicgstab, 0, 10);
         tcase_add_loop_test(tc, test_fused_verdicts, 0, 8);
         tcase_add_loop_test(tc, test_fused_products, 0, 20);
+        tcase_add_loop_test(tc, test_fused_cache, 0, 2);
         tcase_add_loop_test(tc, test_fused_rule, 0, 3);
     }
     suite_add_tcase(s, tc);

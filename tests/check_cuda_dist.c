@@ -14,8 +14,8 @@
 
 static int g_devices;
 
-/* One GPU runs CG and BiCGSTAB in its device loop, which checks the residual
- * every iteration; the ranks run the host loop (no capture with NCCL), which
+/* One GPU may run CG and BiCGSTAB in its fused kernel, which checks the
+ * residual every iteration; the ranks run the host loop (no capture with NCCL), which
  * by default checks adaptively and may stop a few iterations past
  * convergence (up to half the iterations predicted left at its last check:
  * 17 against 12 on the block-diagonal matrix). Iteration counts compare only

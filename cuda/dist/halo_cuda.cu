@@ -415,8 +415,8 @@ static int nccl_warm_up(dist_engine *d, cuda_tr *t, gs_error *err)
         if (status == GS_OK) status = end;
     }
     if (status == GS_OK) status = CUDA_CALL(err, cudaStreamSynchronize(t->main));
-    cudaFree(buf);
-    return status;
+    const int freed = buf ? CUDA_CALL(err, cudaFree(buf)) : GS_OK;
+    return status == GS_OK ? freed : status;
 }
 
 /* Local resources first, agreed over the ranks, then the collective NCCL

@@ -104,10 +104,10 @@ typedef struct gs_cuda_impl {
         const void *kernel;
         int cap;
     } fused_caps[8];
-    /* The device clock (%globaltimer) against the host's, measured once
-     * (loop_ctl.cuh: both count ns; their drift is ppm, us over seconds) */
+    /* The device clock (%globaltimer) against the host's (loop_ctl.cuh),
+     * kept for 10 s unless a deadline asks for a fresh one */
     int clk_valid;
-    double clk_host0;
+    double clk_at, clk_host0; /* clk_at: when (gs_now) */
     int64_t clk_dev0;
 } gs_cuda_impl;
 

@@ -1,12 +1,15 @@
-/* fused.cu - CG and BiCGSTAB with a pointwise preconditioner (jacobi, none) in one
- * persistent cooperative kernel (engine op fused_run, src/engine/loop.h):
+/* fused.cu - CG and BiCGSTAB with a pointwise preconditioner (jacobi, none) or
+ * one of sparse products (gs_pc.product: fsai, ssor-ai, spai, gspai-opt,
+ * isai) in one persistent kernel (engine op fused_run, src/engine/loop.h):
  * every iteration, its stopping and breakdown tests and maxit run inside
- * it, blocks meeting at grid-wide barriers (cooperative groups), as in
- * NVIDIA's conjugateGradientMultiBlockCG sample, but with deterministic
+ * it, blocks meeting at barriers of one thread-block cluster or of a
+ * cooperative grid (cooperative groups), as in NVIDIA's
+ * conjugateGradientMultiBlockCG sample, but with deterministic
  * dots (per-block partials summed in block order by every block) and the
  * checks of loop_ctl.cuh. CG: Saad, "Iterative Methods for Sparse Linear
  * Systems", Alg. 9.1. */
 #include <cooperative_groups.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "loop_ctl.cuh"
@@ -15,9 +18,10 @@
 namespace cg = cooperative_groups;
 
 /* Two ways to meet: a cooperative grid (grid.sync: a fence and an atomic
- * counter in global memory, 2-5 us a barrier as measured on an H100) or one
- * thread-block cluster (cluster.sync: the hardware barrier of one GPC, up
- * to 16 blocks on an H100). Block sizes of each: */
+ * counter in global memory, 1.1-1.6 us a barrier on an H100,
+ * scripts/bench_sync.cu) or one thread-block cluster (cluster.sync: the
+ * hardware barrier of one GPC, up to 16 blocks on an H100, 0.7 us). Block
+ * sizes of each: */
 #define FUSED_BLOCK 256
 #define FUSED_CLUSTER_BLOCK 1024
 /* At most this many resident blocks per multiprocessor: a barrier over
@@ -174,6 +178,18 @@ static __device__ void fused_apply(const fused_args &a, const double *u, double 
     Bar::sync();
 }
 
+/* *dst = *src for the host, but for running: the other blocks may still be
+ * reading it after the last barrier (the same value, but no write may race
+ * with those reads). */
+static __device__ void fused_ctl_write_back(loop_ctl *dst, const loop_ctl *src)
+{
+    const int32_t *s = (const int32_t *)src;
+    int32_t *d = (int32_t *)dst;
+    const size_t skip = offsetof(loop_ctl, running) / sizeof(int32_t);
+    for (size_t i = 0; i < sizeof(loop_ctl) / sizeof(int32_t); i++)
+        if (i != skip) d[i] = s[i];
+}
+
 /* The slots the check reads, from the values block 0 holds (each
  * written to S as well); any other slot from S. */
 struct fused_slots {
@@ -271,12 +287,14 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_arg
         Bar::sync();
         if (!*(volatile int32_t *)&a.c->running) break;
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0) *a.c = ctl; /* for the host */
+    if (blockIdx.x == 0 && threadIdx.x == 0) fused_ctl_write_back(a.c, &ctl); /* for the host */
 }
 
-/* BiCGSTAB with right preconditioning M = diag(d) (bicgstab.c's step; phat
- * = M p and shat = M s are formed where they are read, never stored); five
- * grid barriers a step:
+/* BiCGSTAB with right preconditioning (bicgstab.c's step). M = diag(d) or I:
+ * phat = M p and shat = M s are formed where they are read, never stored,
+ * five barriers a step as below; M of sparse products: phat and shat are
+ * formed and stored first (fused_apply: one barrier after each product, so
+ * 7 or 9 barriers a step):
  *   v = A M p, r0'v | alpha; s = r - alpha v (in r) |
  *   t = A M s, t's, t't | omega; x += alpha M p + omega M s; r = s - omega t,
  *   r'r, r0'r | the check (block 0), beta, p = r + beta (p - omega v) | stop?
@@ -360,7 +378,7 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fus
         Bar::sync();
         if (!*(volatile int32_t *)&a.c->running) break;
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0) *a.c = ctl; /* for the host */
+    if (blockIdx.x == 0 && threadIdx.x == 0) fused_ctl_write_back(a.c, &ctl); /* for the host */
 }
 
 /* Threads a row: the power of two at or above the mean row length, up to
@@ -588,7 +606,8 @@ static void fused_drop(gs_engine *e, int k)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     if (!c->fused_mat[k]) return;
-    if (c->fused_view[k].owned) cudaStreamSynchronize(c->stream); /* no kernel reads it */
+    if (c->fused_view[k].owned) /* no kernel reads it; an error stays in e->err */
+        (void)CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
     gs_cuda_csr_view_free(e, &c->fused_view[k]);
     c->fused_mat[k] = NULL;
 }
@@ -600,21 +619,20 @@ void gs_cuda_fused_forget(gs_engine *e, const gs_mat *A)
         if (c->fused_mat[k] && (!A || A == c->fused_mat[k])) fused_drop(e, k);
 }
 
-/* M's CSR as the fused kernel reads it, in the cache's place k (0: A,
- * 1 and 2: the preconditioner's products), the one kept from the last
- * solve where it is M's. Declines (0 in *ok, why in L) for fp32 storage
- * and for long rows (one lane group would walk a long row alone) unless
- * forced. */
-static int fused_csr_of(gs_engine *e, const gs_mat *M, int k, fused_csr *out, int *ok,
-                        gs_loop *L)
+/* Whether the fused kernel may read M (k: 0 for A, 1 and 2 for the
+ * preconditioner's products): declines (0 in *ok, why in L) for fp32
+ * storage and for long rows (one lane group would walk a long row alone)
+ * unless forced; out->lanes and out->mean from M's shape. Nothing is
+ * allocated: the CSR view is built only once the rule has said yes. */
+static void fused_mat_check(gs_engine *e, const gs_mat *M, int k, fused_csr *out, int *ok,
+                            gs_loop *L)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const gs_cuda_mat_info info = gs_cuda_mat_info_of(M);
-    int status = GS_OK;
     *ok = 0;
     if (info.prec != GS_FP64) {
         fused_decline(L, k ? "M is not stored in fp64" : "A is not stored in fp64");
-        return GS_OK;
+        return;
     }
     if (c->debug.fused != GS_DEBUG_FORCE_ON) {
         const gs_cuda_row_stats st = gs_cuda_mat_row_stats(M);
@@ -623,9 +641,21 @@ static int fused_csr_of(gs_engine *e, const gs_mat *M, int k, fused_csr *out, in
             snprintf(why, sizeof why, "%s: %lld long rows (up to %lld entries; GS_FUSED=on "
                      "forces it)", k ? "M" : "A", (long long)st.n_long, (long long)st.max_row);
             fused_decline(L, why);
-            return GS_OK;
+            return;
         }
     }
+    out->lanes = fused_lanes(info.n_rows, info.nnz);
+    out->mean = info.n_rows > 0 ? (double)info.nnz / (double)info.n_rows : 0.0;
+    *ok = 1;
+}
+
+/* M's CSR as the fused kernel reads it, in the cache's place k, the one
+ * kept from the last solve where it is M's (a copy where M is laid out in
+ * sliced ELL). */
+static int fused_mat_view(gs_engine *e, const gs_mat *M, int k, fused_csr *out)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    int status = GS_OK;
     if (c->fused_mat[k] != M) { /* this place only: the others hold A or the other product */
         fused_drop(e, k);
         GS_TRY(gs_cuda_mat_device_csr(e, M, &c->fused_view[k]));
@@ -634,9 +664,6 @@ static int fused_csr_of(gs_engine *e, const gs_mat *M, int k, fused_csr *out, in
     out->row_ptr = c->fused_view[k].row_ptr;
     out->col = c->fused_view[k].col;
     out->val = c->fused_view[k].val;
-    out->lanes = fused_lanes(info.n_rows, info.nnz);
-    out->mean = info.n_rows > 0 ? (double)info.nnz / (double)info.n_rows : 0.0;
-    *ok = 1;
 cleanup:
     return status;
 }
@@ -662,9 +689,10 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     GS_TRY(fused_spec_valid(e, f, n));
     GS_TRY(loop_spec_valid(e, L));
     if (L->per_body != 1) return fused_decline(L, "one iteration a body only");
-    GS_TRY(fused_csr_of(e, f->A, 0, &arg.args.A, &ok, L));
+    if (L->n_moves != 0) return fused_decline(L, "slot moves are not supported");
+    fused_mat_check(e, f->A, 0, &arg.args.A, &ok, L);
     for (int k = 0; ok && k < f->nprod; k++)
-        GS_TRY(fused_csr_of(e, f->prod[k], 1 + k, &arg.args.P[k], &ok, L));
+        fused_mat_check(e, f->prod[k], 1 + k, &arg.args.P[k], &ok, L);
     if (!ok) return GS_OK; /* declined: L->declined says why */
     lanes = arg.args.A.lanes; /* the widest product sets the grid */
     for (int k = 0; k < f->nprod; k++)
@@ -693,6 +721,8 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
                         n, lanes, &arg, L));
     if (arg.blocks == 0) return GS_OK; /* declined: L->declined says why */
     blocks = arg.blocks;
+    GS_TRY(fused_mat_view(e, f->A, 0, &arg.args.A));
+    for (int k = 0; k < f->nprod; k++) GS_TRY(fused_mat_view(e, f->prod[k], 1 + k, &arg.args.P[k]));
     GS_TRY(gs_cuda_alloc(e, &part, FUSED_PARTS * (size_t)blocks * sizeof(double),
                          "fused partial sums"));
     if (f->nprod == 2) GS_TRY(gs_cuda_alloc(e, &w, (size_t)n * sizeof(double), "fused M work"));
@@ -727,7 +757,10 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
              arg.args.A.lanes, f->nprod ? ", M as sparse products" : "");
     GS_TRY(loop_launches(e, fused_launch, &arg, (loop_ctl *)c->loop_ctl, &h, &clk, L));
 cleanup:
-    if (part || hist || w) cudaStreamSynchronize(c->stream); /* nothing still reads them */
+    if (part || hist || w) { /* nothing still reads them */
+        const int synced = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
+        if (status == GS_OK) status = synced;
+    }
     gs_cuda_free(e, part, FUSED_PARTS * (size_t)blocks * sizeof(double));
     gs_cuda_free(e, w, (size_t)n * sizeof(double));
     loop_release(e, L, hist);

@@ -326,9 +326,9 @@ int gs_cuda_setup_done(gs_engine *e, gs_mat *A, int *laid_out)
 {
     *laid_out = 0;
     if (!A || !A->deferred) return GS_OK;
-    gs_cuda_fused_forget(e, A);
     if (gs_cuda_of(e)->capturing) /* it synchronises */
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda setup_done while capturing");
+    gs_cuda_fused_forget(e, A);
     const int64_t n = A->n_rows, nnz = A->nnz;
     int64_t *rp = A->row_ptr;
     int32_t *col = A->csr_col;

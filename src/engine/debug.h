@@ -37,8 +37,8 @@ typedef struct gs_debug {
      * the host after replayed iteration blocks (tests compare the two,
      * timings); 0: the rule (cuda/engine/devloop.cu: loop_pays) */
     int device_loop;
-    /* GS_FUSED=on|off|cluster|grid: CG and BiCGSTAB with jacobi or none
-     * take the fused one-kernel path (cuda/engine/fused.cu) wherever it can
+    /* GS_FUSED=on|off|cluster|grid: CG and BiCGSTAB with jacobi, none or
+     * a preconditioner of sparse products take the fused one-kernel path (cuda/engine/fused.cu) wherever it can
      * run (on), or never (off); cluster and grid force it with that kind of
      * launch (fused_sync); 0: the rule (fused_choose) */
     int fused, fused_sync;

@@ -79,7 +79,8 @@ typedef struct gs_loop {
 
 /* The fused path (the engine's optional fused_run): a whole solve in one
  * kernel, for a method and a preconditioner simple enough to write inside
- * it: CG and BiCGSTAB with M = diag(d) (jacobi) or M = I (none). The Krylov layer sets
+ * it: CG and BiCGSTAB with M = diag(d) (jacobi), M = I (none) or M a
+ * product of one or two sparse matrices (gs_pc.product). The Krylov layer sets
  * the vectors up as its own loop would start (cg.c), fills a gs_loop
  * (per_body 1; the tests name the slots below) and reads the outcome from
  * it as from loop_run. */

@@ -610,13 +610,16 @@ static void compare_fused(const gs_csr *A, const double *b, const char *method,
     }
     /* The first residuals against the host loop's, checked at the same
      * iterations: only the order of the sums differs there, so a wrong M
-     * (one product of two, or its transpose) shows at once. */
+     * (one product of two, or its transpose) shows at once. Residuals under
+     * 1e-10 are rounding (an exact solution reached: 1e-19 against 8e-20 on
+     * the 3x3 tridiagonal BiCGSTAB) and are not compared. */
     for (long i = 0, j = 0; i < f.res.history.len && i < 6; i++) {
         while (j < h.res.history.len && h.res.history.iteration[j] < f.res.history.iteration[i])
             j++;
         if (j >= h.res.history.len || h.res.history.iteration[j] != f.res.history.iteration[i])
             continue;
         const double hr = h.res.history.rel[j], fr = f.res.history.rel[i];
+        if (hr < 1e-10) break;
         ck_assert_msg(fabs(fr - hr) <= 1e-8 * fabs(hr), "%s: residual at iteration %ld: fused "
                       "%.17g, host loop %.17g", what, f.res.history.iteration[i], fr, hr);
     }

@@ -42,10 +42,6 @@ namespace cg = cooperative_groups;
  *    row alone: bloweybq 392 us an iteration against 21). */
 #define FUSED_CLUSTER_PASSES 4
 #define FUSED_GRID_MAX_BLOCKS 128
-/* A cluster may give a matrix fewer lanes a row than vector CSR's rule so
- * that the rows fit its passes, down to this many entries a lane on average
- * (s3rmt3m3: 5357 rows of 39 entries, 32 lanes -> 8) */
-#define FUSED_MAX_ENTRIES_PER_LANE 8
 
 struct fused_bar_grid {
     static __device__ __forceinline__ void sync() { cg::this_grid().sync(); }
@@ -68,7 +64,6 @@ struct fused_csr {
     const int32_t *col;
     const double *val;
     int lanes;
-    double mean; /* entries a row (the host's rule) */
 };
 
 struct fused_args {
@@ -622,7 +617,7 @@ void gs_cuda_fused_forget(gs_engine *e, const gs_mat *A)
 /* Whether the fused kernel may read M (k: 0 for A, 1 and 2 for the
  * preconditioner's products): declines (0 in *ok, why in L) for fp32
  * storage and for long rows (one lane group would walk a long row alone)
- * unless forced; out->lanes and out->mean from M's shape. Nothing is
+ * unless forced; out->lanes from M's shape. Nothing is
  * allocated: the CSR view is built only once the rule has said yes. */
 static void fused_mat_check(gs_engine *e, const gs_mat *M, int k, fused_csr *out, int *ok,
                             gs_loop *L)
@@ -645,7 +640,6 @@ static void fused_mat_check(gs_engine *e, const gs_mat *M, int k, fused_csr *out
         }
     }
     out->lanes = fused_lanes(info.n_rows, info.nnz);
-    out->mean = info.n_rows > 0 ? (double)info.nnz / (double)info.n_rows : 0.0;
     *ok = 1;
 }
 
@@ -697,23 +691,6 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     lanes = arg.args.A.lanes; /* the widest product sets the grid */
     for (int k = 0; k < f->nprod; k++)
         if (arg.args.P[k].lanes > lanes) lanes = arg.args.P[k].lanes;
-    if (c->debug.fused_sync != GS_DEBUG_SYNC_GRID) {
-        int ccap = 0;
-        GS_TRY(fused_cluster_cap(e, is_cg ? fused_cg_kernel<fused_bar_cluster>
-                                          : fused_bicgstab_kernel<fused_bar_cluster>,
-                                 &ccap));
-        const int64_t cluster_rows = (int64_t)FUSED_CLUSTER_PASSES * ccap * FUSED_CLUSTER_BLOCK;
-        int cap = lanes;
-        while (cap > 1 && n * cap > cluster_rows) cap /= 2;
-        int fits = ccap > 0 && cap < lanes && n * cap <= cluster_rows;
-        fused_csr *mats[3] = {&arg.args.A, &arg.args.P[0], &arg.args.P[1]};
-        for (int k = 0; fits && k < 1 + f->nprod; k++)
-            fits = mats[k]->mean <= (double)FUSED_MAX_ENTRIES_PER_LANE *
-                                        (mats[k]->lanes < cap ? mats[k]->lanes : cap);
-        for (int k = 0; fits && k < 1 + f->nprod; k++)
-            if (mats[k]->lanes > cap) mats[k]->lanes = cap;
-        if (fits) lanes = cap;
-    }
     GS_TRY(fused_choose(e,
                         is_cg ? fused_cg_kernel<fused_bar_cluster>
                               : fused_bicgstab_kernel<fused_bar_cluster>,

@@ -467,9 +467,18 @@ static void count_progress(void *ctx, long it, double rel)
  * every 0.25 s). */
 START_TEST(test_deadline_while_running)
 {
+    /* 0: the device loop; 1: the fused grid, M = I; 2: the fused cluster,
+     * M = I; 3: the cluster with ssor-ai (two products); 4: the grid with
+     * spai (one product): each yields to the progress callback and is
+     * launched again from the state it wrote back, until the deadline */
+    static const char *pcs[] = {"none", "none", "none", "ssor-ai", "spai"};
+    static const int syncs[] = {0, GS_DEBUG_SYNC_GRID, GS_DEBUG_SYNC_CLUSTER,
+                                GS_DEBUG_SYNC_CLUSTER, GS_DEBUG_SYNC_GRID};
     const int32_t n = 200000;
     gs_csr A = shifted_laplacian(n, 0.0);
+    fused_sync = syncs[_i];
     gs_engine *on = _i ? cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON) : cuda_engine(0);
+    fused_sync = 0;
     gs_krylov_opts o = opts_with(1, 1000000000L);
     long calls[3] = {0, 0, 0};
     o.tol = 1e-30;
@@ -479,7 +488,7 @@ START_TEST(test_deadline_while_running)
     const double t0 = gs_now();
     o.deadline = t0 + 0.8;
     solve_out d;
-    solve(on, &A, NULL, "cg", "none", &o, &d);
+    solve(on, &A, NULL, "cg", pcs[_i], &o, &d);
     const double took = gs_now() - t0;
     ck_assert_msg(d.res.device_loop == (_i ? GS_PATH_FUSED : GS_PATH_DEVICE), "path %d: %s",
                   d.res.device_loop, d.res.loop_note);
@@ -489,8 +498,8 @@ START_TEST(test_deadline_while_running)
     ck_assert_msg(calls[0] >= 3, "progress called %ld times", calls[0]); /* 0, a yield, the end */
     ck_assert_msg(calls[2] == 0, "%ld progress calls went back", calls[2]);
     ck_assert_int_eq(calls[1], d.res.iterations); /* the last call: the result */
-    printf("  deadline 0.8 s: stopped after %.3f s, %ld iterations, %ld progress calls\n", took,
-           d.res.iterations, calls[0]);
+    printf("  deadline 0.8 s (%s, case %d): stopped after %.3f s, %ld iterations, %ld progress "
+           "calls\n", pcs[_i], _i, took, d.res.iterations, calls[0]);
     gs_krylov_result_free(&d.res);
     gs_engine_destroy(on);
     gs_csr_free(&A);
@@ -905,7 +914,7 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_breakdowns, 0, 2);
         tcase_add_loop_test(tc, test_past_deadline, 0, 2);
         tcase_add_loop_test(tc, test_loop_run_past_deadline, 0, 3);
-        tcase_add_loop_test(tc, test_deadline_while_running, 0, 2);
+        tcase_add_loop_test(tc, test_deadline_while_running, 0, 5);
         tcase_add_loop_test(tc, test_history_cap, 0, 3);
         tcase_add_test(tc, test_no_capture_is_host_loop);
         tcase_add_test(tc, test_shared_matrix);

@@ -849,14 +849,21 @@ START_TEST(test_fused_rule)
                       d.res.loop_note);
         ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
         gs_krylov_result_free(&d.res);
-        static const struct { const char *method, *pc; int fused; } other[] = {
-            {"bicgstab", "jacobi", 1}, {"bicgstab", "none", 1}, {"gmres", "jacobi", 0},
-            {"idr", "jacobi", 0}, {"cg", "mic", 0}, {"cg", "ssor-ai", 1}};
+        /* BiCGSTAB with M pointwise takes the grid where it fits (128 blocks
+         * here), with products the cluster */
+        static const struct { const char *method, *pc; int fused; const char *note; } other[] = {
+            {"bicgstab", "jacobi", 1, "fused: a cooperative grid of "},
+            {"bicgstab", "none", 1, "fused: a cooperative grid of "},
+            {"bicgstab", "spai", 1, "fused: a cluster of "},
+            {"gmres", "jacobi", 0, ""}, {"idr", "jacobi", 0, ""}, {"cg", "mic", 0, ""},
+            {"cg", "ssor-ai", 1, "fused: a cluster of "}};
         for (int i = 0; i < (int)(sizeof other / sizeof other[0]); i++) {
             solve(e, &A, NULL, other[i].method, other[i].pc, &o, &d);
             ck_assert_msg((d.res.device_loop == GS_PATH_FUSED) == other[i].fused,
                           "%s+%s: path %d (%s)", other[i].method, other[i].pc, d.res.device_loop,
                           d.res.loop_note);
+            ck_assert_msg(strstr(d.res.loop_note, other[i].note) != NULL, "%s+%s: note '%s'",
+                          other[i].method, other[i].pc, d.res.loop_note);
             ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
             gs_krylov_result_free(&d.res);
         }

@@ -39,9 +39,16 @@ namespace cg = cooperative_groups;
  *    at 128 blocks (poisson3d:16) 15.0 us against the host loop's 21.8 on
  *    an H100, at 528 (poisson3d:32) 28.2 against 19.7;
  *  - never on rows the long-row rule split (a lane group walking a dense
- *    row alone: bloweybq 392 us an iteration against 21). */
+ *    row alone: bloweybq 392 us an iteration against 21);
+ *  - BiCGSTAB with M pointwise takes a grid of FUSED_GRID_FIRST_BLOCKS to
+ *    FUSED_GRID_MAX_BLOCKS blocks before the cluster (its phases spread over
+ *    more SMs; H100, cluster / grid us a step, one call: convdiff3d:16, 128
+ *    blocks, 24.5 / 21.0; sherman5, 104 blocks, 25.2 / 22.3; hor_131, 28
+ *    blocks, 19.6 / 19.6; but convdiff3d:8, 16 blocks, 23.6 / 25.3 and
+ *    fs_541_1, 17 blocks, 43.9 / 45.5: few blocks meet faster in a cluster). */
 #define FUSED_CLUSTER_PASSES 4
 #define FUSED_GRID_MAX_BLOCKS 128
+#define FUSED_GRID_FIRST_BLOCKS 32
 
 struct fused_bar_grid {
     static __device__ __forceinline__ void sync() { cg::this_grid().sync(); }
@@ -504,7 +511,7 @@ static unsigned fused_blocks_for(int64_t lane_rows, int64_t block, unsigned cap)
  * it holds every row in its passes' rule, else the grid, wherever they can
  * launch; GS_FUSED=cluster / grid force one kind. */
 static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr,
-                        int64_t n, int lanes, fused_launch_arg *arg, gs_loop *L)
+                        int64_t n, int lanes, int grid_first, fused_launch_arg *arg, gs_loop *L)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int force = c->debug.fused, want = c->debug.fused_sync;
@@ -519,6 +526,10 @@ static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr,
     if (ccap == 0 && gcap == 0) return fused_decline(L, "no cluster or cooperative launch here");
     const int64_t cluster_rows = (int64_t)FUSED_CLUSTER_PASSES * ccap * FUSED_CLUSTER_BLOCK;
     const int64_t lane_rows = n * lanes;
+    const int64_t grid_blocks = (lane_rows + FUSED_BLOCK - 1) / FUSED_BLOCK;
+    if (grid_first && want == 0 && gcap > 0 && grid_blocks >= FUSED_GRID_FIRST_BLOCKS &&
+        grid_blocks <= FUSED_GRID_MAX_BLOCKS)
+        ccap = 0; /* the grid where it fits (BiCGSTAB with M pointwise, below) */
     if (ccap > 0 && (want == GS_DEBUG_SYNC_CLUSTER || lane_rows <= cluster_rows ||
                      (force == GS_DEBUG_FORCE_ON && gcap == 0))) {
         arg->kernel = cl;
@@ -695,7 +706,7 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
                         is_cg ? fused_cg_kernel<fused_bar_cluster>
                               : fused_bicgstab_kernel<fused_bar_cluster>,
                         is_cg ? fused_cg_kernel<fused_bar_grid> : fused_bicgstab_kernel<fused_bar_grid>,
-                        n, lanes, &arg, L));
+                        n, lanes, !is_cg && f->nprod == 0, &arg, L));
     if (arg.blocks == 0) return GS_OK; /* declined: L->declined says why */
     blocks = arg.blocks;
     GS_TRY(fused_mat_view(e, f->A, 0, &arg.args.A));

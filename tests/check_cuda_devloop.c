@@ -673,6 +673,16 @@ static void compare_fused_generated(const char *spec, const char *method, const 
     free(b);
 }
 
+/* Case i of a table of n run with each launch: indices below n with a
+ * cooperative grid, the next n with a cluster. */
+static void compare_fused_launches(int i, int n, const char *spec, const char *method,
+                                   const char *precond, int check_every, long maxit)
+{
+    fused_sync = i < n ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
+    compare_fused_generated(spec, method, precond, check_every, maxit);
+    fused_sync = 0;
+}
+
 /* Jacobi and none; sizes from 40 rows (under a block) to 262k (more rows
  * than the grid has thread groups: each walks several), a 27-point stencil
  * (16 threads a row); checks every iteration, every 3 and every 4; maxit on
@@ -687,9 +697,7 @@ START_TEST(test_fused_cg)
         {"poisson3d:24", "none", 4, 20},
     };
     const int k = _i % 9;
-    fused_sync = _i < 9 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
-    compare_fused_generated(c[k].spec, "cg", c[k].precond, c[k].every, c[k].maxit);
-    fused_sync = 0;
+    compare_fused_launches(_i, 9, c[k].spec, "cg", c[k].precond, c[k].every, c[k].maxit);
 }
 END_TEST
 
@@ -704,9 +712,7 @@ START_TEST(test_fused_bicgstab)
         {"convdiff3d:14", "jacobi", 3, 5000},
     };
     const int k = _i % 5;
-    fused_sync = _i < 5 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
-    compare_fused_generated(c[k].spec, "bicgstab", c[k].precond, c[k].every, c[k].maxit);
-    fused_sync = 0;
+    compare_fused_launches(_i, 5, c[k].spec, "bicgstab", c[k].precond, c[k].every, c[k].maxit);
 }
 END_TEST
 
@@ -729,9 +735,8 @@ START_TEST(test_fused_products)
         {"bicgstab", "poisson3d:12", "fsai"},    {"bicgstab", "poisson3d:12", "ssor-ai"},
     };
     const int k = _i % 10;
-    fused_sync = _i < 10 ? GS_DEBUG_SYNC_GRID : GS_DEBUG_SYNC_CLUSTER;
-    compare_fused_generated(c[k].spec, c[k].method, c[k].pc, k == 1 || k == 6 ? 3 : 1, 5000);
-    fused_sync = 0;
+    compare_fused_launches(_i, 10, c[k].spec, c[k].method, c[k].pc, k == 1 || k == 6 ? 3 : 1,
+                           5000);
 }
 END_TEST
 

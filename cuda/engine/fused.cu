@@ -458,7 +458,7 @@ cleanup:
 /* The cooperative grid's cap: FUSED_BLOCKS_PER_SM or what the occupancy
  * calculator says can be resident at once (a cooperative launch needs every
  * block resident). 0: no cooperative launch here. */
-static int fused_grid_cap_query(gs_engine *e, fused_kernel_fn kernel, unsigned *cap)
+static int fused_grid_cap_query(gs_engine *e, fused_kernel_fn kernel, int *cap)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int coop = 0, occ = 0, status = GS_OK;
@@ -469,33 +469,23 @@ static int fused_grid_cap_query(gs_engine *e, fused_kernel_fn kernel, unsigned *
     GS_TRY(CUDA_CALL(&e->err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel,
                                                                             FUSED_BLOCK, 0)));
     if (occ < 1) return GS_OK;
-    *cap = (unsigned)c->sm_count * (unsigned)(occ < FUSED_BLOCKS_PER_SM ? occ : FUSED_BLOCKS_PER_SM);
+    *cap = c->sm_count * (occ < FUSED_BLOCKS_PER_SM ? occ : FUSED_BLOCKS_PER_SM);
 cleanup:
     return status;
 }
 
-/* The caps above, asked once per engine and kernel (the cluster and the
- * grid kernels are distinct instances, so one cache serves both). */
-static int fused_cluster_cap(gs_engine *e, fused_kernel_fn kernel, int *cap)
+/* A cap above (query: fused_cluster_cap_query or fused_grid_cap_query),
+ * asked once per engine and kernel (the cluster and the grid kernels are
+ * distinct instances, so one cache serves both). */
+static int fused_cap(gs_engine *e, fused_kernel_fn kernel,
+                     int (*query)(gs_engine *, fused_kernel_fn, int *), int *cap)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int found = 0, status = GS_OK;
     const int i = fused_cap_slot(c, (const void *)kernel, &found);
     if (found) return *cap = c->fused_caps[i].cap, GS_OK;
-    GS_TRY(fused_cluster_cap_query(e, kernel, cap));
+    GS_TRY(query(e, kernel, cap));
     if (i >= 0) c->fused_caps[i].kernel = (const void *)kernel, c->fused_caps[i].cap = *cap;
-cleanup:
-    return status;
-}
-
-static int fused_grid_cap(gs_engine *e, fused_kernel_fn kernel, unsigned *cap)
-{
-    gs_cuda_impl *c = gs_cuda_of(e);
-    int found = 0, status = GS_OK;
-    const int i = fused_cap_slot(c, (const void *)kernel, &found);
-    if (found) return *cap = (unsigned)c->fused_caps[i].cap, GS_OK;
-    GS_TRY(fused_grid_cap_query(e, kernel, cap));
-    if (i >= 0) c->fused_caps[i].kernel = (const void *)kernel, c->fused_caps[i].cap = (int)*cap;
 cleanup:
     return status;
 }
@@ -515,13 +505,14 @@ static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr,
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int force = c->debug.fused, want = c->debug.fused_sync;
-    int ccap = 0, status = GS_OK;
-    unsigned gcap = 0;
+    int ccap = 0, gcap = 0, status = GS_OK;
     char why[150];
     arg->blocks = 0;
-    if (want != GS_DEBUG_SYNC_GRID && (status = fused_cluster_cap(e, cl, &ccap)) != GS_OK)
+    if (want != GS_DEBUG_SYNC_GRID &&
+        (status = fused_cap(e, cl, fused_cluster_cap_query, &ccap)) != GS_OK)
         return status;
-    if (want != GS_DEBUG_SYNC_CLUSTER && (status = fused_grid_cap(e, gr, &gcap)) != GS_OK)
+    if (want != GS_DEBUG_SYNC_CLUSTER &&
+        (status = fused_cap(e, gr, fused_grid_cap_query, &gcap)) != GS_OK)
         return status;
     if (ccap == 0 && gcap == 0) return fused_decline(L, "no cluster or cooperative launch here");
     const int64_t cluster_rows = (int64_t)FUSED_CLUSTER_PASSES * ccap * FUSED_CLUSTER_BLOCK;
@@ -538,7 +529,7 @@ static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr,
     } else if (gcap > 0) {
         arg->kernel = gr;
         arg->cluster = 0;
-        arg->blocks = fused_blocks_for(lane_rows, FUSED_BLOCK, gcap);
+        arg->blocks = fused_blocks_for(lane_rows, FUSED_BLOCK, (unsigned)gcap);
         const int64_t want_blocks = (lane_rows + FUSED_BLOCK - 1) / FUSED_BLOCK;
         if (force != GS_DEBUG_FORCE_ON && want != GS_DEBUG_SYNC_GRID &&
             want_blocks > FUSED_GRID_MAX_BLOCKS) {

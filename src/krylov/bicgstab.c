@@ -77,16 +77,9 @@ static const kr_test bicgstab_tests[] = {
 static int bicgstab_fused(kr_ctx *k, bicgstab_state *s, int *finished)
 {
     *finished = 0;
-    if (!k->pc->pointwise && !k->pc->pointwise_identity && k->pc->n_product == 0) return GS_OK;
     gs_fused f;
-    memset(&f, 0, sizeof f);
-    f.method = GS_FUSED_BICGSTAB;
-    f.A = k->A;
-    f.d = k->pc->pointwise;
-    if (!f.d && !k->pc->pointwise_identity) {
-        f.nprod = k->pc->n_product;
-        f.prod[0] = k->pc->product[0];
-        f.prod[1] = k->pc->product[1];
+    if (!kr_fused_begin(k, GS_FUSED_BICGSTAB, &f)) return GS_OK;
+    if (f.nprod > 0) {
         f.phat = s->phat;
         f.shat = s->shat;
     }

@@ -83,17 +83,8 @@ static int cg_fused(kr_ctx *k, cg_state *s, int *finished)
 {
     kr_test t[CG_N_TESTS];
     *finished = 0;
-    if (!k->pc->pointwise && !k->pc->pointwise_identity && k->pc->n_product == 0) return GS_OK;
     gs_fused f;
-    memset(&f, 0, sizeof f);
-    f.method = GS_FUSED_CG;
-    f.A = k->A;
-    f.d = k->pc->pointwise;
-    if (!f.d && !k->pc->pointwise_identity) {
-        f.nprod = k->pc->n_product;
-        f.prod[0] = k->pc->product[0];
-        f.prod[1] = k->pc->product[1];
-    }
+    if (!kr_fused_begin(k, GS_FUSED_CG, &f)) return GS_OK;
     f.x = s->x;
     f.r = s->r;
     f.z = s->z;

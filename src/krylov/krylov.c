@@ -412,6 +412,22 @@ cleanup:
     return status;
 }
 
+int kr_fused_begin(kr_ctx *k, int method, gs_fused *f)
+{
+    const gs_pc *pc = k->pc;
+    if (!pc->pointwise && !pc->pointwise_identity && pc->n_product == 0) return 0;
+    memset(f, 0, sizeof *f);
+    f->method = method;
+    f->A = k->A;
+    f->d = pc->pointwise;
+    if (!f->d && !pc->pointwise_identity) {
+        f->nprod = pc->n_product;
+        f->prod[0] = pc->product[0];
+        f->prod[1] = pc->product[1];
+    }
+    return 1;
+}
+
 int kr_fused(kr_ctx *k, const gs_fused *f, const kr_test *tests, int n_tests,
              const int (*moves)[2], int n_moves, int *finished)
 {

@@ -80,6 +80,10 @@ long kr_loop_per_body(const kr_ctx *k);
 int kr_device_loop(kr_ctx *k, long it0, long per_body, kr_body_fn body, void *state,
                    const kr_test *tests, int n_tests, const int (*moves)[2], int n_moves,
                    long *it_done, int *finished);
+/* 1 where k's preconditioner can run inside a fused kernel (pointwise,
+ * the identity, or sparse products: gs_pc), with f zeroed and its method,
+ * A and M filled; 0 (f untouched) where it cannot. */
+int kr_fused_begin(kr_ctx *k, int method, gs_fused *f);
 /* The whole solve in the engine's fused kernel where it can (opts->use_capture
  * and the engine's fused_run; f as loop.h says, set up by the method): a
  * check after every opts->check_every iterations (1 when adaptive), the

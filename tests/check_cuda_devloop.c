@@ -156,14 +156,12 @@ static void compare3(const gs_csr *A, const double *b, const char *method, const
     solve(cpu, A, b, method, precond, o, &c);
     solve(on, A, b, method, precond, o, &d);
     solve(off, A, b, method, precond, o, &h);
-    const int on_device = strcmp(method, "cg") == 0 || strcmp(method, "bicgstab") == 0;
-    ck_assert_msg(d.res.device_loop == (on_device ? GS_PATH_DEVICE : GS_PATH_HOST),
-                  "%s: device_loop = %d (%s)", what,
+    ck_assert_msg(d.res.device_loop == GS_PATH_DEVICE, "%s: device_loop = %d (%s)", what,
                   d.res.device_loop, d.res.loop_note);
     ck_assert_msg(h.res.device_loop == 0 && c.res.device_loop == 0, "%s: off paths", what);
-    if (on_device) /* the switch is why, not a failure to build the loop */
-        ck_assert_msg(strcmp(h.res.loop_note, "GS_DEVICE_LOOP=off") == 0, "%s: %s", what,
-                      h.res.loop_note);
+    /* the switch is why, not a failure to build the loop */
+    ck_assert_msg(strcmp(h.res.loop_note, "GS_DEVICE_LOOP=off") == 0, "%s: %s", what,
+                  h.res.loop_note);
     assert_same_paths(&d, &h, what);
     ck_assert_msg(d.res.reason == c.res.reason, "%s: device loop %s, cpu %s", what,
                   gs_reason_name(d.res.reason), gs_reason_name(c.res.reason));
@@ -259,10 +257,88 @@ START_TEST(test_check_blocks_and_maxit)
 }
 END_TEST
 
-/* GMRES and IDR(s) keep the host loop: the same results on both switches. */
-START_TEST(test_gmres_idr_host_loop)
+/* GMRES and IDR(s) on the device (a WHILE node around IF nodes, one per
+ * step, src/engine/loop.h): whole cycles without the host, GMRES's end of
+ * cycle (x += M V y, the true residual, the restart) included, against the
+ * host loop (exactly, history included) and the CPU engine: several
+ * restart lengths and s, preconditioners whose apply is a product (fsai), a
+ * triangular solve (mic) or pointwise, maxit within a cycle and at its last
+ * step. */
+START_TEST(test_gmres_idr_device_loop)
 {
-    compare_generated("convdiff3d:14", _i ? "idr" : "gmres", "jacobi", 1, 5000);
+    static const struct {
+        const char *spec, *method, *precond;
+        int restart_or_s;
+        long maxit;
+    } c[] = {
+        {"convdiff3d:14", "gmres", "jacobi", 30, 5000}, {"convdiff3d:14", "idr", "jacobi", 4, 5000},
+        {"convdiff3d:14", "gmres", "none", 5, 5000},    {"convdiff3d:14", "gmres", "jacobi", 10, 37},
+        {"convdiff3d:14", "gmres", "jacobi", 10, 40},   {"convdiff3d:14", "idr", "jacobi", 1, 5000},
+        {"poisson3d:12", "idr", "fsai", 8, 5000},       {"convdiff3d:14", "idr", "jacobi", 4, 13},
+        {"poisson3d:12", "gmres", "mic", 30, 5000},     {"poisson3d:12", "gmres", "fsai", 12, 5000},
+    };
+    gs_error err = {0};
+    gs_csr A = {0};
+    char name[64], what[160];
+    ck_assert_msg(gs_generate(c[_i].spec, &A, name, sizeof name, &err) == GS_OK, "%s", err.msg);
+    double *b = malloc((size_t)A.n_rows * sizeof(double));
+    tu_rng rng = tu_rng_seed(24);
+    for (int32_t i = 0; i < A.n_rows; i++) b[i] = 0.5 + tu_uniform(&rng);
+    gs_krylov_opts o = opts_with(1, c[_i].maxit);
+    o.restart = o.idr_s = c[_i].restart_or_s;
+    snprintf(what, sizeof what, "%s %s(%d)+%s maxit=%ld", c[_i].spec, c[_i].method,
+             c[_i].restart_or_s, c[_i].precond, c[_i].maxit);
+    solve_out d;
+    compare3(&A, b, c[_i].method, c[_i].precond, &o, what, &d, 0.0);
+    if (c[_i].maxit < 100) ck_assert_int_eq(d.res.reason, GS_REASON_MAXIT);
+    else ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+    gs_krylov_result_free(&d.res);
+    gs_csr_free(&A);
+    free(b);
+}
+END_TEST
+
+/* GMRES's and IDR(s)'s breakdowns on the device, each at the host loop's
+ * iteration with its message: R singular at the first step of a cycle
+ * (4 x 4 Neumann Laplacian, b = 1 in its null space) and at a later one
+ * (6 x 6, b = e_0: only rounding makes R singular, near step 17); the
+ * estimate reaching tol where the true residual refutes it (6 x 6, b = 1:
+ * the device stops within the cycle, the host ends it and undoes the
+ * update); IDR(1)'s omega = 0 on the skew-symmetric tridiag(-1, 0, 1)
+ * with b = 1 (t'r = r'A r = 0). */
+START_TEST(test_gmres_idr_breakdowns)
+{
+    gs_csr A;
+    double *b;
+    const char *method = _i < 3 ? "gmres" : "idr";
+    gs_krylov_opts o = opts_with(1, 5000);
+    o.idr_s = 1;
+    if (_i < 3) {
+        A = tu_neumann_laplacian(_i == 0 ? 4 : 6);
+        b = calloc((size_t)A.n_rows, sizeof(double));
+        for (int32_t i = 0; i < A.n_rows; i++) b[i] = _i == 1 ? (i == 0) : 1.0;
+    } else {
+        int32_t r[128], col[128];
+        double v[128];
+        int64_t k = 0;
+        for (int32_t i = 0; i < 64; i++) {
+            if (i > 0) r[k] = i, col[k] = i - 1, v[k++] = -1.0;
+            if (i + 1 < 64) r[k] = i, col[k] = i + 1, v[k++] = 1.0;
+        }
+        A = tu_from_triplets(64, 64, k, r, col, v);
+        b = malloc(64 * sizeof(double));
+        for (int i = 0; i < 64; i++) b[i] = 1.0;
+    }
+    static const char *what[] = {"gmres neumann 4x4 b=1", "gmres neumann 6x6 b=e0",
+                                 "gmres neumann 6x6 b=1", "idr(1) skew-symmetric"};
+    solve_out d;
+    compare3(&A, b, method, "none", &o, what[_i], &d, 0.0);
+    ck_assert_msg(d.res.reason == GS_REASON_BREAKDOWN, "%s: %s", what[_i],
+                  gs_reason_name(d.res.reason));
+    printf("    breakdown at %ld: %s\n", d.res.breakdown_iteration, d.res.breakdown);
+    gs_krylov_result_free(&d.res);
+    gs_csr_free(&A);
+    free(b);
 }
 END_TEST
 
@@ -471,13 +547,17 @@ START_TEST(test_deadline_while_running)
      * M = I; 3: the cluster with ssor-ai (two products); 4: the grid with
      * spai (one product): each yields to the progress callback and is
      * launched again from the state it wrote back, until the deadline */
-    static const char *pcs[] = {"none", "none", "none", "ssor-ai", "spai"};
+    static const char *pcs[] = {"none", "none", "none", "ssor-ai", "spai", "none", "none"};
     static const int syncs[] = {0, GS_DEBUG_SYNC_GRID, GS_DEBUG_SYNC_CLUSTER,
-                                GS_DEBUG_SYNC_CLUSTER, GS_DEBUG_SYNC_GRID};
+                                GS_DEBUG_SYNC_CLUSTER, GS_DEBUG_SYNC_GRID, 0, 0};
+    /* 5, 6: GMRES and IDR(s) on the device loop of steps (their yields come
+     * after a whole cycle) */
+    static const char *methods[] = {"cg", "cg", "cg", "cg", "cg", "gmres", "idr"};
+    const int fused = _i >= 1 && _i <= 4;
     const int32_t n = 200000;
     gs_csr A = shifted_laplacian(n, 0.0);
     fused_sync = syncs[_i];
-    gs_engine *on = _i ? cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON) : cuda_engine(0);
+    gs_engine *on = fused ? cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON) : cuda_engine(0);
     fused_sync = 0;
     gs_krylov_opts o = opts_with(1, 1000000000L);
     long calls[3] = {0, 0, 0};
@@ -488,9 +568,9 @@ START_TEST(test_deadline_while_running)
     const double t0 = gs_now();
     o.deadline = t0 + 0.8;
     solve_out d;
-    solve(on, &A, NULL, "cg", pcs[_i], &o, &d);
+    solve(on, &A, NULL, methods[_i], pcs[_i], &o, &d);
     const double took = gs_now() - t0;
-    ck_assert_msg(d.res.device_loop == (_i ? GS_PATH_FUSED : GS_PATH_DEVICE), "path %d: %s",
+    ck_assert_msg(d.res.device_loop == (fused ? GS_PATH_FUSED : GS_PATH_DEVICE), "path %d: %s",
                   d.res.device_loop, d.res.loop_note);
     ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s after %ld",
                   gs_reason_name(d.res.reason), d.res.iterations);
@@ -498,8 +578,8 @@ START_TEST(test_deadline_while_running)
     ck_assert_msg(calls[0] >= 3, "progress called %ld times", calls[0]); /* 0, a yield, the end */
     ck_assert_msg(calls[2] == 0, "%ld progress calls went back", calls[2]);
     ck_assert_int_eq(calls[1], d.res.iterations); /* the last call: the result */
-    printf("  deadline 0.8 s (%s, case %d): stopped after %.3f s, %ld iterations, %ld progress "
-           "calls\n", pcs[_i], _i, took, d.res.iterations, calls[0]);
+    printf("  deadline 0.8 s (%s+%s, case %d): stopped after %.3f s, %ld iterations, %ld "
+           "progress calls\n", methods[_i], pcs[_i], _i, took, d.res.iterations, calls[0]);
     gs_krylov_result_free(&d.res);
     gs_engine_destroy(on);
     gs_csr_free(&A);
@@ -920,13 +1000,14 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_methods_preconditioners, 0, 8);
         tcase_add_loop_test(tc, test_bicgstab_nonsymmetric, 0, 2);
         tcase_add_loop_test(tc, test_check_blocks_and_maxit, 0, 11);
-        tcase_add_loop_test(tc, test_gmres_idr_host_loop, 0, 2);
+        tcase_add_loop_test(tc, test_gmres_idr_device_loop, 0, 10);
+        tcase_add_loop_test(tc, test_gmres_idr_breakdowns, 0, 4);
         tcase_add_loop_test(tc, test_sizes, 0, 4);
         tcase_add_loop_test(tc, test_adaptive, 0, 4);
         tcase_add_loop_test(tc, test_breakdowns, 0, 2);
         tcase_add_loop_test(tc, test_past_deadline, 0, 2);
         tcase_add_loop_test(tc, test_loop_run_past_deadline, 0, 3);
-        tcase_add_loop_test(tc, test_deadline_while_running, 0, 5);
+        tcase_add_loop_test(tc, test_deadline_while_running, 0, 7);
         tcase_add_loop_test(tc, test_history_cap, 0, 3);
         tcase_add_test(tc, test_no_capture_is_host_loop);
         tcase_add_test(tc, test_shared_matrix);

@@ -223,28 +223,6 @@ static void same_verdict(const gs_csr *A, const double *b_in, const char *method
     free(b);
 }
 
-/* The 5-point Laplacian of a 4 x 4 grid with Neumann boundaries: rows sum
- * to 0, so b = 1 is its null space. */
-static gs_csr neumann_laplacian_4x4(void)
-{
-    int32_t r[80], c[80];
-    double v[80];
-    int64_t k = 0;
-    for (int32_t i = 0; i < 4; i++)
-        for (int32_t j = 0; j < 4; j++) {
-            const int32_t row = 4 * i + j, di[] = {1, -1, 0, 0}, dj[] = {0, 0, 1, -1};
-            int32_t deg = 0;
-            for (int d = 0; d < 4; d++) {
-                const int32_t a = i + di[d], bb = j + dj[d];
-                if (a < 0 || a >= 4 || bb < 0 || bb >= 4) continue;
-                r[k] = row, c[k] = 4 * a + bb, v[k++] = -1.0;
-                deg++;
-            }
-            r[k] = row, c[k] = row, v[k++] = deg;
-        }
-    return tu_from_triplets(16, 16, k, r, c, v);
-}
-
 /* GMRES on singular systems, b = 1: a breakdown, never converged. */
 START_TEST(test_gmres_singular_is_breakdown)
 {
@@ -260,7 +238,7 @@ START_TEST(test_gmres_singular_is_breakdown)
     case 1: A = tu_from_triplets(3, 3, 0, none_i, none_i, none_v); break;
     case 2: A = tu_from_triplets(3, 3, 2, rz, rz, vz); break;
     case 3: A = tu_from_triplets(3, 3, 4, re, ce, ve); break;
-    default: A = neumann_laplacian_4x4(); break;
+    default: A = tu_neumann_laplacian(4); /* b = 1 spans its null space */ break;
     }
     gs_krylov_opts o = opts_with(1, 1);
     same_verdict(&A, NULL, "gmres", &o, GS_REASON_BREAKDOWN, what[_i]);

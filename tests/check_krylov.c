@@ -479,32 +479,6 @@ START_TEST(gmres_matrix_without_entries_is_a_breakdown)
 }
 END_TEST
 
-/* The 5-point Laplacian of an nx x nx grid with Neumann boundaries (each
- * row sums to 0): singular, its null space the constants. */
-static gs_csr neumann_laplacian(int32_t nx)
-{
-    const int32_t n = nx * nx;
-    int32_t *r = malloc(5 * (size_t)n * sizeof(int32_t));
-    int32_t *c = malloc(5 * (size_t)n * sizeof(int32_t));
-    double *v = malloc(5 * (size_t)n * sizeof(double));
-    int64_t k = 0;
-    for (int32_t i = 0; i < nx; i++)
-        for (int32_t j = 0; j < nx; j++) {
-            const int32_t row = i * nx + j, di[] = {1, -1, 0, 0}, dj[] = {0, 0, 1, -1};
-            int32_t deg = 0;
-            for (int d = 0; d < 4; d++) {
-                const int32_t a = i + di[d], bb = j + dj[d];
-                if (a < 0 || a >= nx || bb < 0 || bb >= nx) continue;
-                r[k] = row, c[k] = a * nx + bb, v[k++] = -1.0;
-                deg++;
-            }
-            r[k] = row, c[k] = row, v[k++] = deg;
-        }
-    gs_csr A = tu_from_triplets(n, n, k, r, c, v);
-    free(r), free(c), free(v);
-    return A;
-}
-
 START_TEST(gmres_neumann_laplacian_with_constant_rhs_is_a_breakdown)
 {
     /* b = 1 spans the null space: no progress is possible, the residual
@@ -513,7 +487,7 @@ START_TEST(gmres_neumann_laplacian_with_constant_rhs_is_a_breakdown)
      * noise the Arnoldi process builds on until the estimate claims tol;
      * the true residual refutes it, the update is undone. */
     const int32_t nx = _i ? 6 : 4;
-    gs_csr A = neumann_laplacian(nx);
+    gs_csr A = tu_neumann_laplacian(nx);
     double *b = ones_vector(A.n_rows);
     if (nx == 4) assert_gmres_singular(&A, b, 1, 1.0);
     gs_krylov_opts o = default_opts();
@@ -536,7 +510,7 @@ START_TEST(gmres_neumann_laplacian_with_point_rhs_is_a_breakdown)
     /* b = e_0: its mean (1/n) 1 is out of range(A), so the best residual
      * is ||(1/n) 1|| = 1/sqrt(n); R becomes singular only to rounding
      * (|R(j,j)| ~ 1e-14 ||H(:,j)|| at the 17th step). */
-    gs_csr A = neumann_laplacian(6);
+    gs_csr A = tu_neumann_laplacian(6);
     const int32_t n = A.n_rows;
     double *b = calloc((size_t)n, sizeof(double));
     b[0] = 1.0;

@@ -756,4 +756,30 @@ static inline int32_t tu_max_row_length(const gs_csr *A)
     return (int32_t)m;
 }
 
+/* The 5-point Laplacian of an nx x nx grid with Neumann boundaries (each
+ * row sums to 0): singular, its null space the constants. */
+static inline gs_csr tu_neumann_laplacian(int32_t nx)
+{
+    const int32_t n = nx * nx;
+    int32_t *r = malloc(5 * (size_t)n * sizeof(int32_t));
+    int32_t *c = malloc(5 * (size_t)n * sizeof(int32_t));
+    double *v = malloc(5 * (size_t)n * sizeof(double));
+    int64_t k = 0;
+    for (int32_t i = 0; i < nx; i++)
+        for (int32_t j = 0; j < nx; j++) {
+            const int32_t row = i * nx + j, di[] = {1, -1, 0, 0}, dj[] = {0, 0, 1, -1};
+            int32_t deg = 0;
+            for (int d = 0; d < 4; d++) {
+                const int32_t a = i + di[d], bb = j + dj[d];
+                if (a < 0 || a >= nx || bb < 0 || bb >= nx) continue;
+                r[k] = row, c[k] = a * nx + bb, v[k++] = -1.0;
+                deg++;
+            }
+            r[k] = row, c[k] = row, v[k++] = deg;
+        }
+    gs_csr A = tu_from_triplets(n, n, k, r, c, v);
+    free(r), free(c), free(v);
+    return A;
+}
+
 #endif

@@ -67,6 +67,7 @@ static const gs_engine_ops cuda_ops = {
     cuda_scalar_set,
     cuda_scalar_write,
     cuda_scalar_read,
+    cuda_small_run,
     cuda_sync,
     cuda_capture_begin,
     cuda_capture_end,

@@ -31,16 +31,110 @@ __global__ void loop_check_kernel(double *S, loop_ctl *c, cudaGraphConditionalHa
     cudaGraphSetConditional(handle, stop == GS_LOOP_RUNNING && !yield ? 1u : 0u);
 }
 
+/* A body of steps (gs_loop.n_steps > 1): after step i, count its
+ * iterations and judge (every check of such a body is a verdict); a stop
+ * clears run, the condition of the IF nodes the steps sit in, so the
+ * steps after it do not run. */
+__global__ void loop_step_check_kernel(double *S, loop_ctl *c, cudaGraphConditionalHandle run,
+                                       int add_it)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const int64_t it = (c->it += add_it);
+    const int stop = loop_verdict(S, c, it);
+    c->stop = stop;
+    if (stop != GS_LOOP_RUNNING) cudaGraphSetConditional(run, 0u);
+}
+
+/* After the last step's IF node: go round again, or end the WHILE (a stop,
+ * or a yield to the host); run is set for the next round. */
+__global__ void loop_tail_kernel(loop_ctl *c, cudaGraphConditionalHandle loop,
+                                 cudaGraphConditionalHandle run)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const bool going = c->stop == GS_LOOP_RUNNING;
+    const bool yield = going && c->has_yield && loop_globaltimer() >= c->yield_ns;
+    c->yielded = yield;
+    cudaGraphSetConditional(loop, going && !yield ? 1u : 0u);
+    if (going) cudaGraphSetConditional(run, 1u);
+}
+
+/* A conditional node of type `type` in graph after the nodes deps[0..n),
+ * its body graph in *body. */
+static int loop_add_conditional(gs_engine *e, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                size_t n, cudaGraphConditionalHandle handle,
+                                cudaGraphConditionalNodeType type, cudaGraphNode_t *node,
+                                cudaGraph_t *body)
+{
+    /* zeroed storage: the struct's union has no default constructor */
+    alignas(cudaGraphNodeParams) unsigned char raw[sizeof(cudaGraphNodeParams)] = {};
+    cudaGraphNodeParams &p = *reinterpret_cast<cudaGraphNodeParams *>(raw);
+    p.type = cudaGraphNodeTypeConditional;
+    p.conditional.handle = handle;
+    p.conditional.type = type;
+    p.conditional.size = 1;
+    const int status = CUDA_CALL(&e->err, cudaGraphAddNode(node, graph, deps, NULL, n, &p));
+    if (status == GS_OK) *body = p.conditional.phGraph_out[0];
+    return status;
+}
+
+/* The WHILE node's body for a body of steps: IF(run){step 0; check},
+ * IF(run){step 1; check}, ..., then the tail. Each step is captured
+ * straight into its IF node's body. *capturing says whether a capture is
+ * open (for the caller's cleanup). */
+static int loop_build_steps(gs_engine *e, cudaGraph_t inner, cudaGraphConditionalHandle loop,
+                            const gs_loop *L, void *ctx, loop_ctl *d_ctl, int *capturing)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    cudaGraphConditionalHandle run;
+    cudaGraphNode_t prev = NULL;
+    int status = GS_OK;
+    GS_TRY(CUDA_CALL(&e->err, cudaGraphConditionalHandleCreate(&run, inner, 1,
+                                                               cudaGraphCondAssignDefault)));
+    for (int i = 0; i < L->n_steps; i++) {
+        cudaGraphNode_t node;
+        cudaGraph_t body;
+        GS_TRY(loop_add_conditional(e, inner, prev ? &prev : NULL, prev ? 1 : 0, run,
+                                    cudaGraphCondTypeIf, &node, &body));
+        GS_TRY(CUDA_CALL(&e->err, cudaStreamBeginCaptureToGraph(c->stream, body, NULL, NULL, 0,
+                                                                cudaStreamCaptureModeThreadLocal)));
+        *capturing = c->capturing = 1;
+        status = L->step(ctx, i);
+        if (status == GS_OK)
+            status = CUDA_LAUNCH(&e->err, loop_step_check_kernel, 1, 32, 0, c->stream, c->S, d_ctl,
+                                 run, L->step_its[i]);
+        *capturing = c->capturing = 0;
+        cudaGraph_t captured = NULL; /* the IF node's body: owned by the node */
+        const int end = CUDA_CALL(&e->err, cudaStreamEndCapture(c->stream, &captured));
+        if (status == GS_OK) status = end;
+        GS_TRY(status);
+        prev = node;
+    }
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamBeginCaptureToGraph(c->stream, inner, &prev, NULL, 1,
+                                                            cudaStreamCaptureModeThreadLocal)));
+    *capturing = 1;
+    status = CUDA_LAUNCH(&e->err, loop_tail_kernel, 1, 32, 0, c->stream, d_ctl, loop, run);
+    *capturing = 0;
+    {
+        cudaGraph_t captured = NULL;
+        const int end = CUDA_CALL(&e->err, cudaStreamEndCapture(c->stream, &captured));
+        if (status == GS_OK) status = end;
+    }
+cleanup:
+    return status;
+}
+
 /* The parent graph: one WHILE node whose body is body(ctx) then the check,
  * captured straight into the node's body graph. A body the node cannot
  * hold (a kind of node conditional bodies refuse) fails here: *declined is
  * then set, the engine's error record restored and the capture ended. */
-static int loop_build(gs_engine *e, int (*body)(void *), void *ctx, loop_ctl *d_ctl,
-                      cudaGraphExec_t *exec, int *declined, char *why, size_t why_len)
+static int loop_build(gs_engine *e, int (*body)(void *), void *ctx, const gs_loop *L,
+                      loop_ctl *d_ctl, cudaGraphExec_t *exec, int *declined, char *why,
+                      size_t why_len)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const gs_error saved = e->err;
     cudaGraph_t graph = NULL;
+    cudaGraph_t inner = NULL;
     cudaGraphConditionalHandle handle;
     cudaGraphNode_t node;
     int status = GS_OK, capturing = 0;
@@ -49,26 +143,20 @@ static int loop_build(gs_engine *e, int (*body)(void *), void *ctx, loop_ctl *d_
     GS_TRY(CUDA_CALL(&e->err, cudaGraphCreate(&graph, 0)));
     GS_TRY(CUDA_CALL(&e->err, cudaGraphConditionalHandleCreate(&handle, graph, 1,
                                                                cudaGraphCondAssignDefault)));
-    {
-        /* zeroed storage: the struct's union has no default constructor */
-        alignas(cudaGraphNodeParams) unsigned char raw[sizeof(cudaGraphNodeParams)] = {};
-        cudaGraphNodeParams &p = *reinterpret_cast<cudaGraphNodeParams *>(raw);
-        p.type = cudaGraphNodeTypeConditional;
-        p.conditional.handle = handle;
-        p.conditional.type = cudaGraphCondTypeWhile;
-        p.conditional.size = 1;
-        GS_TRY(CUDA_CALL(&e->err, cudaGraphAddNode(&node, graph, NULL, NULL, 0, &p)));
-        cudaGraph_t inner = p.conditional.phGraph_out[0];
+    GS_TRY(loop_add_conditional(e, graph, NULL, 0, handle, cudaGraphCondTypeWhile, &node,
+                                &inner));
+    if (L->n_steps > 1) {
+        status = loop_build_steps(e, inner, handle, L, ctx, d_ctl, &capturing);
+    } else {
         GS_TRY(CUDA_CALL(&e->err, cudaStreamBeginCaptureToGraph(c->stream, inner, NULL, NULL, 0,
                                                                 cudaStreamCaptureModeThreadLocal)));
-    }
-    capturing = c->capturing = 1;
-    status = body(ctx);
-    if (status == GS_OK)
-        status = CUDA_LAUNCH(&e->err, loop_check_kernel, 1, 32, 0, c->stream, c->S, d_ctl, handle);
-    c->capturing = 0;
-    capturing = 0;
-    {
+        capturing = c->capturing = 1;
+        status = body(ctx);
+        if (status == GS_OK)
+            status = CUDA_LAUNCH(&e->err, loop_check_kernel, 1, 32, 0, c->stream, c->S, d_ctl,
+                                 handle);
+        c->capturing = 0;
+        capturing = 0;
         cudaGraph_t captured = NULL; /* the node's body graph: owned by the node */
         const int end = CUDA_CALL(&e->err, cudaStreamEndCapture(c->stream, &captured));
         if (status == GS_OK) status = end;
@@ -133,9 +221,11 @@ int cuda_loop_run(gs_engine *e, int (*body)(void *), void *ctx, gs_loop *L)
                  "forces the device loop)");
         return GS_OK;
     }
+    if (L->n_steps <= 1 && !body)
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda loop_run: no body");
     GS_TRY(loop_spec_valid(e, L));
     GS_TRY(loop_prepare(e, L, &h, &hist, &clk));
-    GS_TRY(loop_build(e, body, ctx, (loop_ctl *)c->loop_ctl, &exec, &declined, L->declined,
+    GS_TRY(loop_build(e, body, ctx, L, (loop_ctl *)c->loop_ctl, &exec, &declined, L->declined,
                       sizeof L->declined));
     if (declined) goto cleanup;
     L->ran = 1;

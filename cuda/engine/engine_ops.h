@@ -72,6 +72,7 @@ int cuda_maxpy(gs_engine *e, double cst, const gs_vec *const *V, int k, int slot
 int cuda_scalar_set(gs_engine *e, int slot, gs_coef value);
 int cuda_scalar_write(gs_engine *e, int slot0, int count, const double *src);
 int cuda_scalar_read(gs_engine *e, int slot0, int count, double *dst);
+int cuda_small_run(gs_engine *e, const struct gs_small *op);
 int cuda_sync(gs_engine *e);
 int cuda_capture_begin(gs_engine *e);
 int cuda_capture_end(gs_engine *e, void **seq);

@@ -170,7 +170,12 @@ static inline int loop_spec_valid(gs_engine *e, const gs_loop *L)
               L->per_body > L->maxit - L->it0 || L->check_every < 1 ||
               L->check_every % L->per_body != 0 || !(L->bnorm > 0.0) ||
               L->n_tests < 0 || L->n_tests > GS_LOOP_MAX_TESTS || L->n_moves < 0 ||
-              L->n_moves > GS_LOOP_MAX_MOVES || L->history_cap < 0;
+              L->n_moves > GS_LOOP_MAX_MOVES || L->history_cap < 0 || L->n_steps < 0 ||
+              L->n_steps > GS_LOOP_MAX_STEPS ||
+              (L->n_steps > 1 && (!L->step || !L->step_its || L->per_body != 1 ||
+                                  L->check_every != 1 || L->n_moves != 0));
+    for (int i = 0; !bad && L->n_steps > 1 && i < L->n_steps; i++)
+        bad = L->step_its[i] != 0 && L->step_its[i] != 1;
     for (int i = 0; !bad && i < L->n_tests; i++)
         bad = gs_cuda_check_slot(e, L->test[i].slot, "loop_run test") != GS_OK;
     for (int i = 0; !bad && i < L->n_moves; i++)

@@ -135,16 +135,17 @@ struct axpy2_op {
     __device__ double pair(int64_t p)
     {
         const double2 u = ld2(x1, p), v = ld2(x2, p), y = ldw2(y1, p), z = ldw2(y2, p);
-        const double2 r1 = make_double2(y.x + a * u.x, y.y + a * u.y);
-        const double2 r2 = make_double2(z.x + b * v.x, z.y + b * v.y);
+        /* a zero coefficient leaves its y as it was (engine.h) */
+        const double2 r1 = a == 0.0 ? y : make_double2(y.x + a * u.x, y.y + a * u.y);
+        const double2 r2 = b == 0.0 ? z : make_double2(z.x + b * v.x, z.y + b * v.y);
         st2(y1, p, r1);
         st2(y2, p, r2);
         return r2.x * r2.x + r2.y * r2.y;
     }
     __device__ double one(int64_t i)
     {
-        y1[i] += a * x1[i];
-        const double r = y2[i] + b * x2[i];
+        if (a != 0.0) y1[i] += a * x1[i];
+        const double r = b == 0.0 ? y2[i] : y2[i] + b * x2[i];
         y2[i] = r;
         return r * r;
     }

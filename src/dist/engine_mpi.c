@@ -131,6 +131,8 @@ static int d_spmv_axpby(gs_engine *e, gs_coef a, const gs_mat *Am, const gs_vec 
 
 static int d_scalar_set(gs_engine *e, int slot, gs_coef v) { CHECK(IO(e)->scalar_set(IN(e), slot, v)); }
 static int d_scalar_write(gs_engine *e, int s0, int n, const double *src) { CHECK(IO(e)->scalar_write(IN(e), s0, n, src)); }
+/* every rank holds the same slots and runs the same small operation on them */
+static int d_small_run(gs_engine *e, const struct gs_small *op) { CHECK(IO(e)->small_run(IN(e), op)); }
 
 static int d_scalar_read(gs_engine *e, int s0, int n, double *dst)
 {
@@ -327,7 +329,7 @@ static void d_destroy(gs_engine *e)
         .maxpy = d_maxpy, .spmv_dot = d_spmv_dot, .spmv_axpby = d_spmv_axpby,                      \
         .trisolve = NULL, /* across ranks: none (preconditioners are block-local) */               \
         .scalar_set = d_scalar_set, .scalar_write = d_scalar_write,                                \
-        .scalar_read = d_scalar_read, .sync = d_sync, .host_pin = d_host_pin,                      \
+        .scalar_read = d_scalar_read, .small_run = d_small_run, .sync = d_sync, .host_pin = d_host_pin,                      \
         .host_unpin = d_host_unpin, .mat_create_system = d_mat_create_system,                      \
         .setup_done = d_setup_done,                                                                \
     }

@@ -30,6 +30,7 @@ typedef struct gs_mat gs_mat;       /* engine-owned sparse matrix, read-only */
 typedef struct gs_engine gs_engine;
 struct gs_loop;                     /* loop.h */
 struct gs_fused;                    /* loop.h */
+struct gs_small;                    /* small.h */
 
 /* Every engine's struct gs_vec starts with this header (its length), so the
  * generic layer can ask a vector's length without an engine call. */
@@ -38,9 +39,11 @@ typedef struct gs_vec_header {
 } gs_vec_header;
 static inline int64_t gs_vec_length(const gs_vec *v) { return ((const gs_vec_header *)v)->n; }
 
-/* Slots available in S. GMRES uses restart + 2 of them from GS_SLOT_FREE on,
- * so --restart is capped below this. */
-#define GS_MAX_SCALARS 1024
+/* Slots available in S (1 MB of doubles). GMRES keeps its Hessenberg
+ * triangle there (about restart^2 / 2 slots, small.h), IDR(s) its s x s
+ * matrix, so --restart and --idr-s are capped by this. A gs_coef names a
+ * slot as an int16_t: coefficients come from the first 32767. */
+#define GS_MAX_SCALARS (1 << 17)
 #define GS_SLOT_NONE (-1)
 
 /* value = c * S[num0] * S[num1] / (S[den0] * S[den1]); a slot of
@@ -105,7 +108,9 @@ typedef struct gs_engine_ops {
     int (*axpby_dot)(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y,
                      const gs_vec *w, int slot);
     /* y1 = y1 + a x1 and y2 = y2 + b x2 in one pass, then S[slot] = y2.y2
-     * when slot != GS_SLOT_NONE (CG's x and r updates in one kernel). */
+     * when slot != GS_SLOT_NONE (CG's x and r updates in one kernel). A
+     * zero a (b) leaves y1 (y2) exactly as it was, whatever x1 (x2) holds:
+     * an update a method's small operation cancelled (small.h) is no update. */
     int (*axpy2_dot)(gs_engine *e, gs_coef a, const gs_vec *x1, gs_vec *y1, gs_coef b,
                      const gs_vec *x2, gs_vec *y2, int slot);
     /* y = d .* x (elementwise), then S[slot] = x.y when slot != GS_SLOT_NONE. */
@@ -133,6 +138,10 @@ typedef struct gs_engine_ops {
     int (*scalar_set)(gs_engine *e, int slot, gs_coef value);  /* S[slot] = value */
     int (*scalar_write)(gs_engine *e, int slot0, int count, const double *src);
     int (*scalar_read)(gs_engine *e, int slot0, int count, double *dst); /* synchronises */
+    /* The small dense operation op on S where the slots live (small.h): the
+     * Krylov methods' Givens rotations, triangular solves and the like, one
+     * implementation for every engine; no synchronisation, capturable. */
+    int (*small_run)(gs_engine *e, const struct gs_small *op);
 
     int (*sync)(gs_engine *e); /* wait for all queued work; report late errors */
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "small.h"
 
 struct gs_vec {
     int64_t n;
@@ -194,8 +195,8 @@ static int cpu_axpy2_dot(gs_engine *e, gs_coef ka, const gs_vec *x1, gs_vec *y1,
     double s = 0;
 #pragma omp parallel for schedule(static) reduction(+ : s)
     for (int64_t i = 0; i < y2->n; i++) {
-        y1->x[i] += a * x1->x[i];
-        y2->x[i] += b * x2->x[i];
+        if (a != 0.0) y1->x[i] += a * x1->x[i];
+        if (b != 0.0) y2->x[i] += b * x2->x[i];
         s += y2->x[i] * y2->x[i];
     }
     if (slot == GS_SLOT_NONE) return GS_OK;
@@ -314,6 +315,15 @@ static int cpu_scalar_read(gs_engine *e, int slot0, int count, double *dst)
     return GS_OK;
 }
 
+static int cpu_small_run(gs_engine *e, const gs_small *op)
+{
+    if (!gs_small_valid(op, GS_MAX_SCALARS))
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "cpu engine: small operation %d (j %d, "
+                            "m %d, slots from %d) out of range", op->kind, op->j, op->m, op->base);
+    gs_small_exec(op, slots(e));
+    return GS_OK;
+}
+
 static int cpu_sync(gs_engine *e) { return e->err.status; }
 
 static double *cpu_vec_data(gs_engine *e, const gs_vec *v)
@@ -362,6 +372,7 @@ static const gs_engine_ops cpu_ops = {
     .scalar_set = cpu_scalar_set,
     .scalar_write = cpu_scalar_write,
     .scalar_read = cpu_scalar_read,
+    .small_run = cpu_small_run,
     .sync = cpu_sync,
     .vec_data = cpu_vec_data,
     .scalar_data = cpu_scalar_data,

@@ -16,6 +16,8 @@
 #define GS_LOOP_MAX_HISTORY (1L << 20)
 /* At most this many iterations in one captured body (kr_loop_per_body). */
 #define GS_LOOP_MAX_PER_BODY 8
+/* At most this many steps in a body of steps (gs_loop.n_steps). */
+#define GS_LOOP_MAX_STEPS 1024
 
 /* A breakdown predicate on one slot: the method broke down when it fails. */
 typedef enum gs_loop_test_kind {
@@ -66,6 +68,17 @@ typedef struct gs_loop {
      * with the last check's iteration and residual; NULL: never. */
     void (*progress)(void *ctx, long it, double rel);
     void *progress_ctx;
+    /* A body of steps (n_steps > 1, with per_body 1 and check_every 1; the
+     * engine's body argument is then unused): step(ctx, i) for i = 0 ..
+     * n_steps - 1, each followed by a check that first adds step_its[i]
+     * (0 or 1) to the iteration count; a step runs only when no check
+     * before it stopped the loop, and the loop hands control back to the
+     * host (progress) only after the last step. GMRES: the m steps of a
+     * cycle and its end; IDR(s): s inner steps and the reduction step.
+     * n_steps <= 1: the body, per_body iterations and one check. */
+    int n_steps;
+    int (*step)(void *ctx, int i);
+    const int *step_its;
     /* --- out --- */
     int ran;          /* 0: the engine declined (nothing ran): run the host loop */
     char declined[160]; /* why it declined ("" when it ran) */

@@ -2,21 +2,27 @@
  * SIAM J. Sci. Stat. Comput. 7(3) 1986; Saad, Alg. 9.5), written once over
  * the engine table. Orthogonalisation is classical Gram-Schmidt applied
  * twice (CGS2: as stable as modified GS, but each pass is one mdot and one
- * maxpy over all basis vectors). The (m+1) x m Hessenberg matrix and its
- * Givens rotations live on the host: one read of 2j+3 numbers per step. */
+ * maxpy over all basis vectors). The Hessenberg matrix's triangle, its
+ * Givens rotations and g live in the engine's slots, updated by the
+ * engine's small operations (src/engine/small.h): the host loop reads 5
+ * numbers a step, and the loop on the device (kr_device_steps) runs whole
+ * cycles, their ends and restarts included, without the host. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "krylov_impl.h"
+#include "small.h"
 
 typedef struct gmres_ws {
     int m;
     gs_vec **V;         /* m + 1 basis vectors */
     gs_vec *z;          /* M v_j, then M (V y) */
-    double *H;          /* column-major, (m+1) x m */
-    double *cs, *sn, *g;
-    int slot_h1, slot_h2, slot_nw; /* slot_h1 also receives y at the end */
+    gs_small_gmres L;   /* the slots of H's triangle, the rotations and g (small.h) */
+    /* the end of a cycle on the device (gmres_device_step) */
+    const gs_vec *b;
+    gs_vec *x, *u;
 } gmres_ws;
 
 /* Per-step vector accesses outside A and M: spmv 2, two CGS passes of
@@ -28,44 +34,47 @@ double gs_gmres_vector_accesses(const gs_krylov_opts *opts)
     return 2.0 * m + 11.0 + (m + 6.0) / m;
 }
 
-#define H_(ws, i, j) ((ws)->H[(size_t)(j) * ((ws)->m + 1) + (i)])
-
-/* |R(j,j)| at or below this fraction of ||H(:,j)||: A M v_j lies in the
- * span of A M v_0 .. A M v_j-1 up to rounding, so R is singular. A
- * nonsingular A M keeps the ratio above 1 / cond(A M); rounding leaves it
- * at 1e-14 or more where A M is singular (1.8e-14 seen at the 17th step of
- * a 36-unknown Neumann Laplacian, the Arnoldi errors adding up), so only
- * cond(A M) > 1e12 on the Krylov space is taken for singular. */
-#define GMRES_SINGULAR 1e-12
-
-/* Apply rotations 0..j-1 to column j, make rotation j, update g. Returns
- * NULL, or what makes R(0:j, 0:j) singular, leaving g as it was (the least
- * squares problem over the first j columns stays solved). */
-static const char *gmres_givens(gmres_ws *ws, int j)
+/* The breakdowns, in the order tested, on the slots the small operations
+ * leave (small.h): the first two after a step, the third after the
+ * least-squares solve. The slots lie right after KR_RR (base KR_FREE), so
+ * one read of GMRES_READ slots from KR_RR has the residual, the tests and
+ * jn. */
+#define GMRES_N_TESTS 3
+#define GMRES_READ 5
+static void gmres_tests(const gs_small_gmres *L, kr_test t[GMRES_N_TESTS])
 {
-    double col = 0.0; /* ||H(0:j+1, j)||: rotations keep it */
-    for (int i = 0; i <= j + 1; i++) col = hypot(col, H_(ws, i, j));
-    if (!isfinite(col)) return "Hessenberg entry not finite (A M v overflowed or holds NaN)";
-    for (int i = 0; i < j; i++) {
-        double a = H_(ws, i, j), b = H_(ws, i + 1, j);
-        H_(ws, i, j) = ws->cs[i] * a + ws->sn[i] * b;
-        H_(ws, i + 1, j) = -ws->sn[i] * a + ws->cs[i] * b;
-    }
-    double a = H_(ws, j, j), b = H_(ws, j + 1, j), rr = hypot(a, b);
-    if (!(rr > GMRES_SINGULAR * col))
-        return "Hessenberg matrix singular: A M is singular on the Krylov space "
-               "(b not in the range of A?)";
-    ws->cs[j] = a / rr; /* h(j+1,j) = 0 gives sn = 0, g[j+1] = 0: happy breakdown */
-    ws->sn[j] = b / rr;
-    H_(ws, j, j) = rr;
-    H_(ws, j + 1, j) = 0.0;
-    ws->g[j + 1] = -ws->sn[j] * ws->g[j];
-    ws->g[j] = ws->cs[j] * ws->g[j];
-    return NULL;
+    const kr_test all[GMRES_N_TESTS] = {
+        {{GS_LOOP_FINITE, L->col}, "Hessenberg entry not finite (A M v overflowed or holds NaN)"},
+        {{GS_LOOP_POSITIVE, L->rot}, "Hessenberg matrix singular: A M is singular on the Krylov "
+                                     "space (b not in the range of A?)"},
+        {{GS_LOOP_POSITIVE, L->yok}, "least-squares solution y overflowed: A M numerically "
+                                     "singular on the Krylov space, or x not representable"},
+    };
+    for (int i = 0; i < GMRES_N_TESTS; i++) t[i] = all[i];
 }
 
-/* One Arnoldi step j: V[j+1] = orthonormalised A M V[j]; column j of H. */
-static int gmres_arnoldi(kr_ctx *k, gmres_ws *ws, int j, double *hn)
+static int gmres_small(kr_ctx *k, const gmres_ws *ws, int kind, int j)
+{
+    const gs_small op = {kind, j, ws->m, KR_FREE, KR_RR};
+    return k->ops->small_run(k->e, &op);
+}
+
+/* A cycle from V[0] = r with ||r||^2 in S[KR_RR]: g = (||r||, 0, ..), V[0]
+ * scaled to norm 1. */
+static int gmres_restart(kr_ctx *k, gmres_ws *ws)
+{
+    int status = GS_OK;
+    GS_TRY(gmres_small(k, ws, GS_SMALL_GMRES_RESTART, 0));
+    GS_TRY(k->ops->axpby(k->e, gs_coef_slot(1.0, ws->L.invbeta), ws->V[0], gs_coef_const(0),
+                         ws->V[0]));
+cleanup:
+    return status;
+}
+
+/* One Arnoldi step j: V[j+1] = orthonormalised A M V[j]; column j of H,
+ * rotated, with g and the estimate S[KR_RR] = g(j+1)^2 (small.h: where the
+ * step breaks down, the old estimate and a failed test). No read. */
+static int gmres_step(kr_ctx *k, gmres_ws *ws, int j)
 {
     gs_engine *e = k->e;
     const gs_engine_ops *o = k->ops;
@@ -74,87 +83,145 @@ static int gmres_arnoldi(kr_ctx *k, gmres_ws *ws, int j, double *hn)
     int status = GS_OK;
     GS_TRY(gs_pc_apply_dot(k->pc, ws->V[j], ws->z, GS_SLOT_NONE));
     GS_TRY(o->spmv_dot(e, k->A, ws->z, w, NULL, GS_SLOT_NONE));
-    GS_TRY(o->mdot(e, V, j + 1, w, ws->slot_h1));        /* h1 = V' w   */
-    GS_TRY(o->maxpy(e, -1.0, V, j + 1, ws->slot_h1, w)); /* w -= V h1   */
-    GS_TRY(o->mdot(e, V, j + 1, w, ws->slot_h2));        /* h2 = V' w   */
-    GS_TRY(o->maxpy(e, -1.0, V, j + 1, ws->slot_h2, w)); /* w -= V h2   */
-    GS_TRY(o->dot(e, w, w, ws->slot_nw));
-    double h[2 * GS_MAX_SCALARS];
-    const int count = ws->slot_nw - ws->slot_h1 + 1;
-    GS_TRY(o->scalar_read(e, ws->slot_h1, count, h));
-    for (int i = 0; i <= j; i++) H_(ws, i, j) = h[i] + h[ws->slot_h2 - ws->slot_h1 + i];
-    *hn = sqrt(fabs(h[count - 1]));
-    H_(ws, j + 1, j) = *hn;
-    if (*hn > 0.0) GS_TRY(o->axpby(e, gs_coef_const(1.0 / *hn), w, gs_coef_const(0), w));
+    GS_TRY(o->mdot(e, V, j + 1, w, ws->L.h1));        /* h1 = V' w   */
+    GS_TRY(o->maxpy(e, -1.0, V, j + 1, ws->L.h1, w)); /* w -= V h1   */
+    GS_TRY(o->mdot(e, V, j + 1, w, ws->L.h2));        /* h2 = V' w   */
+    GS_TRY(o->maxpy(e, -1.0, V, j + 1, ws->L.h2, w)); /* w -= V h2   */
+    GS_TRY(o->dot(e, w, w, ws->L.nw));
+    GS_TRY(gmres_small(k, ws, GS_SMALL_GMRES_GIVENS, j));
+    GS_TRY(o->axpby(e, gs_coef_slot(1.0, ws->L.invh), w, gs_coef_const(0), w));
 cleanup:
     return status;
 }
 
-/* x += M V y with H y = g (upper triangular, size jn), kept in z. *finite
- * is 0 (and x untouched) when y overflows: the system's solution is not
- * representable in the space (A M numerically singular or x too large). */
-static int gmres_update(kr_ctx *k, gmres_ws *ws, int jn, gs_vec *x, gs_vec *u, int *finite)
+/* x += M V y with R y = g over the first jn columns, M V y kept in z. A y
+ * that overflows is 0 (small.h), so x stays as it was and S[yok] says so.
+ * No read. */
+static int gmres_apply_update(kr_ctx *k, gmres_ws *ws, int jn)
 {
-    double y[GS_MAX_SCALARS];
     int status = GS_OK;
-    *finite = 1;
-    for (int i = jn - 1; i >= 0; i--) { /* the diagonal is nonzero (gmres_givens) */
-        double s = ws->g[i];
-        for (int l = i + 1; l < jn; l++) s -= H_(ws, i, l) * y[l];
-        y[i] = s / H_(ws, i, i);
-        if (!isfinite(y[i])) *finite = 0;
-    }
-    if (jn == 0 || !*finite) return GS_OK;
-    GS_TRY(k->ops->scalar_write(k->e, ws->slot_h1, jn, y));
-    GS_TRY(k->ops->set(k->e, u, 0.0));
-    GS_TRY(k->ops->maxpy(k->e, 1.0, (const gs_vec *const *)ws->V, jn, ws->slot_h1, u));
-    GS_TRY(gs_pc_apply_dot(k->pc, u, ws->z, GS_SLOT_NONE));
-    GS_TRY(k->ops->axpby(k->e, gs_coef_const(1), ws->z, gs_coef_const(1), x));
+    GS_TRY(gmres_small(k, ws, GS_SMALL_GMRES_SOLVE, jn));
+    GS_TRY(k->ops->set(k->e, ws->u, 0.0));
+    GS_TRY(k->ops->maxpy(k->e, 1.0, (const gs_vec *const *)ws->V, jn, ws->L.y, ws->u));
+    GS_TRY(gs_pc_apply_dot(k->pc, ws->u, ws->z, GS_SLOT_NONE));
+    GS_TRY(k->ops->axpby(k->e, gs_coef_const(1), ws->z, gs_coef_const(1), ws->x));
 cleanup:
     return status;
 }
 
-/* r = b - A x and *rr = r.r: the residual a cycle restarts from, and the
- * one that confirms a cycle's claim of convergence. */
-static int gmres_true_residual(kr_ctx *k, const gs_vec *b, const gs_vec *x, gs_vec *r,
-                               double *rr)
+/* r = b - A x and S[KR_RR] = r.r: the residual a cycle restarts from, and
+ * the one that confirms a cycle's claim of convergence. No read. */
+static int gmres_true_residual(kr_ctx *k, gmres_ws *ws, gs_vec *r)
 {
     gs_engine *e = k->e;
     int status = GS_OK;
-    GS_TRY(k->ops->copy(e, b, r));
-    GS_TRY(k->ops->spmv_axpby(e, gs_coef_const(-1), k->A, x, gs_coef_const(1), r));
+    GS_TRY(k->ops->copy(e, ws->b, r));
+    GS_TRY(k->ops->spmv_axpby(e, gs_coef_const(-1), k->A, ws->x, gs_coef_const(1), r));
     GS_TRY(k->ops->dot(e, r, r, KR_RR));
-    GS_TRY(k->ops->scalar_read(e, KR_RR, 1, rr));
 cleanup:
     return status;
 }
 
-/* One cycle from V[0] = r, ||r|| = beta: Arnoldi steps until m, a stop or
- * a singular R, then x += M V y. *it counts the steps; 1 if it stops. */
-static int gmres_cycle(kr_ctx *k, gmres_ws *ws, double beta, gs_vec *x, gs_vec *u, long *it,
-                       int *done)
+/* The end of a cycle of j columns, after the steps stopped at iteration it
+ * (broke: a step's breakdown, else NULL): x += M V y, and the breakdown's
+ * check: the estimate g(j) of the last good step, or for an overflowing y
+ * the residual the cycle began with (x is as it was then). */
+static int gmres_cycle_end(kr_ctx *k, gmres_ws *ws, int j, const char *broke, long it,
+                           int *done)
 {
-    int status = GS_OK, j = 0, finite;
-    const char *broke = NULL;
-    GS_TRY(k->ops->axpby(k->e, gs_coef_const(1.0 / beta), ws->V[0], gs_coef_const(0), ws->V[0]));
-    for (int i = 0; i <= ws->m; i++) ws->g[i] = 0.0;
-    ws->g[0] = beta;
-    while (j < ws->m && !*done) {
-        double hn;
-        GS_TRY(gmres_arnoldi(k, ws, j, &hn));
-        (*it)++;
-        if ((broke = gmres_givens(ws, j))) break;
-        j++;
-        *done = kr_check(k, *it, ws->g[j] * ws->g[j]);
+    kr_test t[GMRES_N_TESTS];
+    double v[GMRES_READ];
+    int status = GS_OK, slot = ws->L.g + j, squared = 0;
+    gmres_tests(&ws->L, t);
+    if (j > 0) {
+        GS_TRY(gmres_apply_update(k, ws, j));
+        GS_TRY(k->ops->scalar_read(k->e, KR_RR, GMRES_READ, v));
+        if (kr_test_failed(t + 2, 1, v, KR_RR)) {
+            broke = t[2].what;
+            slot = ws->L.rr0;
+            squared = 1;
+        }
     }
-    GS_TRY(gmres_update(k, ws, j, x, u, &finite)); /* the first j columns: R nonsingular */
-    if (!finite) { /* x is as at the cycle's start */
-        broke = "least-squares solution y overflowed: A M numerically singular on the "
-                "Krylov space, or x not representable";
-        j = 0;
+    if (broke) {
+        double g;
+        GS_TRY(k->ops->scalar_read(k->e, slot, 1, &g));
+        *done = kr_check_breakdown(k, it, squared ? g : g * g, broke);
     }
-    if (broke) *done = kr_check_breakdown(k, *it, ws->g[j] * ws->g[j], broke);
 cleanup:
+    return status;
+}
+
+/* One cycle on the host from a restart: Arnoldi steps until m, a stop or a
+ * breakdown, each read and checked, then the end. *it counts the steps. */
+static int gmres_cycle(kr_ctx *k, gmres_ws *ws, long *it, int *done)
+{
+    kr_test t[GMRES_N_TESTS];
+    const char *broke = NULL;
+    int status = GS_OK, j = 0;
+    gmres_tests(&ws->L, t);
+    while (j < ws->m && !*done) {
+        double v[GMRES_READ];
+        GS_TRY(gmres_step(k, ws, j));
+        (*it)++;
+        GS_TRY(k->ops->scalar_read(k->e, KR_RR, GMRES_READ, v));
+        if ((broke = kr_test_failed(t, 2, v, KR_RR))) break;
+        j++;
+        *done = kr_check(k, *it, v[0]);
+    }
+    GS_TRY(gmres_cycle_end(k, ws, j, broke, *it, done));
+cleanup:
+    return status;
+}
+
+/* The device loop's steps: 0 .. m-1 are Arnoldi steps (an iteration each);
+ * step m ends a whole cycle without the host (x += M V y, the true
+ * residual, the restart), its check counting no iteration. */
+static int gmres_device_step(kr_ctx *k, void *state, int i)
+{
+    gmres_ws *ws = state;
+    int status = GS_OK;
+    if (i < ws->m) return gmres_step(k, ws, i);
+    GS_TRY(gmres_apply_update(k, ws, ws->m));
+    GS_TRY(gmres_true_residual(k, ws, ws->V[0]));
+    GS_TRY(gmres_restart(k, ws));
+cleanup:
+    return status;
+}
+
+/* Cycles on the device from a restart at iteration *it, where the engine
+ * can. A check at the end of a cycle (phase 1) is final: it judged the
+ * true residual. A check within one stopped it after jn steps: the host
+ * ends that cycle as its own loop would (*done set, then gmres_cycle_end). */
+static int gmres_device_loop(kr_ctx *k, gmres_ws *ws, long *it, int *ran, int *final)
+{
+    kr_test t[GMRES_N_TESTS];
+    int status = GS_OK;
+    int *its = NULL;
+    long it_done = *it;
+    *ran = *final = 0;
+    if (!k->opts->use_capture || !k->ops->loop_run) return GS_OK;
+    its = gs_malloc((size_t)(ws->m + 1) * sizeof(int), "gmres steps", &k->e->err);
+    if (!its) return GS_ERR_NOMEM;
+    for (int i = 0; i <= ws->m; i++) its[i] = i < ws->m;
+    gmres_tests(&ws->L, t);
+    const long left = k->opts->maxit - *it, checks = left + left / ws->m + 1;
+    GS_TRY(kr_device_steps(k, *it, ws->m + 1, gmres_device_step, ws, its, checks, t,
+                           GMRES_N_TESTS, &it_done, ran));
+    if (!*ran) goto cleanup;
+    *it = it_done;
+    double ph[4]; /* jn .. phase (small.h) */
+    GS_TRY(k->ops->scalar_read(k->e, ws->L.jn, ws->L.phase - ws->L.jn + 1, ph));
+    if (ph[ws->L.phase - ws->L.jn] != 0.0) {
+        *final = 1;
+        goto cleanup;
+    }
+    char broke[sizeof k->res->breakdown]; /* kr_check_breakdown writes the result's */
+    snprintf(broke, sizeof broke, "%s", k->res->breakdown);
+    int done = 1;
+    GS_TRY(gmres_cycle_end(k, ws, (int)ph[0],
+                           k->res->reason == GS_REASON_BREAKDOWN ? broke : NULL, *it, &done));
+cleanup:
+    free(its);
     return status;
 }
 
@@ -164,26 +231,33 @@ cleanup:
  * cycle lowered it (rounding drift: a restart recovers); when the cycle did
  * not, restarting would rebuild the same space of a numerically singular
  * A M, so the update is undone and the gap reported as a breakdown. */
-static int gmres_cycles(kr_ctx *k, gmres_ws *ws, const gs_vec *b, gs_vec *x, gs_vec *u)
+static int gmres_cycles(kr_ctx *k, gmres_ws *ws)
 {
     gs_engine *e = k->e;
     gs_krylov_result *res = k->res;
     int status = GS_OK, done = 0;
     long it = 0;
     char what[sizeof res->breakdown];
-    GS_TRY(kr_initial_residual(k, b, x, ws->V[0], &done));
+    GS_TRY(kr_initial_residual(k, ws->b, ws->x, ws->V[0], &done));
     double rr;
-    GS_TRY(k->ops->scalar_read(e, KR_RR, 1, &rr));
     while (!done) {
-        const double start_rel = sqrt(rr) / k->bnorm;
-        GS_TRY(gmres_cycle(k, ws, sqrt(rr), x, u, &it, &done));
+        int ran = 0, final = 0;
+        GS_TRY(gmres_restart(k, ws));
+        GS_TRY(gmres_device_loop(k, ws, &it, &ran, &final));
+        if (final) break;
+        if (ran) done = 1; /* stopped within a cycle, which the host ended */
+        else GS_TRY(gmres_cycle(k, ws, &it, &done));
         if (done && res->reason != GS_REASON_CONVERGED) break;
         const int claimed = done;
-        GS_TRY(gmres_true_residual(k, b, x, ws->V[0], &rr));
+        double rr0; /* the cycle's start (the device loop may have restarted since ours) */
+        GS_TRY(k->ops->scalar_read(e, ws->L.rr0, 1, &rr0));
+        const double start_rel = sqrt(rr0) / k->bnorm;
+        GS_TRY(gmres_true_residual(k, ws, ws->V[0]));
+        GS_TRY(k->ops->scalar_read(e, KR_RR, 1, &rr));
         done = kr_check(k, it, rr);
         const int confirmed = done && res->reason == GS_REASON_CONVERGED;
         if (claimed && !confirmed && !(res->rel_residual < start_rel)) {
-            GS_TRY(k->ops->axpby(e, gs_coef_const(-1), ws->z, gs_coef_const(1), x));
+            GS_TRY(k->ops->axpby(e, gs_coef_const(-1), ws->z, gs_coef_const(1), ws->x));
             snprintf(what, sizeof what, "estimate reached tol but ||b - Ax|| / ||b|| = %.1e, no "
                      "lower than at the restart: A M numerically singular", res->rel_residual);
             kr_breakdown(k, it, what);
@@ -200,42 +274,34 @@ int gs_gmres_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs
 {
     kr_ctx k;
     gmres_ws ws = {0};
-    gs_vec *u = NULL;
     int status = kr_init(&k, e, A, pc, opts, res);
     const int64_t n = gs_vec_length(b);
     ws.m = opts->restart;
-    if (ws.m < 1 || 2 * (ws.m + 1) + 1 + KR_FREE > GS_MAX_SCALARS) {
-        status = gs_error_set(&e->err, GS_ERR_USAGE, "--restart %d outside [1, %d]", ws.m,
-                              (GS_MAX_SCALARS - KR_FREE - 3) / 2);
+    int max_m = 1;
+    while (gs_small_gmres_layout(KR_FREE, max_m + 1).end <= GS_MAX_SCALARS) max_m++;
+    if (ws.m < 1 || ws.m > max_m) {
+        status = gs_error_set(&e->err, GS_ERR_USAGE, "--restart %d outside [1, %d]", ws.m, max_m);
         goto cleanup;
     }
-    ws.slot_h1 = KR_FREE;
-    ws.slot_h2 = KR_FREE + ws.m + 1;
-    ws.slot_nw = KR_FREE + 2 * (ws.m + 1);
+    ws.L = gs_small_gmres_layout(KR_FREE, ws.m);
+    ws.b = b;
+    ws.x = x;
     ws.V = gs_calloc((size_t)ws.m + 1, sizeof *ws.V, "gmres basis", &e->err);
-    ws.H = gs_calloc((size_t)(ws.m + 1) * ws.m, sizeof(double), "gmres H", &e->err);
-    ws.cs = gs_calloc((size_t)ws.m + 1, sizeof(double), "gmres rotations", &e->err);
-    ws.sn = gs_calloc((size_t)ws.m + 1, sizeof(double), "gmres rotations", &e->err);
-    ws.g = gs_calloc((size_t)ws.m + 1, sizeof(double), "gmres rhs", &e->err);
-    if (!ws.V || !ws.H || !ws.cs || !ws.sn || !ws.g) {
+    if (!ws.V) {
         status = GS_ERR_NOMEM;
         goto cleanup;
     }
     for (int i = 0; i <= ws.m; i++) GS_TRY(e->ops->vec_create(e, n, &ws.V[i]));
     GS_TRY(e->ops->vec_create(e, n, &ws.z));
-    GS_TRY(e->ops->vec_create(e, n, &u));
-    GS_TRY(gmres_cycles(&k, &ws, b, x, u));
+    GS_TRY(e->ops->vec_create(e, n, &ws.u));
+    GS_TRY(gmres_cycles(&k, &ws));
 cleanup:
     res->spmv_count = res->iterations + 1;
     res->pc_apply_count = res->iterations;
     kr_finish(&k);
     for (int i = 0; ws.V && i <= ws.m; i++) e->ops->vec_destroy(e, ws.V[i]);
     e->ops->vec_destroy(e, ws.z);
-    e->ops->vec_destroy(e, u);
+    e->ops->vec_destroy(e, ws.u);
     free(ws.V);
-    free(ws.H);
-    free(ws.cs);
-    free(ws.sn);
-    free(ws.g);
     return status;
 }

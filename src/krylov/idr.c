@@ -1,24 +1,28 @@
 /* idr.c - IDR(s) with biorthogonalisation (van Gijzen & Sonneveld, ACM TOMS
  * 38(1) 2011, Alg. 913, "An elegant IDR(s) variant that efficiently exploits
  * bi-orthogonality properties"), right preconditioning, written once over
- * the engine table. The s x s matrix M = P'G and f = P'r live on the host:
- * two reads of at most s numbers per spmv. One iteration = one spmv. */
+ * the engine table. The s x s matrix M = P'G, f = P'r and omega live in the
+ * engine's slots, updated by its small operations (src/engine/small.h): the
+ * host loop reads 3 numbers a step, and the loop on the device
+ * (kr_device_steps) runs whole cycles without the host. One iteration =
+ * one spmv. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "krylov_impl.h"
+#include "small.h"
 
 #define IDR_MAX_S 64
-#define IDR_KAPPA 0.7 /* "maintaining the convergence" angle (Sleijpen & van der Vorst) */
 
 typedef struct idr_ws {
     int s;
     gs_vec **P, **G, **U;
     gs_vec *v, *vhat, *tmp, *t;
-    double M[IDR_MAX_S][IDR_MAX_S], f[IDR_MAX_S], om;
-    double rr; /* ||r||^2 at the last check: a breakdown test's residual */
-    int slot_f, slot_pg, slot_c, slot_tt; /* slot_tt + 1 holds t'r */
+    gs_vec *x, *r;
+    gs_small_idr L;   /* the slots of M, f, omega ... (small.h) */
+    int copy_u;       /* U_k from tmp by a copy (a captured loop touches the same
+                       * vectors every cycle), not by swapping the two */
 } idr_ws;
 
 /* Per spmv, outside A and M: an inner step moves 3s + 21 vectors (copy,
@@ -90,105 +94,141 @@ cleanup:
     return status;
 }
 
-/* Solve the lower-triangular system M(k0:k1, k0:k1) y = rhs(k0:k1). */
-static void idr_lower_solve(const idr_ws *ws, int k0, int k1, const double *rhs, double *y)
+/* The breakdowns, in the order tested, on the slots the small operations
+ * leave (small.h), right after KR_RR: one read of IDR_READ slots from KR_RR
+ * has the residual and them. An inner step leaves omok as the last
+ * reduction step set it (passing), the reduction step mkk likewise. */
+#define IDR_N_TESTS 3
+#define IDR_READ 3
+static void idr_tests(const gs_small_idr *L, kr_test t[IDR_N_TESTS])
 {
-    for (int i = k0; i < k1; i++) {
-        double acc = rhs[i - k0];
-        for (int j = k0; j < i; j++) acc -= ws->M[i][j] * y[j - k0];
-        y[i - k0] = ws->M[i][i] == 0.0 ? 0.0 : acc / ws->M[i][i];
-    }
+    static const char *mkk = "M(k,k) = P_k'G_k is 0 or not finite";
+    const kr_test all[IDR_N_TESTS] = {
+        {{GS_LOOP_FINITE, L->mkk}, mkk},
+        {{GS_LOOP_NONZERO, L->mkk}, mkk},
+        {{GS_LOOP_POSITIVE, L->omok}, "omega = 0 or not finite (t'r = 0 or t't = 0)"},
+    };
+    for (int i = 0; i < IDR_N_TESTS; i++) t[i] = all[i];
 }
 
-/* Inner step k: new U_k, G_k = A U_k biorthogonal to P_0..P_k-1, then
- * r -= beta G_k, x += beta U_k. Sets *done. */
-static int idr_step(kr_ctx *k, idr_ws *ws, int kk, gs_vec *x, gs_vec *r, long *it, int *done)
+static int idr_small(kr_ctx *k, const idr_ws *ws, int kind, int kk)
+{
+    const gs_small op = {kind, kk, ws->s, KR_FREE, KR_RR};
+    return k->ops->small_run(k->e, &op);
+}
+
+/* Inner step k (a cycle's first also forms f = P'r): new U_k, G_k = A U_k
+ * biorthogonal to P_0..P_k-1, then r -= beta G_k, x += beta U_k (beta = 0
+ * where M(k,k) fails: r stays as it was). No read. */
+static int idr_step(kr_ctx *k, idr_ws *ws, int kk)
 {
     gs_engine *e = k->e;
     const gs_engine_ops *o = k->ops;
     const int s = ws->s;
-    double c[IDR_MAX_S], pg[IDR_MAX_S];
+    const gs_small_idr *L = &ws->L;
     int status = GS_OK;
-    idr_lower_solve(ws, kk, s, ws->f + kk, c);
-    GS_TRY(o->scalar_write(e, ws->slot_c, s - kk, c));
-    GS_TRY(o->copy(e, r, ws->v));                                  /* v = r - G c   */
-    GS_TRY(o->maxpy(e, -1.0, (const gs_vec *const *)ws->G + kk, s - kk, ws->slot_c, ws->v));
-    GS_TRY(gs_pc_apply_dot(k->pc, ws->v, ws->vhat, GS_SLOT_NONE)); /* vhat = M v     */
-    GS_TRY(o->axpby(e, gs_coef_const(ws->om), ws->vhat, gs_coef_const(0), ws->tmp));
-    GS_TRY(o->maxpy(e, 1.0, (const gs_vec *const *)ws->U + kk, s - kk, ws->slot_c, ws->tmp));
-    gs_vec *swap = ws->U[kk];                                      /* U_k = U c + om vhat */
-    ws->U[kk] = ws->tmp;
-    ws->tmp = swap;
+    if (kk == 0) GS_TRY(o->mdot(e, (const gs_vec *const *)ws->P, s, ws->r, L->f));
+    GS_TRY(idr_small(k, ws, GS_SMALL_IDR_C, kk));                 /* c = M \ f     */
+    GS_TRY(o->copy(e, ws->r, ws->v));                             /* v = r - G c   */
+    GS_TRY(o->maxpy(e, -1.0, (const gs_vec *const *)ws->G + kk, s - kk, L->c, ws->v));
+    GS_TRY(gs_pc_apply_dot(k->pc, ws->v, ws->vhat, GS_SLOT_NONE)); /* vhat = M v    */
+    GS_TRY(o->axpby(e, gs_coef_slot(1.0, L->om), ws->vhat, gs_coef_const(0), ws->tmp));
+    GS_TRY(o->maxpy(e, 1.0, (const gs_vec *const *)ws->U + kk, s - kk, L->c, ws->tmp));
+    if (ws->copy_u) { /* U_k = U c + om vhat */
+        GS_TRY(o->copy(e, ws->tmp, ws->U[kk]));
+    } else {
+        gs_vec *swap = ws->U[kk];
+        ws->U[kk] = ws->tmp;
+        ws->tmp = swap;
+    }
     GS_TRY(o->spmv_dot(e, k->A, ws->U[kk], ws->G[kk], NULL, GS_SLOT_NONE)); /* G_k = A U_k */
-    GS_TRY(o->mdot(e, (const gs_vec *const *)ws->P, s, ws->G[kk], ws->slot_pg));
-    GS_TRY(o->scalar_read(e, ws->slot_pg, s, pg));
-    double alpha[IDR_MAX_S];
-    idr_lower_solve(ws, 0, kk, pg, alpha); /* sequential biorthogonalisation, at once */
-    if (kk > 0) {
-        GS_TRY(o->scalar_write(e, ws->slot_c, kk, alpha));
-        GS_TRY(o->maxpy(e, -1.0, (const gs_vec *const *)ws->G, kk, ws->slot_c, ws->G[kk]));
-        GS_TRY(o->maxpy(e, -1.0, (const gs_vec *const *)ws->U, kk, ws->slot_c, ws->U[kk]));
+    GS_TRY(o->mdot(e, (const gs_vec *const *)ws->P, s, ws->G[kk], L->pg));
+    GS_TRY(idr_small(k, ws, GS_SMALL_IDR_ALPHA, kk)); /* alpha into c, M(k:s, k), beta, f */
+    if (kk > 0) { /* sequential biorthogonalisation, at once */
+        GS_TRY(o->maxpy(e, -1.0, (const gs_vec *const *)ws->G, kk, L->c, ws->G[kk]));
+        GS_TRY(o->maxpy(e, -1.0, (const gs_vec *const *)ws->U, kk, L->c, ws->U[kk]));
     }
-    for (int i = kk; i < s; i++) { /* M(i,k) = P_i' G_k after the subtraction */
-        double m = pg[i];
-        for (int j = 0; j < kk; j++) m -= alpha[j] * ws->M[i][j];
-        ws->M[i][kk] = m;
-    }
-    (*it)++;
-    if (ws->M[kk][kk] == 0.0 || !isfinite(ws->M[kk][kk])) { /* r is unchanged: check it again */
-        *done = kr_check_breakdown(k, *it, ws->rr, "M(k,k) = P_k'G_k is 0 or not finite");
-        goto cleanup;
-    }
-    const double beta = ws->f[kk] / ws->M[kk][kk];
-    GS_TRY(o->axpy2_dot(e, gs_coef_const(beta), ws->U[kk], x,     /* x += beta U_k */
-                        gs_coef_const(-beta), ws->G[kk], r, KR_RR)); /* r -= beta G_k */
-    GS_TRY(o->scalar_read(e, KR_RR, 1, &ws->rr));
-    *done = kr_check(k, *it, ws->rr);
-    for (int i = kk + 1; i < s; i++) ws->f[i] -= beta * ws->M[i][kk];
+    GS_TRY(o->axpy2_dot(e, gs_coef_slot(1.0, L->beta), ws->U[kk], ws->x,    /* x += beta U_k */
+                        gs_coef_slot(1.0, L->mbeta), ws->G[kk], ws->r, KR_RR)); /* r -= ..G_k */
 cleanup:
     return status;
 }
 
-/* The dimension-reduction step: x += om M r, r -= om A M r. */
-static int idr_reduce(kr_ctx *k, idr_ws *ws, gs_vec *x, gs_vec *r, long *it, int *done)
+/* The dimension-reduction step: x += om M r, r -= om A M r (omega = 0
+ * where it fails: r stays as it was). No read. */
+static int idr_reduce(kr_ctx *k, idr_ws *ws)
 {
     gs_engine *e = k->e;
     const gs_engine_ops *o = k->ops;
+    const gs_small_idr *L = &ws->L;
     int status = GS_OK;
-    GS_TRY(gs_pc_apply_dot(k->pc, r, ws->vhat, GS_SLOT_NONE));
-    GS_TRY(o->spmv_dot(e, k->A, ws->vhat, ws->t, r, ws->slot_tt + 1)); /* t = A vhat, t'r */
-    GS_TRY(o->dot(e, ws->t, ws->t, ws->slot_tt));
-    double v[4 * IDR_MAX_S + 4], rr; /* one read: RR up to t'r (3s + 3 slots) */
-    GS_TRY(o->scalar_read(e, KR_RR, ws->slot_tt + 2 - KR_RR, v));
-    const double tt = v[ws->slot_tt - KR_RR], tr = v[ws->slot_tt + 1 - KR_RR];
-    rr = v[0];
-    (*it)++;
-    if (!kr_positive(tt) || tr == 0.0 || !isfinite(tr)) { /* r is unchanged: check it again */
-        *done = kr_check_breakdown(k, *it, rr, "omega = 0 or not finite (t'r = 0 or t't = 0)");
-        goto cleanup;
-    }
-    const double rho = fabs(tr) / (sqrt(tt) * sqrt(rr));
-    ws->om = tr / tt;
-    if (rho < IDR_KAPPA) ws->om *= IDR_KAPPA / rho;
-    GS_TRY(o->axpy2_dot(e, gs_coef_const(ws->om), ws->vhat, x,  /* x += om vhat */
-                        gs_coef_const(-ws->om), ws->t, r, KR_RR)); /* r -= om t    */
-    GS_TRY(o->scalar_read(e, KR_RR, 1, &ws->rr));
-    *done = kr_check(k, *it, ws->rr);
+    GS_TRY(gs_pc_apply_dot(k->pc, ws->r, ws->vhat, GS_SLOT_NONE));
+    GS_TRY(o->spmv_dot(e, k->A, ws->vhat, ws->t, ws->r, L->tt + 1)); /* t = A vhat, t'r */
+    GS_TRY(o->dot(e, ws->t, ws->t, L->tt));
+    GS_TRY(idr_small(k, ws, GS_SMALL_IDR_OMEGA, 0));
+    GS_TRY(o->axpy2_dot(e, gs_coef_slot(1.0, L->uom), ws->vhat, ws->x,  /* x += om vhat */
+                        gs_coef_slot(1.0, L->muom), ws->t, ws->r, KR_RR)); /* r -= om t */
 cleanup:
     return status;
 }
 
-static int idr_iterate(kr_ctx *k, idr_ws *ws, gs_vec *x, gs_vec *r)
+/* Step i of a cycle: inner steps 0..s-1, then the reduction step. */
+static int idr_cycle_step(kr_ctx *k, void *state, int i)
 {
+    idr_ws *ws = state;
+    return i < ws->s ? idr_step(k, ws, i) : idr_reduce(k, ws);
+}
+
+/* Whole cycles on the device where the engine can; every step is an
+ * iteration and every check a verdict, so it runs to the end. */
+static int idr_device_loop(kr_ctx *k, idr_ws *ws, int *ran)
+{
+    kr_test t[IDR_N_TESTS];
+    int its[IDR_MAX_S + 1];
+    long it_done;
+    *ran = 0;
+    if (!k->opts->use_capture || !k->ops->loop_run) return GS_OK;
+    for (int i = 0; i <= ws->s; i++) its[i] = 1;
+    idr_tests(&ws->L, t);
+    ws->copy_u = 1;
+    const int status = kr_device_steps(k, 0, ws->s + 1, idr_cycle_step, ws, its, k->opts->maxit,
+                                       t, IDR_N_TESTS, &it_done, ran);
+    ws->copy_u = 0;
+    return status;
+}
+
+/* M = I, omega = 1, the tests' slots passing. */
+static int idr_start(kr_ctx *k, idr_ws *ws)
+{
+    const int s = ws->s;
+    const gs_small_idr *L = &ws->L;
+    double *m = gs_calloc((size_t)s * s, sizeof(double), "idr M", &k->e->err);
+    const double one[7] = {1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0}; /* mkk .. muom */
+    int status = GS_OK;
+    if (!m) return GS_ERR_NOMEM;
+    for (int i = 0; i < s; i++) m[(size_t)i * s + i] = 1.0;
+    GS_TRY(k->ops->scalar_write(k->e, L->M, s * s, m));
+    GS_TRY(k->ops->scalar_write(k->e, L->mkk, 7, one));
+cleanup:
+    free(m);
+    return status;
+}
+
+static int idr_iterate(kr_ctx *k, idr_ws *ws)
+{
+    kr_test t[IDR_N_TESTS];
     int status = GS_OK, done = 0;
     long it = 0;
+    GS_TRY(idr_device_loop(k, ws, &done));
+    idr_tests(&ws->L, t);
     while (!done) {
-        double f[IDR_MAX_S];
-        GS_TRY(k->ops->mdot(k->e, (const gs_vec *const *)ws->P, ws->s, r, ws->slot_f));
-        GS_TRY(k->ops->scalar_read(k->e, ws->slot_f, ws->s, f));
-        for (int i = 0; i < ws->s; i++) ws->f[i] = f[i];
-        for (int kk = 0; kk < ws->s && !done; kk++) GS_TRY(idr_step(k, ws, kk, x, r, &it, &done));
-        if (!done) GS_TRY(idr_reduce(k, ws, x, r, &it, &done));
+        for (int i = 0; i <= ws->s && !done; i++) {
+            double v[IDR_READ];
+            GS_TRY(idr_cycle_step(k, ws, i));
+            it++;
+            GS_TRY(k->ops->scalar_read(k->e, KR_RR, IDR_READ, v));
+            done = kr_check_breakdown(k, it, v[0], kr_test_failed(t, IDR_N_TESTS, v, KR_RR));
+        }
     }
 cleanup:
     return status;
@@ -251,20 +291,16 @@ int gs_idr_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_v
     ws.s = (int64_t)opts->idr_s < n - 1 ? opts->idr_s : (int)(n - 1);
     if (ws.s < 1) ws.s = 1;
     res->idr_s = ws.s;
-    ws.slot_f = KR_FREE;
-    ws.slot_pg = ws.slot_f + ws.s;
-    ws.slot_c = ws.slot_pg + ws.s;
-    ws.slot_tt = ws.slot_c + ws.s;
-    ws.om = 1.0;
-    for (int i = 0; i < ws.s; i++)
-        for (int j = 0; j < ws.s; j++) ws.M[i][j] = i == j ? 1.0 : 0.0;
+    ws.L = gs_small_idr_layout(KR_FREE, ws.s);
+    ws.x = x;
     GS_TRY(idr_alloc(e, &ws, n));
     GS_TRY(e->ops->vec_create(e, n, &r));
+    ws.r = r;
     GS_TRY(idr_shadow_space(&k, &ws, n));
+    GS_TRY(idr_start(&k, &ws));
     GS_TRY(kr_initial_residual(&k, b, x, r, &done));
     if (done) goto cleanup;
-    GS_TRY(e->ops->scalar_read(e, KR_RR, 1, &ws.rr));
-    GS_TRY(idr_iterate(&k, &ws, x, r));
+    GS_TRY(idr_iterate(&k, &ws));
 cleanup:
     res->spmv_count = res->iterations + 1;
     res->pc_apply_count = res->iterations;

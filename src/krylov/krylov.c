@@ -323,7 +323,8 @@ static int kr_loop_verdict(kr_ctx *k, const gs_loop *L, const kr_test *tests)
  * deadline, progress, and the history arrays (*fits = 0, nothing
  * allocated, where the history would pass the engine's cap). */
 static int kr_loop_prepare(kr_ctx *k, long it0, long per_body, const kr_test *tests, int n_tests,
-                           const int (*moves)[2], int n_moves, gs_loop *L, int *fits)
+                           const int (*moves)[2], int n_moves, long checks, gs_loop *L,
+                           int *fits)
 {
     const gs_krylov_opts *o = k->opts;
     *fits = 0;
@@ -345,8 +346,9 @@ static int kr_loop_prepare(kr_ctx *k, long it0, long per_body, const kr_test *te
     L->deadline = o->deadline;
     L->progress = o->progress;
     L->progress_ctx = o->progress_ctx;
-    if (o->record_history) { /* checks at it0 + c, it0 + 2c, ... and maxit */
-        const long cap = (o->maxit - it0 + L->check_every - 1) / L->check_every;
+    if (o->record_history) { /* checks at it0 + c, it0 + 2c, ... and maxit, or as many as said */
+        const long cap = checks > 0 ? checks
+                                    : (o->maxit - it0 + L->check_every - 1) / L->check_every;
         if (cap > GS_LOOP_MAX_HISTORY) { /* the host loop records any length */
             snprintf(k->res->loop_note, sizeof k->res->loop_note,
                      "history of %ld checks above the device's %ld", cap, GS_LOOP_MAX_HISTORY);
@@ -393,7 +395,7 @@ int kr_device_loop(kr_ctx *k, long it0, long per_body, kr_body_fn body, void *st
     *finished = 0;
     memset(&L, 0, sizeof L);
     if (!o->use_capture || !k->ops->loop_run || o->maxit - it0 < per_body) return GS_OK;
-    GS_TRY(kr_loop_prepare(k, it0, per_body, tests, n_tests, moves, n_moves, &L, &fits));
+    GS_TRY(kr_loop_prepare(k, it0, per_body, tests, n_tests, moves, n_moves, 0, &L, &fits));
     if (!fits) goto cleanup;
     GS_TRY(k->ops->loop_run(k->e, kr_loop_body_run, &lb, &L));
     if (!L.ran) {
@@ -405,6 +407,55 @@ int kr_device_loop(kr_ctx *k, long it0, long per_body, kr_body_fn body, void *st
     /* adaptive checks: the host's rest (fewer than per_body iterations) in
      * one block, checked at maxit, as the device's grid would have been */
     if (!*finished && o->check_every <= 0) k->auto_block = KR_AUTO_MAX;
+    k->res->device_loop = GS_PATH_DEVICE;
+    status = kr_loop_verdict(k, &L, tests);
+cleanup:
+    kr_loop_release(&L);
+    return status;
+}
+
+/* The engine runs the steps through this (loop_run knows no kr_ctx). */
+typedef struct kr_loop_steps {
+    kr_ctx *k;
+    kr_step_fn step;
+    void *state;
+} kr_loop_steps;
+
+static int kr_loop_step_run(void *ctx, int i)
+{
+    kr_loop_steps *b = ctx;
+    return b->step(b->k, b->state, i);
+}
+
+int kr_device_steps(kr_ctx *k, long it0, int n_steps, kr_step_fn step, void *state,
+                    const int *step_its, long checks, const kr_test *tests, int n_tests,
+                    long *it_done, int *finished)
+{
+    const gs_krylov_opts *o = k->opts;
+    kr_loop_steps ls = {k, step, state};
+    gs_loop L;
+    int status = GS_OK, fits = 0;
+    *it_done = it0;
+    *finished = 0;
+    memset(&L, 0, sizeof L);
+    if (!o->use_capture || !k->ops->loop_run || o->maxit <= it0 || n_steps < 2 ||
+        n_steps > GS_LOOP_MAX_STEPS)
+        return GS_OK;
+    GS_TRY(kr_loop_prepare(k, it0, 1, tests, n_tests, NULL, 0, checks, &L, &fits));
+    if (!fits) goto cleanup;
+    L.check_every = 1;
+    L.n_steps = n_steps;
+    L.step = kr_loop_step_run;
+    L.step_its = step_its;
+    GS_TRY(k->ops->loop_run(k->e, NULL, &ls, &L));
+    if (!L.ran) {
+        kr_loop_note(k, L.declined);
+        goto cleanup;
+    }
+    if (L.stop == GS_LOOP_HANDOFF) /* a body of steps checks at maxit itself */
+        return gs_error_set(&k->e->err, GS_ERR_INTERNAL, "device loop of steps handed off");
+    *it_done = L.last_it;
+    *finished = 1;
     k->res->device_loop = GS_PATH_DEVICE;
     status = kr_loop_verdict(k, &L, tests);
 cleanup:
@@ -437,7 +488,7 @@ int kr_fused(kr_ctx *k, const gs_fused *f, const kr_test *tests, int n_tests,
     *finished = 0;
     memset(&L, 0, sizeof L);
     if (!o->use_capture || !k->ops->fused_run || o->maxit < 1) return GS_OK;
-    GS_TRY(kr_loop_prepare(k, 0, 1, tests, n_tests, moves, n_moves, &L, &fits));
+    GS_TRY(kr_loop_prepare(k, 0, 1, tests, n_tests, moves, n_moves, 0, &L, &fits));
     if (!fits) goto cleanup;
     GS_TRY(k->ops->fused_run(k->e, f, &L));
     if (!L.ran) {

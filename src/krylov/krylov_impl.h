@@ -80,6 +80,18 @@ long kr_loop_per_body(const kr_ctx *k);
 int kr_device_loop(kr_ctx *k, long it0, long per_body, kr_body_fn body, void *state,
                    const kr_test *tests, int n_tests, const int (*moves)[2], int n_moves,
                    long *it_done, int *finished);
+/* The loop on the device for a method whose body is several steps
+ * (loop.h: GMRES's cycle, IDR(s)'s): step(k, state, i) for i < n_steps,
+ * each captured once and followed by the check of the tests, step i
+ * counting step_its[i] (0 or 1) iterations; the loop starts after it0 and
+ * runs until a check stops it (every check a verdict: maxit included), with
+ * at most `checks` checks. *finished = 1 when it ran: the result holds the
+ * verdict of its last check and *it_done its iteration; the method reads
+ * whatever else it needs from the slots. *finished = 0: nothing ran. */
+typedef int (*kr_step_fn)(kr_ctx *k, void *state, int i);
+int kr_device_steps(kr_ctx *k, long it0, int n_steps, kr_step_fn step, void *state,
+                    const int *step_its, long checks, const kr_test *tests, int n_tests,
+                    long *it_done, int *finished);
 /* 1 where k's preconditioner can run inside a fused kernel (pointwise,
  * the identity, or sparse products: gs_pc), with f zeroed and its method,
  * A and M filled; 0 (f untouched) where it cannot. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_devloop_steps.sh - GMRES(30) and IDR(4) + Jacobi on small systems
+# bench_devloop_steps.sh - GMRES(30), GMRES(5) and IDR(4) + Jacobi on small systems
 # (issue 24 item 1): the host loop (one read of 5 or 3 slots after every
 # step) against the loop on the device (a CUDA graph's WHILE node around one
 # IF node per step: GMRES's m steps and its end of cycle, IDR's s inner steps
@@ -39,14 +39,15 @@ json="$OUT/steps.jsonl"
 : >"$json"
 t0=$(date +%s)
 for c in "${cases[@]}"; do
-    for method in gmres idr; do
+    for method in gmres gmres5 idr; do
+        case $method in gmres5) margs=(-m gmres --restart 5) ;; *) margs=(-m "$method") ;; esac
         for variant in host device; do
             case $variant in
                 host) env=(GS_DEVICE_LOOP=off) ;;
                 device) env=(GS_DEVICE_LOOP=on) ;;
             esac
             # shellcheck disable=SC2086
-            env "${env[@]}" "$GPUSOLVE" --engine cuda $c -m $method -p jacobi --repeat "$REPEAT" \
+            env "${env[@]}" "$GPUSOLVE" --engine cuda $c "${margs[@]}" -p jacobi --repeat "$REPEAT" \
                 --maxit 3000 --progress never --format json 2>>"$OUT/gpusolve.err" |
                 sed "s/^{/{\"variant\": \"$variant\", \"method_run\": \"$method\", /" >>"$json" ||
                 true
@@ -65,7 +66,7 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     device = r.get("device", device)
     rows.setdefault((r["matrix"], r["method_run"]), {})[r["variant"]] = r
-print(f"GMRES(30) and IDR(4) + Jacobi: host loop against the loop on the device, on {device}")
+print(f"GMRES(30), GMRES(5) and IDR(4) + Jacobi: host loop against the loop on the device, on {device}")
 print(f"{'matrix':<16} {'method':<6} {'n':>8} {'its h':>6} {'its d':>6} {'Ts h ms':>8} "
       f"{'Ts d ms':>8} {'us/it h':>8} {'us/it d':>8} {'h/d':>5}")
 for (name, method), v in rows.items():

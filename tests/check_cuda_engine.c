@@ -1389,7 +1389,7 @@ START_TEST(test_errors_and_accounting)
     gs_error_clear(&gpu->err);
     ck_assert_int_eq(gpu->ops->dot(gpu, v, v, GS_MAX_SCALARS), GS_ERR_INTERNAL);
     gs_error_clear(&gpu->err);
-    ck_assert_int_eq(gpu->ops->axpby(gpu, gs_coef_slot(1, 5000), v, gs_coef_const(0), v), GS_ERR_INTERNAL);
+    ck_assert_int_eq(gpu->ops->axpby(gpu, gs_coef_slot(1, GS_MAX_SCALARS), v, gs_coef_const(0), v), GS_ERR_INTERNAL);
     gs_error_clear(&gpu->err);
     gpu->ops->vec_destroy(gpu, w);
     /* an impossible allocation: NOMEM naming what and how much; the engine

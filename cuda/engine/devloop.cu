@@ -33,29 +33,37 @@ __global__ void loop_check_kernel(double *S, loop_ctl *c, cudaGraphConditionalHa
 
 /* A body of steps (gs_loop.n_steps > 1): after step i, count its
  * iterations and judge (every check of such a body is a verdict); a stop
- * clears run, the condition of the IF nodes the steps sit in, so the
- * steps after it do not run. */
-__global__ void loop_step_check_kernel(double *S, loop_ctl *c, cudaGraphConditionalHandle run,
+ * clears the conditions of the IF nodes of the steps after it (a handle
+ * belongs to one conditional node: each step has its own, runs[]). */
+__global__ void loop_step_check_kernel(double *S, loop_ctl *c,
+                                       const cudaGraphConditionalHandle *runs, int i, int n,
                                        int add_it)
 {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
     const int64_t it = (c->it += add_it);
     const int stop = loop_verdict(S, c, it);
     c->stop = stop;
-    if (stop != GS_LOOP_RUNNING) cudaGraphSetConditional(run, 0u);
+    c->checks++;
+    if (stop != GS_LOOP_RUNNING)
+        for (int j = i + 1; j < n; j++) cudaGraphSetConditional(runs[j], 0u);
 }
 
-/* After the last step's IF node: go round again, or end the WHILE (a stop,
- * or a yield to the host); run is set for the next round. */
+/* After the last step's IF node: go round again with every step's
+ * condition set, or end the WHILE (a stop, or a yield to the host). A
+ * round in which no check ran ends the loop as stalled (never expected:
+ * it keeps a wrong condition from spinning the loop for ever). */
 __global__ void loop_tail_kernel(loop_ctl *c, cudaGraphConditionalHandle loop,
-                                 cudaGraphConditionalHandle run)
+                                 const cudaGraphConditionalHandle *runs, int n)
 {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    if (c->stop == GS_LOOP_RUNNING && c->checks == c->checks_seen) c->stop = LOOP_STALLED;
+    c->checks_seen = c->checks;
     const bool going = c->stop == GS_LOOP_RUNNING;
     const bool yield = going && c->has_yield && loop_globaltimer() >= c->yield_ns;
     c->yielded = yield;
     cudaGraphSetConditional(loop, going && !yield ? 1u : 0u);
-    if (going) cudaGraphSetConditional(run, 1u);
+    if (going)
+        for (int j = 0; j < n; j++) cudaGraphSetConditional(runs[j], 1u);
 }
 
 /* A conditional node of type `type` in graph after the nodes deps[0..n),
@@ -77,23 +85,32 @@ static int loop_add_conditional(gs_engine *e, cudaGraph_t graph, const cudaGraph
     return status;
 }
 
-/* The WHILE node's body for a body of steps: IF(run){step 0; check},
- * IF(run){step 1; check}, ..., then the tail. Each step is captured
- * straight into its IF node's body. *capturing says whether a capture is
- * open (for the caller's cleanup). */
+/* The WHILE node's body for a body of steps: IF(run 0){step 0; check},
+ * IF(run 1){step 1; check}, ..., then the tail; the handles in *d_runs
+ * (device memory, the caller frees it after the graph). Each step is
+ * captured straight into its IF node's body. *capturing says whether a
+ * capture is open (for the caller's cleanup). */
 static int loop_build_steps(gs_engine *e, cudaGraph_t inner, cudaGraphConditionalHandle loop,
-                            const gs_loop *L, void *ctx, loop_ctl *d_ctl, int *capturing)
+                            const gs_loop *L, void *ctx, loop_ctl *d_ctl,
+                            cudaGraphConditionalHandle **d_runs, int *capturing)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
-    cudaGraphConditionalHandle run;
+    const int n = L->n_steps;
+    const size_t bytes = (size_t)n * sizeof(cudaGraphConditionalHandle);
+    cudaGraphConditionalHandle *runs = NULL;
     cudaGraphNode_t prev = NULL;
     int status = GS_OK;
-    GS_TRY(CUDA_CALL(&e->err, cudaGraphConditionalHandleCreate(&run, inner, 1,
-                                                               cudaGraphCondAssignDefault)));
-    for (int i = 0; i < L->n_steps; i++) {
+    runs = (cudaGraphConditionalHandle *)gs_malloc(bytes, "device loop handles", &e->err);
+    if (!runs) return GS_ERR_NOMEM;
+    GS_TRY(gs_cuda_alloc(e, d_runs, bytes, "device loop handles"));
+    for (int i = 0; i < n; i++)
+        GS_TRY(CUDA_CALL(&e->err, cudaGraphConditionalHandleCreate(&runs[i], inner, 1,
+                                                                   cudaGraphCondAssignDefault)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(*d_runs, runs, bytes, cudaMemcpyHostToDevice)));
+    for (int i = 0; i < n; i++) {
         cudaGraphNode_t node;
         cudaGraph_t body;
-        GS_TRY(loop_add_conditional(e, inner, prev ? &prev : NULL, prev ? 1 : 0, run,
+        GS_TRY(loop_add_conditional(e, inner, prev ? &prev : NULL, prev ? 1 : 0, runs[i],
                                     cudaGraphCondTypeIf, &node, &body));
         GS_TRY(CUDA_CALL(&e->err, cudaStreamBeginCaptureToGraph(c->stream, body, NULL, NULL, 0,
                                                                 cudaStreamCaptureModeThreadLocal)));
@@ -101,7 +118,7 @@ static int loop_build_steps(gs_engine *e, cudaGraph_t inner, cudaGraphConditiona
         status = L->step(ctx, i);
         if (status == GS_OK)
             status = CUDA_LAUNCH(&e->err, loop_step_check_kernel, 1, 32, 0, c->stream, c->S, d_ctl,
-                                 run, L->step_its[i]);
+                                 *d_runs, i, n, L->step_its[i]);
         *capturing = c->capturing = 0;
         cudaGraph_t captured = NULL; /* the IF node's body: owned by the node */
         const int end = CUDA_CALL(&e->err, cudaStreamEndCapture(c->stream, &captured));
@@ -112,7 +129,7 @@ static int loop_build_steps(gs_engine *e, cudaGraph_t inner, cudaGraphConditiona
     GS_TRY(CUDA_CALL(&e->err, cudaStreamBeginCaptureToGraph(c->stream, inner, &prev, NULL, 1,
                                                             cudaStreamCaptureModeThreadLocal)));
     *capturing = 1;
-    status = CUDA_LAUNCH(&e->err, loop_tail_kernel, 1, 32, 0, c->stream, d_ctl, loop, run);
+    status = CUDA_LAUNCH(&e->err, loop_tail_kernel, 1, 32, 0, c->stream, d_ctl, loop, *d_runs, n);
     *capturing = 0;
     {
         cudaGraph_t captured = NULL;
@@ -120,6 +137,7 @@ static int loop_build_steps(gs_engine *e, cudaGraph_t inner, cudaGraphConditiona
         if (status == GS_OK) status = end;
     }
 cleanup:
+    free(runs);
     return status;
 }
 
@@ -128,7 +146,8 @@ cleanup:
  * hold (a kind of node conditional bodies refuse) fails here: *declined is
  * then set, the engine's error record restored and the capture ended. */
 static int loop_build(gs_engine *e, int (*body)(void *), void *ctx, const gs_loop *L,
-                      loop_ctl *d_ctl, cudaGraphExec_t *exec, int *declined, char *why,
+                      loop_ctl *d_ctl, cudaGraphExec_t *exec,
+                      cudaGraphConditionalHandle **d_runs, int *declined, char *why,
                       size_t why_len)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -146,7 +165,7 @@ static int loop_build(gs_engine *e, int (*body)(void *), void *ctx, const gs_loo
     GS_TRY(loop_add_conditional(e, graph, NULL, 0, handle, cudaGraphCondTypeWhile, &node,
                                 &inner));
     if (L->n_steps > 1) {
-        status = loop_build_steps(e, inner, handle, L, ctx, d_ctl, &capturing);
+        status = loop_build_steps(e, inner, handle, L, ctx, d_ctl, d_runs, &capturing);
     } else {
         GS_TRY(CUDA_CALL(&e->err, cudaStreamBeginCaptureToGraph(c->stream, inner, NULL, NULL, 0,
                                                                 cudaStreamCaptureModeThreadLocal)));
@@ -188,22 +207,28 @@ static int loop_graph_launch(gs_engine *e, void *exec)
 }
 
 /* Where the loop on the device beats the host loop over replayed blocks.
- * Measured on an H100 (docs/perf-notes.md, issue 24): with a check kernel
- * after every iteration it lost by 10-17% at every size from 512 to 262k
- * rows (the conditional node and the check cost more than the host's
- * reads at adaptive intervals). Bodies of several iterations are not
- * measured yet: until they are, the host loop stays the default. */
+ * Measured (docs/perf-notes.md, issue 24): CG and BiCGSTAB with a check
+ * kernel after every iteration lost to the host loop by 10-17% at every
+ * size from 512 to 262k rows on an H100, and bodies of 8 iterations won on
+ * one card and lost on another: the host loop stays theirs. A body of
+ * steps (IDR(s), GMRES(m)) costs a graph of one IF node per step, built
+ * once per solve (about 2 ms for GMRES(30)'s 31 steps on an H200, a few
+ * hundred us for IDR(4)'s 5): short bodies won on every problem measured
+ * (IDR(4) + Jacobi 1.09-1.87x on 512 to 262k rows), GMRES(30) lost below
+ * about 100 iterations, so bodies of at most LOOP_SHORT_STEPS steps run on
+ * the device. */
+#define LOOP_SHORT_STEPS 9
 static int loop_pays(gs_engine *e, const gs_loop *L)
 {
     (void)e;
-    (void)L;
-    return 0;
+    return L->n_steps > 1 && L->n_steps <= LOOP_SHORT_STEPS;
 }
 
 int cuda_loop_run(gs_engine *e, int (*body)(void *), void *ctx, gs_loop *L)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     cudaGraphExec_t exec = NULL;
+    cudaGraphConditionalHandle *d_runs = NULL; /* a body of steps: its IF nodes' handles */
     loop_ctl h;
     loop_clock clk = {0.0, 0};
     char *hist = NULL;
@@ -225,13 +250,18 @@ int cuda_loop_run(gs_engine *e, int (*body)(void *), void *ctx, gs_loop *L)
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda loop_run: no body");
     GS_TRY(loop_spec_valid(e, L));
     GS_TRY(loop_prepare(e, L, &h, &hist, &clk));
-    GS_TRY(loop_build(e, body, ctx, L, (loop_ctl *)c->loop_ctl, &exec, &declined, L->declined,
-                      sizeof L->declined));
+    GS_TRY(loop_build(e, body, ctx, L, (loop_ctl *)c->loop_ctl, &exec, &d_runs, &declined,
+                      L->declined, sizeof L->declined));
     if (declined) goto cleanup;
     L->ran = 1;
     GS_TRY(loop_launches(e, loop_graph_launch, exec, (loop_ctl *)c->loop_ctl, &h, &clk, L));
 cleanup:
     if (exec) cudaGraphExecDestroy(exec);
+    if (d_runs) { /* the graph may still read it: after the stream's work */
+        const int synced = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
+        if (status == GS_OK) status = synced;
+        gs_cuda_free(e, d_runs, (size_t)L->n_steps * sizeof(cudaGraphConditionalHandle));
+    }
     loop_release(e, L, hist);
     return status;
 }

@@ -30,8 +30,13 @@ struct loop_ctl {
     double *h_rel;
     int64_t last_it;
     double last_rel;
+    int64_t checks, checks_seen; /* a body of steps: checks made, and at the last round's tail */
 };
 
+
+/* loop_ctl.stop of a body of steps whose round ran no check (devloop.cu's
+ * tail): an internal failure, reported, never a verdict. */
+#define LOOP_STALLED 100
 
 /* Hand control back to the host this often when it shows progress. */
 #define LOOP_YIELD_NS 250000000LL
@@ -255,6 +260,9 @@ static inline int loop_launches(gs_engine *e, int (*launch)(gs_engine *, void *)
                                 "iteration %lld without a verdict", (long long)h->it);
         if (L->progress) L->progress(L->progress_ctx, (long)h->last_it, h->last_rel);
     }
+    if (h->stop == LOOP_STALLED)
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "cuda device loop: a round of steps ran "
+                            "no check (iteration %lld)", (long long)h->it);
     L->stop = h->stop;
     L->failed_test = h->failed;
     L->last_it = (long)h->last_it;

@@ -41,8 +41,7 @@ static inline int64_t gs_vec_length(const gs_vec *v) { return ((const gs_vec_hea
 
 /* Slots available in S (1 MB of doubles). GMRES keeps its Hessenberg
  * triangle there (about restart^2 / 2 slots, small.h), IDR(s) its s x s
- * matrix, so --restart and --idr-s are capped by this. A gs_coef names a
- * slot as an int16_t: coefficients come from the first 32767. */
+ * matrix, so --restart and --idr-s are capped by this. */
 #define GS_MAX_SCALARS (1 << 17)
 #define GS_SLOT_NONE (-1)
 
@@ -52,7 +51,7 @@ static inline int64_t gs_vec_length(const gs_vec *v) { return ((const gs_vec_hea
  * method, which reads the raw slots, reports the breakdown. */
 typedef struct gs_coef {
     double c;
-    int16_t num0, num1, den0, den1;
+    int32_t num0, num1, den0, den1;
 } gs_coef;
 
 static inline gs_coef gs_coef_const(double c)
@@ -62,17 +61,17 @@ static inline gs_coef gs_coef_const(double c)
 }
 static inline gs_coef gs_coef_slot(double c, int s)
 {
-    gs_coef k = {c, (int16_t)s, GS_SLOT_NONE, GS_SLOT_NONE, GS_SLOT_NONE};
+    gs_coef k = {c, (int32_t)s, GS_SLOT_NONE, GS_SLOT_NONE, GS_SLOT_NONE};
     return k;
 }
 static inline gs_coef gs_coef_ratio(double c, int num, int den)
 {
-    gs_coef k = {c, (int16_t)num, GS_SLOT_NONE, (int16_t)den, GS_SLOT_NONE};
+    gs_coef k = {c, (int32_t)num, GS_SLOT_NONE, (int32_t)den, GS_SLOT_NONE};
     return k;
 }
 static inline gs_coef gs_coef_full(double c, int num0, int num1, int den0, int den1)
 {
-    gs_coef k = {c, (int16_t)num0, (int16_t)num1, (int16_t)den0, (int16_t)den1};
+    gs_coef k = {c, (int32_t)num0, (int32_t)num1, (int32_t)den0, (int32_t)den1};
     return k;
 }
 

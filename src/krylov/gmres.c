@@ -20,6 +20,7 @@ typedef struct gmres_ws {
     gs_vec **V;         /* m + 1 basis vectors */
     gs_vec *z;          /* M v_j, then M (V y) */
     gs_small_gmres L;   /* the slots of H's triangle, the rotations and g (small.h) */
+    int host_only;      /* the engine declined the loop on the device: not asked again */
     /* the end of a cycle on the device (gmres_device_step) */
     const gs_vec *b;
     gs_vec *x, *u;
@@ -199,7 +200,7 @@ static int gmres_device_loop(kr_ctx *k, gmres_ws *ws, long *it, int *ran, int *f
     int *its = NULL;
     long it_done = *it;
     *ran = *final = 0;
-    if (!k->opts->use_capture || !k->ops->loop_run) return GS_OK;
+    if (!k->opts->use_capture || !k->ops->loop_run || ws->host_only) return GS_OK;
     its = gs_malloc((size_t)(ws->m + 1) * sizeof(int), "gmres steps", &k->e->err);
     if (!its) return GS_ERR_NOMEM;
     for (int i = 0; i <= ws->m; i++) its[i] = i < ws->m;
@@ -207,7 +208,10 @@ static int gmres_device_loop(kr_ctx *k, gmres_ws *ws, long *it, int *ran, int *f
     const long left = k->opts->maxit - *it, checks = left + left / ws->m + 1;
     GS_TRY(kr_device_steps(k, *it, ws->m + 1, gmres_device_step, ws, its, checks, t,
                            GMRES_N_TESTS, &it_done, ran));
-    if (!*ran) goto cleanup;
+    if (!*ran) {
+        ws->host_only = 1;
+        goto cleanup;
+    }
     *it = it_done;
     double ph[4]; /* jn .. phase (small.h) */
     GS_TRY(k->ops->scalar_read(k->e, ws->L.jn, ws->L.phase - ws->L.jn + 1, ph));

@@ -305,15 +305,25 @@ END_TEST
  * estimate reaching tol where the true residual refutes it (6 x 6, b = 1:
  * the device stops within the cycle, the host ends it and undoes the
  * update); IDR(1)'s omega = 0 on the skew-symmetric tridiag(-1, 0, 1)
- * with b = 1 (t'r = r'A r = 0). */
+ * with b = 1 (t'r = r'A r = 0); GMRES's least-squares y overflowing
+ * (diag(1, 2, 3) 1e-300, b = 1e10) where a cycle of 1 step ends on the
+ * device and where the estimate stops a cycle of 2 within it: the update
+ * is dropped, the residual the cycle began with reported. */
 START_TEST(test_gmres_idr_breakdowns)
 {
     gs_csr A;
     double *b;
-    const char *method = _i < 3 ? "gmres" : "idr";
+    const char *method = _i == 3 ? "idr" : "gmres";
     gs_krylov_opts o = opts_with(1, 5000);
     o.idr_s = 1;
-    if (_i < 3) {
+    if (_i >= 4) { /* diag(1, 2, 3) 1e-300, b = 1e10: y = g / R overflows */
+        static const int32_t r[] = {0, 1, 2};
+        static const double v[] = {1e-300, 2e-300, 3e-300};
+        A = tu_from_triplets(3, 3, 3, r, r, v);
+        b = malloc(3 * sizeof(double));
+        for (int i = 0; i < 3; i++) b[i] = 1e10;
+        o.restart = _i == 4 ? 1 : 2;
+    } else if (_i < 3) {
         A = tu_neumann_laplacian(_i == 0 ? 4 : 6);
         b = calloc((size_t)A.n_rows, sizeof(double));
         for (int32_t i = 0; i < A.n_rows; i++) b[i] = _i == 1 ? (i == 0) : 1.0;
@@ -330,7 +340,8 @@ START_TEST(test_gmres_idr_breakdowns)
         for (int i = 0; i < 64; i++) b[i] = 1.0;
     }
     static const char *what[] = {"gmres neumann 4x4 b=1", "gmres neumann 6x6 b=e0",
-                                 "gmres neumann 6x6 b=1", "idr(1) skew-symmetric"};
+                                 "gmres neumann 6x6 b=1", "idr(1) skew-symmetric",
+                                 "gmres(1) y overflows", "gmres(2) y overflows"};
     solve_out d;
     /* 6 x 6 with b = 1: how far the Arnoldi process builds on the rounding
      * noise of A v_0 is the rounding itself (the CPU engine's sums reach
@@ -339,6 +350,7 @@ START_TEST(test_gmres_idr_breakdowns)
     compare3(&A, b, method, "none", &o, what[_i], &d, _i == 2 ? -1.0 : 0.0);
     ck_assert_msg(d.res.reason == GS_REASON_BREAKDOWN, "%s: %s", what[_i],
                   gs_reason_name(d.res.reason));
+    if (_i >= 4) ck_assert_ptr_nonnull(strstr(d.res.breakdown, "overflowed"));
     printf("    breakdown at %ld: %s\n", d.res.breakdown_iteration, d.res.breakdown);
     gs_krylov_result_free(&d.res);
     gs_csr_free(&A);
@@ -1038,7 +1050,7 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_bicgstab_nonsymmetric, 0, 2);
         tcase_add_loop_test(tc, test_check_blocks_and_maxit, 0, 11);
         tcase_add_loop_test(tc, test_gmres_idr_device_loop, 0, 10);
-        tcase_add_loop_test(tc, test_gmres_idr_breakdowns, 0, 4);
+        tcase_add_loop_test(tc, test_gmres_idr_breakdowns, 0, 6);
         tcase_add_loop_test(tc, test_steps_rule, 0, 5);
         tcase_add_loop_test(tc, test_sizes, 0, 4);
         tcase_add_loop_test(tc, test_adaptive, 0, 4);

@@ -106,7 +106,10 @@ static int loop_build_steps(gs_engine *e, cudaGraph_t inner, cudaGraphConditiona
     for (int i = 0; i < n; i++)
         GS_TRY(CUDA_CALL(&e->err, cudaGraphConditionalHandleCreate(&runs[i], inner, 1,
                                                                    cudaGraphCondAssignDefault)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(*d_runs, runs, bytes, cudaMemcpyHostToDevice)));
+    /* on the engine's stream, before any capture: ordered after the allocation
+     * and before the graph's launch (a pageable copy has read runs on return) */
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(*d_runs, runs, bytes, cudaMemcpyHostToDevice,
+                                              c->stream)));
     for (int i = 0; i < n; i++) {
         cudaGraphNode_t node;
         cudaGraph_t body;
@@ -258,8 +261,8 @@ int cuda_loop_run(gs_engine *e, int (*body)(void *), void *ctx, gs_loop *L)
 cleanup:
     if (exec) cudaGraphExecDestroy(exec);
     if (d_runs) { /* the graph may still read it: after the stream's work */
-        const int synced = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
-        if (status == GS_OK) status = synced;
+        if (status == GS_OK) status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
+        else (void)cudaStreamSynchronize(c->stream); /* the first error stays reported */
         gs_cuda_free(e, d_runs, (size_t)L->n_steps * sizeof(cudaGraphConditionalHandle));
     }
     loop_release(e, L, hist);

@@ -38,8 +38,9 @@ static const opt_decl options[] = {
      .hi = 64, .read_by = "idr"},
     {"check-every", 0, "N", "0",
      "read the residual back every N iterations; 0: adaptively, after about half the "
-     "iterations the convergence rate predicts are left (at most 16); cg and bicgstab on "
-     "the cuda engine run their loop on the device, where 0 checks every iteration",
+     "iterations the convergence rate predicts are left (at most 16; gmres and idr check "
+     "every step); where the cuda engine runs the loop on the device (by default idr and "
+     "gmres with --restart up to 8) a check costs no round trip",
      GS_OPT_LONG, F(check_every), .lo = 0, .hi = 1000, .read_by = "*"},
     {"time-limit", 0, "S", "0",
      "stop a run (setup + solve) at its next check after S seconds; reason 'time limit', "

@@ -24,7 +24,8 @@
 #endif
 
 typedef enum gs_small_kind {
-    GS_SMALL_GMRES_RESTART = 1, /* g = (beta, 0, ..), beta = sqrt(S[rr]); 1/beta; jn = 0 */
+    GS_SMALL_GMRES_RESTART = 1, /* g = (beta, 0, ..), beta = sqrt(S[rr]); 1/beta; jn = 0
+                                 * (yok as it was: set it to 1 before the first) */
     GS_SMALL_GMRES_GIVENS,      /* column j from the two CGS passes, rotated; g; S[rr] */
     GS_SMALL_GMRES_SOLVE,       /* y = R(0:j, 0:j) \ g(0:j) (y = 0 if not finite) */
     GS_SMALL_IDR_C,             /* c = M(k:s, k:s) \ f(k:s) (k = j) */
@@ -47,7 +48,7 @@ typedef struct gs_small {
 typedef struct gs_small_gmres {
     int col, rot, yok; /* ||H(:, j)|| (finite), rotation nonsingular (1/0), y finite (1/0) */
     int jn;            /* the columns of this cycle done */
-    int invh;          /* 1 / h(j+1, j) (0 if h = 0): V[j+1]'s scale */
+    int invh;          /* 1 / h(j+1, j) (0 if h = 0): V[j+1]'s scale (step j+1 applies it) */
     int invbeta;       /* 1 / ||r|| at the restart: V[0]'s scale */
     int phase;         /* 1 after a restart, 0 after a step */
     int rr0;           /* ||r||^2 at the restart */
@@ -121,6 +122,23 @@ static inline GS_HD gs_small_idr gs_small_idr_layout(int base, int s)
 /* IDR(s)'s "maintaining the convergence" angle (Sleijpen & van der Vorst). */
 #define GS_IDR_KAPPA 0.7
 
+/* sqrt(a^2 + b^2) without overflow, written out here rather than taken
+ * from the math library: the host's hypot and the device's round
+ * differently, and the host loop (GMRES keeps its state on the host) and
+ * the device loop must compute the same bits. With no fused multiply-add
+ * on either side (cuda/engine/small.cu is built with -fmad=false, the C
+ * code with -ffp-contract=off) every operation below rounds the same. */
+static inline GS_HD double gs_small_hypot(double a, double b)
+{
+    a = fabs(a);
+    b = fabs(b);
+    const double big = a > b ? a : b, little = a > b ? b : a;
+    if (!(big > 0.0)) return big == 0.0 ? 0.0 : big + little; /* 0, or NaN */
+    if (isinf(big)) return big;
+    const double r = little / big; /* NaN where little is */
+    return big * sqrt(1.0 + r * r);
+}
+
 /* The slots op touches lie in [0, limit): 1, else 0 (checked by the
  * engines before they run it). */
 static inline int gs_small_valid(const gs_small *op, int limit)
@@ -150,9 +168,10 @@ static inline GS_HD void gs_small_gmres_restart(const gs_small *op, double *S)
     S[L.invbeta] = beta > 0.0 ? 1.0 / beta : 0.0;
     S[L.jn] = 0.0;
     S[L.phase] = 1.0;
-    S[L.col] = 0.0; /* the tests pass until a step says otherwise */
+    S[L.col] = 0.0; /* the step tests pass until a step says otherwise; yok is left as
+                     * the last solve set it (1 at the start): an overflowing y ends the
+                     * solve, and the check after a cycle's end and restart must see it */
     S[L.rot] = 1.0;
-    S[L.yok] = 1.0;
 }
 
 /* Column j of H is h1 + h2 (rows 0..j) and sqrt(|w'w|) (row j+1): apply
@@ -172,9 +191,9 @@ static inline GS_HD void gs_small_gmres_givens(const gs_small *op, double *S)
     S[L.phase] = 0.0;
     for (int i = 0; i <= j; i++) {
         Rc[i] = S[L.h1 + i] + S[L.h2 + i];
-        col = hypot(col, Rc[i]);
+        col = gs_small_hypot(col, Rc[i]);
     }
-    col = hypot(col, hn);
+    col = gs_small_hypot(col, hn);
     S[L.col] = col;
     S[L.rot] = 0.0;
     S[op->rr] = gj * gj;
@@ -184,7 +203,7 @@ static inline GS_HD void gs_small_gmres_givens(const gs_small *op, double *S)
         Rc[i] = c * a + s * b;
         Rc[i + 1] = -s * a + c * b;
     }
-    const double a = Rc[j], b = hn, rr = hypot(a, b);
+    const double a = Rc[j], b = hn, rr = gs_small_hypot(a, b);
     if (!(rr > GS_GMRES_SINGULAR * col)) return;
     S[L.rot] = 1.0;
     const double c = a / rr, s = b / rr; /* h = 0 gives s = 0, g(j+1) = 0: happy breakdown */

@@ -21,6 +21,12 @@ typedef struct gmres_ws {
     gs_vec *z;          /* M v_j, then M (V y) */
     gs_small_gmres L;   /* the slots of H's triangle, the rotations and g (small.h) */
     int host_only;      /* the engine declined the loop on the device: not asked again */
+    /* The host loop keeps those slots in hostS (L.end doubles, by slot
+     * number) and runs the same small operations there: a step then reads
+     * h1, h2 and w'w once, as it always did, and no kernel of the rotation
+     * sits between the step and its read. on_host: hostS holds the state. */
+    int on_host;
+    double *hostS;
     /* the end of a cycle on the device (gmres_device_step) */
     const gs_vec *b;
     gs_vec *x, *u;
@@ -54,27 +60,47 @@ static void gmres_tests(const gs_small_gmres *L, kr_test t[GMRES_N_TESTS])
     for (int i = 0; i < GMRES_N_TESTS; i++) t[i] = all[i];
 }
 
+/* The small operation on the state where it lives (hostS or the engine's S). */
 static int gmres_small(kr_ctx *k, const gmres_ws *ws, int kind, int j)
 {
     const gs_small op = {kind, j, ws->m, KR_FREE, KR_RR};
-    return k->ops->small_run(k->e, &op);
+    if (!ws->on_host) return k->ops->small_run(k->e, &op);
+    gs_small_exec(&op, ws->hostS);
+    return GS_OK;
 }
 
-/* A cycle from V[0] = r with ||r||^2 in S[KR_RR]: g = (||r||, 0, ..), V[0]
- * scaled to norm 1. */
-static int gmres_restart(kr_ctx *k, gmres_ws *ws)
+/* Read count slots of the state from slot0 (a synchronising read only where
+ * the engine holds it). */
+static int gmres_get(kr_ctx *k, const gmres_ws *ws, int slot0, int count, double *dst)
 {
-    int status = GS_OK;
-    GS_TRY(gmres_small(k, ws, GS_SMALL_GMRES_RESTART, 0));
-    GS_TRY(k->ops->axpby(k->e, gs_coef_slot(1.0, ws->L.invbeta), ws->V[0], gs_coef_const(0),
-                         ws->V[0]));
-cleanup:
+    if (!ws->on_host) return k->ops->scalar_read(k->e, slot0, count, dst);
+    memcpy(dst, ws->hostS + slot0, (size_t)count * sizeof(double));
+    return GS_OK;
+}
+
+/* The state moves to the host for good (the engine declined its loop):
+ * one read of every slot of it. */
+static int gmres_to_host(kr_ctx *k, gmres_ws *ws)
+{
+    const int status = k->ops->scalar_read(k->e, KR_RR, ws->L.end - KR_RR, ws->hostS + KR_RR);
+    ws->on_host = 1;
     return status;
 }
 
-/* One Arnoldi step j: V[j+1] = orthonormalised A M V[j]; column j of H,
- * rotated, with g and the estimate S[KR_RR] = g(j+1)^2 (small.h: where the
- * step breaks down, the old estimate and a failed test). No read. */
+/* A cycle from V[0] = r with ||r||^2 = rr (in S[KR_RR] on the engine):
+ * g = (||r||, 0, ..) and 1 / ||r||, V[0]'s scale (applied by step 0). */
+static int gmres_restart(kr_ctx *k, gmres_ws *ws, double rr)
+{
+    if (ws->on_host) ws->hostS[KR_RR] = rr;
+    return gmres_small(k, ws, GS_SMALL_GMRES_RESTART, 0);
+}
+
+/* One Arnoldi step j: V[j] scaled to norm 1 (by 1 / ||r|| or the last
+ * step's 1 / h(j, j-1): the scaling waits for the next step, so that the
+ * host loop's read after a step does not wait for it), then V[j+1] = A M
+ * V[j] orthogonalised; column j of H, rotated, with g and the estimate
+ * S[KR_RR] = g(j+1)^2 (small.h: where the step breaks down, the old
+ * estimate and a failed test). No read. */
 static int gmres_step(kr_ctx *k, gmres_ws *ws, int j)
 {
     gs_engine *e = k->e;
@@ -82,6 +108,9 @@ static int gmres_step(kr_ctx *k, gmres_ws *ws, int j)
     const gs_vec *const *V = (const gs_vec *const *)ws->V;
     gs_vec *w = ws->V[j + 1];
     int status = GS_OK;
+    const int scale = j == 0 ? ws->L.invbeta : ws->L.invh;
+    GS_TRY(o->axpby(e, ws->on_host ? gs_coef_const(ws->hostS[scale]) : gs_coef_slot(1.0, scale),
+                    ws->V[j], gs_coef_const(0), ws->V[j]));
     GS_TRY(gs_pc_apply_dot(k->pc, ws->V[j], ws->z, GS_SLOT_NONE));
     GS_TRY(o->spmv_dot(e, k->A, ws->z, w, NULL, GS_SLOT_NONE));
     GS_TRY(o->mdot(e, V, j + 1, w, ws->L.h1));        /* h1 = V' w   */
@@ -89,8 +118,9 @@ static int gmres_step(kr_ctx *k, gmres_ws *ws, int j)
     GS_TRY(o->mdot(e, V, j + 1, w, ws->L.h2));        /* h2 = V' w   */
     GS_TRY(o->maxpy(e, -1.0, V, j + 1, ws->L.h2, w)); /* w -= V h2   */
     GS_TRY(o->dot(e, w, w, ws->L.nw));
+    if (ws->on_host) /* h1, h2, w'w */
+        GS_TRY(o->scalar_read(e, ws->L.h1, ws->L.nw - ws->L.h1 + 1, ws->hostS + ws->L.h1));
     GS_TRY(gmres_small(k, ws, GS_SMALL_GMRES_GIVENS, j));
-    GS_TRY(o->axpby(e, gs_coef_slot(1.0, ws->L.invh), w, gs_coef_const(0), w));
 cleanup:
     return status;
 }
@@ -102,6 +132,7 @@ static int gmres_apply_update(kr_ctx *k, gmres_ws *ws, int jn)
 {
     int status = GS_OK;
     GS_TRY(gmres_small(k, ws, GS_SMALL_GMRES_SOLVE, jn));
+    if (ws->on_host) GS_TRY(k->ops->scalar_write(k->e, ws->L.y, jn, ws->hostS + ws->L.y));
     GS_TRY(k->ops->set(k->e, ws->u, 0.0));
     GS_TRY(k->ops->maxpy(k->e, 1.0, (const gs_vec *const *)ws->V, jn, ws->L.y, ws->u));
     GS_TRY(gs_pc_apply_dot(k->pc, ws->u, ws->z, GS_SLOT_NONE));
@@ -136,7 +167,7 @@ static int gmres_cycle_end(kr_ctx *k, gmres_ws *ws, int j, const char *broke, lo
     gmres_tests(&ws->L, t);
     if (j > 0) {
         GS_TRY(gmres_apply_update(k, ws, j));
-        GS_TRY(k->ops->scalar_read(k->e, KR_RR, GMRES_READ, v));
+        GS_TRY(gmres_get(k, ws, KR_RR, GMRES_READ, v));
         if (kr_test_failed(t + 2, 1, v, KR_RR)) {
             broke = t[2].what;
             slot = ws->L.rr0;
@@ -145,7 +176,7 @@ static int gmres_cycle_end(kr_ctx *k, gmres_ws *ws, int j, const char *broke, lo
     }
     if (broke) {
         double g;
-        GS_TRY(k->ops->scalar_read(k->e, slot, 1, &g));
+        GS_TRY(gmres_get(k, ws, slot, 1, &g));
         *done = kr_check_breakdown(k, it, squared ? g : g * g, broke);
     }
 cleanup:
@@ -164,7 +195,7 @@ static int gmres_cycle(kr_ctx *k, gmres_ws *ws, long *it, int *done)
         double v[GMRES_READ];
         GS_TRY(gmres_step(k, ws, j));
         (*it)++;
-        GS_TRY(k->ops->scalar_read(k->e, KR_RR, GMRES_READ, v));
+        GS_TRY(gmres_get(k, ws, KR_RR, GMRES_READ, v));
         if ((broke = kr_test_failed(t, 2, v, KR_RR))) break;
         j++;
         *done = kr_check(k, *it, v[0]);
@@ -184,7 +215,7 @@ static int gmres_device_step(kr_ctx *k, void *state, int i)
     if (i < ws->m) return gmres_step(k, ws, i);
     GS_TRY(gmres_apply_update(k, ws, ws->m));
     GS_TRY(gmres_true_residual(k, ws, ws->V[0]));
-    GS_TRY(gmres_restart(k, ws));
+    GS_TRY(gmres_restart(k, ws, 0.0)); /* on the engine: ||r||^2 from S[KR_RR] */
 cleanup:
     return status;
 }
@@ -200,7 +231,7 @@ static int gmres_device_loop(kr_ctx *k, gmres_ws *ws, long *it, int *ran, int *f
     int *its = NULL;
     long it_done = *it;
     *ran = *final = 0;
-    if (!k->opts->use_capture || !k->ops->loop_run || ws->host_only) return GS_OK;
+    if (ws->on_host || ws->host_only) return GS_OK;
     its = gs_malloc((size_t)(ws->m + 1) * sizeof(int), "gmres steps", &k->e->err);
     if (!its) return GS_ERR_NOMEM;
     for (int i = 0; i <= ws->m; i++) its[i] = i < ws->m;
@@ -208,22 +239,20 @@ static int gmres_device_loop(kr_ctx *k, gmres_ws *ws, long *it, int *ran, int *f
     const long left = k->opts->maxit - *it, checks = left + left / ws->m + 1;
     GS_TRY(kr_device_steps(k, *it, ws->m + 1, gmres_device_step, ws, its, checks, t,
                            GMRES_N_TESTS, &it_done, ran));
-    if (!*ran) {
+    if (!*ran) { /* the host loop from here on, its state on the host */
         ws->host_only = 1;
+        GS_TRY(gmres_to_host(k, ws));
         goto cleanup;
     }
     *it = it_done;
     double ph[4]; /* jn .. phase (small.h) */
-    GS_TRY(k->ops->scalar_read(k->e, ws->L.jn, ws->L.phase - ws->L.jn + 1, ph));
+    GS_TRY(gmres_get(k, ws, ws->L.jn, ws->L.phase - ws->L.jn + 1, ph));
     if (ph[ws->L.phase - ws->L.jn] != 0.0) {
         *final = 1;
         goto cleanup;
     }
-    char broke[sizeof k->res->breakdown]; /* kr_check_breakdown writes the result's */
-    snprintf(broke, sizeof broke, "%s", k->res->breakdown);
-    int done = 1;
-    GS_TRY(gmres_cycle_end(k, ws, (int)ph[0],
-                           k->res->reason == GS_REASON_BREAKDOWN ? broke : NULL, *it, &done));
+    int done = 1; /* a step's breakdown is judged and recorded: only an overflowing y is left */
+    GS_TRY(gmres_cycle_end(k, ws, (int)ph[0], NULL, *it, &done));
 cleanup:
     free(its);
     return status;
@@ -243,10 +272,14 @@ static int gmres_cycles(kr_ctx *k, gmres_ws *ws)
     long it = 0;
     char what[sizeof res->breakdown];
     GS_TRY(kr_initial_residual(k, ws->b, ws->x, ws->V[0], &done));
+    const double yok = 1.0; /* no least-squares solve has overflowed */
+    if (ws->on_host) ws->hostS[ws->L.yok] = yok;
+    else GS_TRY(k->ops->scalar_write(e, ws->L.yok, 1, &yok));
     double rr;
+    GS_TRY(k->ops->scalar_read(e, KR_RR, 1, &rr));
     while (!done) {
         int ran = 0, final = 0;
-        GS_TRY(gmres_restart(k, ws));
+        GS_TRY(gmres_restart(k, ws, rr));
         GS_TRY(gmres_device_loop(k, ws, &it, &ran, &final));
         if (final) break;
         if (ran) done = 1; /* stopped within a cycle, which the host ended */
@@ -254,7 +287,7 @@ static int gmres_cycles(kr_ctx *k, gmres_ws *ws)
         if (done && res->reason != GS_REASON_CONVERGED) break;
         const int claimed = done;
         double rr0; /* the cycle's start (the device loop may have restarted since ours) */
-        GS_TRY(k->ops->scalar_read(e, ws->L.rr0, 1, &rr0));
+        GS_TRY(gmres_get(k, ws, ws->L.rr0, 1, &rr0));
         const double start_rel = sqrt(rr0) / k->bnorm;
         GS_TRY(gmres_true_residual(k, ws, ws->V[0]));
         GS_TRY(k->ops->scalar_read(e, KR_RR, 1, &rr));
@@ -288,6 +321,12 @@ int gs_gmres_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs
         goto cleanup;
     }
     ws.L = gs_small_gmres_layout(KR_FREE, ws.m);
+    ws.on_host = !opts->use_capture || !e->ops->loop_run; /* else the engine's, at first */
+    ws.hostS = gs_calloc((size_t)ws.L.end, sizeof(double), "gmres small state", &e->err);
+    if (!ws.hostS) {
+        status = GS_ERR_NOMEM;
+        goto cleanup;
+    }
     ws.b = b;
     ws.x = x;
     ws.V = gs_calloc((size_t)ws.m + 1, sizeof *ws.V, "gmres basis", &e->err);
@@ -307,5 +346,6 @@ cleanup:
     e->ops->vec_destroy(e, ws.z);
     e->ops->vec_destroy(e, ws.u);
     free(ws.V);
+    free(ws.hostS);
     return status;
 }

@@ -452,8 +452,10 @@ int kr_device_steps(kr_ctx *k, long it0, int n_steps, kr_step_fn step, void *sta
         kr_loop_note(k, L.declined);
         goto cleanup;
     }
-    if (L.stop == GS_LOOP_HANDOFF) /* a body of steps checks at maxit itself */
-        return gs_error_set(&k->e->err, GS_ERR_INTERNAL, "device loop of steps handed off");
+    if (L.stop == GS_LOOP_HANDOFF) { /* a body of steps checks at maxit itself */
+        status = gs_error_set(&k->e->err, GS_ERR_INTERNAL, "device loop of steps handed off");
+        goto cleanup;
+    }
     *it_done = L.last_it;
     *finished = 1;
     k->res->device_loop = GS_PATH_DEVICE;

@@ -34,10 +34,7 @@
 #include "testutil.h"
 #include "timer.h"
 
-typedef struct solve_out {
-    gs_krylov_result res;
-    double true_rel;
-} solve_out;
+
 
 /* A CUDA engine with the device loop forced on (device_loop_off = 0) or
  * off, the fused path off (its own tests force it on: fused_engine). */
@@ -65,45 +62,6 @@ static gs_engine *cuda_engine(int device_loop_off)
                             GS_DEBUG_FORCE_OFF);
 }
 
-/* Solve A x = b (b = A 1 unless b_in) from x = 0 on e. */
-static void solve(gs_engine *e, const gs_csr *A, const double *b_in, const char *method,
-                  const char *precond, const gs_krylov_opts *opts, solve_out *out)
-{
-    gs_error err = {0};
-    gs_mat *Ae = NULL;
-    gs_pc *pc = NULL;
-    gs_vec *b = NULL, *x = NULL;
-    const int32_t n = A->n_rows;
-    double *bh = malloc((size_t)n * sizeof(double)), *xh = malloc((size_t)n * sizeof(double));
-    double *ones = malloc((size_t)n * sizeof(double)), *r = malloc((size_t)n * sizeof(double));
-    for (int32_t i = 0; i < n; i++) ones[i] = 1.0, xh[i] = NAN;
-    if (b_in) memcpy(bh, b_in, (size_t)n * sizeof(double));
-    else gs_csr_spmv(A, ones, bh);
-    ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
-    gs_params params = {0};
-    ck_assert_msg(gs_pc_create(gs_pc_find(precond), e, &params, A, Ae, &pc, &err) == GS_OK, "%s",
-                  err.msg);
-    ck_assert_int_eq(e->ops->vec_create(e, n, &b), GS_OK);
-    ck_assert_int_eq(e->ops->vec_create(e, n, &x), GS_OK);
-    ck_assert_int_eq(e->ops->vec_upload(e, b, bh), GS_OK);
-    ck_assert_int_eq(e->ops->vec_upload(e, x, xh), GS_OK); /* NaN: must be overwritten */
-    ck_assert_int_eq(e->ops->set(e, x, 0.0), GS_OK);
-    memset(&out->res, 0, sizeof out->res);
-    int status = gs_method_find(method)->solve(e, Ae, pc, b, x, opts, &out->res);
-    ck_assert_msg(status == GS_OK, "%s on %s: %s", method, e->ops->name, e->err.msg);
-    ck_assert_int_eq(e->ops->vec_download(e, x, xh), GS_OK);
-    ck_assert_msg(e->err.status == GS_OK, "%s", e->err.msg);
-    double rr = 0, bb = 0;
-    gs_csr_spmv(A, xh, r);
-    for (int32_t i = 0; i < n; i++) rr += (bh[i] - r[i]) * (bh[i] - r[i]), bb += bh[i] * bh[i];
-    out->true_rel = sqrt(rr / bb);
-    free(bh), free(xh), free(ones), free(r);
-    e->ops->vec_destroy(e, b);
-    e->ops->vec_destroy(e, x);
-    gs_pc_destroy(pc);
-    e->ops->mat_destroy(e, Ae);
-}
-
 static gs_krylov_opts opts_with(int check_every, long maxit)
 {
     gs_krylov_opts o = {.tol = 1e-8, .maxit = maxit, .restart = 30, .idr_s = 4,
@@ -112,7 +70,7 @@ static gs_krylov_opts opts_with(int check_every, long maxit)
 }
 
 /* The two CUDA paths agree exactly (see the top), history included. */
-static void assert_same_paths(const solve_out *dev, const solve_out *host, const char *what)
+static void assert_same_paths(const tu_solve_out *dev, const tu_solve_out *host, const char *what)
 {
     const gs_krylov_result *d = &dev->res, *h = &host->res;
     ck_assert_msg(d->reason == h->reason, "%s: device loop %s, host loop %s", what,
@@ -146,16 +104,16 @@ static void assert_same_paths(const solve_out *dev, const solve_out *host, const
 
 /* Device loop, host loop (both CUDA) and the CPU engine on one problem. */
 static void compare3(const gs_csr *A, const double *b, const char *method, const char *precond,
-                     const gs_krylov_opts *o, const char *what, solve_out *dev_out,
+                     const gs_krylov_opts *o, const char *what, tu_solve_out *dev_out,
                      double cpu_margin)
 {
     gs_error err = {0};
     gs_engine *cpu = NULL, *on = cuda_engine(0), *off = cuda_engine(1);
     ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
-    solve_out c, d, h;
-    solve(cpu, A, b, method, precond, o, &c);
-    solve(on, A, b, method, precond, o, &d);
-    solve(off, A, b, method, precond, o, &h);
+    tu_solve_out c, d, h;
+    tu_solve(cpu, A, b, method, precond, o, &c);
+    tu_solve(on, A, b, method, precond, o, &d);
+    tu_solve(off, A, b, method, precond, o, &h);
     ck_assert_msg(d.res.device_loop == GS_PATH_DEVICE, "%s: device_loop = %d (%s)", what,
                   d.res.device_loop, d.res.loop_note);
     ck_assert_msg(h.res.device_loop == 0 && c.res.device_loop == 0, "%s: off paths", what);
@@ -288,7 +246,7 @@ START_TEST(test_gmres_idr_device_loop)
     o.restart = o.idr_s = c[_i].restart_or_s;
     snprintf(what, sizeof what, "%s %s(%d)+%s maxit=%ld", c[_i].spec, c[_i].method,
              c[_i].restart_or_s, c[_i].precond, c[_i].maxit);
-    solve_out d;
+    tu_solve_out d;
     compare3(&A, b, c[_i].method, c[_i].precond, &o, what, &d, 0.0);
     if (c[_i].maxit < 100) ck_assert_int_eq(d.res.reason, GS_REASON_MAXIT);
     else ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
@@ -342,7 +300,7 @@ START_TEST(test_gmres_idr_breakdowns)
     static const char *what[] = {"gmres neumann 4x4 b=1", "gmres neumann 6x6 b=e0",
                                  "gmres neumann 6x6 b=1", "idr(1) skew-symmetric",
                                  "gmres(1) y overflows", "gmres(2) y overflows"};
-    solve_out d;
+    tu_solve_out d;
     /* 6 x 6 with b = 1: how far the Arnoldi process builds on the rounding
      * noise of A v_0 is the rounding itself (the CPU engine's sums reach
      * step 13, the GPU's may stop at 1): its count is left to the exact
@@ -400,10 +358,10 @@ START_TEST(test_adaptive)
                   err.msg);
     gs_engine *on = cuda_engine(0), *off = cuda_engine(1);
     gs_krylov_opts adaptive = opts_with(0, maxit), every = opts_with(GS_LOOP_MAX_PER_BODY, maxit);
-    solve_out d, h_every, h_adaptive;
-    solve(on, &A, NULL, method, "jacobi", &adaptive, &d);
-    solve(off, &A, NULL, method, "jacobi", &every, &h_every);
-    solve(off, &A, NULL, method, "jacobi", &adaptive, &h_adaptive);
+    tu_solve_out d, h_every, h_adaptive;
+    tu_solve(on, &A, NULL, method, "jacobi", &adaptive, &d);
+    tu_solve(off, &A, NULL, method, "jacobi", &every, &h_every);
+    tu_solve(off, &A, NULL, method, "jacobi", &adaptive, &h_adaptive);
     ck_assert_msg(d.res.device_loop == GS_PATH_DEVICE, "host loop: %s", d.res.loop_note);
     assert_same_paths(&d, &h_every, "adaptive vs every GS_LOOP_MAX_PER_BODY");
     ck_assert_int_le(d.res.iterations, maxit);
@@ -445,7 +403,7 @@ static gs_csr shifted_laplacian(int32_t n, double shift)
 START_TEST(test_breakdowns)
 {
     gs_csr A;
-    solve_out d;
+    tu_solve_out d;
     double *b = malloc(64 * sizeof(double));
     for (int i = 0; i < 64; i++) b[i] = 1.0 + 0.01 * i;
     gs_krylov_opts o = opts_with(1, 5000);
@@ -493,8 +451,8 @@ START_TEST(test_past_deadline)
     for (int i = 0; i < 3; i++) {
         gs_krylov_opts o = opts_with(_i ? 5 : 1, 5000);
         o.deadline = gs_now() - 1.0;
-        solve_out d;
-        solve(engines[i], &A, NULL, _i ? "bicgstab" : "cg", "jacobi", &o, &d);
+        tu_solve_out d;
+        tu_solve(engines[i], &A, NULL, _i ? "bicgstab" : "cg", "jacobi", &o, &d);
         ck_assert_msg(d.res.reason == GS_REASON_TIME_LIMIT, "%s", gs_reason_name(d.res.reason));
         ck_assert_int_eq(d.res.iterations, 0);
         ck_assert_int_eq(d.res.device_loop, GS_PATH_HOST);
@@ -583,8 +541,8 @@ START_TEST(test_deadline_while_running)
     o.progress_ctx = calls;
     const double t0 = gs_now();
     o.deadline = t0 + 0.8;
-    solve_out d;
-    solve(on, &A, NULL, methods[_i], pcs[_i], &o, &d);
+    tu_solve_out d;
+    tu_solve(on, &A, NULL, methods[_i], pcs[_i], &o, &d);
     const double took = gs_now() - t0;
     ck_assert_msg(d.res.device_loop == (fused ? GS_PATH_FUSED : GS_PATH_DEVICE), "path %d: %s",
                   d.res.device_loop, d.res.loop_note);
@@ -619,8 +577,8 @@ START_TEST(test_history_cap)
     };
     gs_krylov_opts o = opts_with(1, c[_i].maxit);
     o.record_history = c[_i].history;
-    solve_out d;
-    solve(on, &A, NULL, "cg", "jacobi", &o, &d);
+    tu_solve_out d;
+    tu_solve(on, &A, NULL, "cg", "jacobi", &o, &d);
     ck_assert_msg(d.res.device_loop == c[_i].want, "device_loop %d (%s)", d.res.device_loop,
                   d.res.loop_note);
     ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
@@ -649,8 +607,8 @@ START_TEST(test_steps_rule)
     gs_engine *e = cuda_engine_with(0, GS_DEBUG_FORCE_OFF);
     gs_krylov_opts o = opts_with(1, 5000);
     o.restart = o.idr_s = c[_i].m > 0 ? c[_i].m : 30;
-    solve_out d;
-    solve(e, &A, NULL, c[_i].method, "jacobi", &o, &d);
+    tu_solve_out d;
+    tu_solve(e, &A, NULL, c[_i].method, "jacobi", &o, &d);
     ck_assert_msg(d.res.device_loop == c[_i].want, "%s(%d): path %d (%s)", c[_i].method,
                   c[_i].m, d.res.device_loop, d.res.loop_note);
     if (c[_i].want == GS_PATH_HOST)
@@ -675,8 +633,8 @@ START_TEST(test_no_capture_is_host_loop)
     gs_engine *on = cuda_engine(0);
     gs_krylov_opts o = opts_with(1, 5000);
     o.use_capture = 0;
-    solve_out d;
-    solve(on, &A, NULL, "cg", "jacobi", &o, &d);
+    tu_solve_out d;
+    tu_solve(on, &A, NULL, "cg", "jacobi", &o, &d);
     ck_assert_int_eq(d.res.device_loop, 0);
     ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
     gs_krylov_result_free(&d.res);
@@ -716,10 +674,10 @@ static void compare_fused(const gs_csr *A, const double *b, const char *method,
     gs_engine *cpu = NULL, *host = cuda_engine(1);
     gs_engine *fused = cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON);
     ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
-    solve_out c, h, f;
-    solve(cpu, A, b, method, precond, o, &c);
-    solve(host, A, b, method, precond, o, &h);
-    solve(fused, A, b, method, precond, o, &f);
+    tu_solve_out c, h, f;
+    tu_solve(cpu, A, b, method, precond, o, &c);
+    tu_solve(host, A, b, method, precond, o, &h);
+    tu_solve(fused, A, b, method, precond, o, &f);
     ck_assert_msg(f.res.device_loop == GS_PATH_FUSED, "%s: path %d (%s)", what,
                   f.res.device_loop, f.res.loop_note);
     if (fused_sync) /* the launch asked for, as the note says */
@@ -731,7 +689,7 @@ static void compare_fused(const gs_csr *A, const double *b, const char *method,
     const int erratic = strcmp(method, "bicgstab") == 0;
     const double frac = cpu_margin > 0 ? cpu_margin : erratic ? 0.10 : 0.05;
     const long margin = (long)fmax(erratic ? 4.0 : 2.0, ceil(frac * (double)c.res.iterations));
-    const solve_out *ref[2] = {&c, &h};
+    const tu_solve_out *ref[2] = {&c, &h};
     for (int i = 0; i < 2; i++) {
         const gs_krylov_result *r = &ref[i]->res;
         const char *who = i ? "host loop" : "cpu";
@@ -891,10 +849,10 @@ START_TEST(test_fused_cache)
     gs_engine *shared = cuda_engine_with(0, 0);
     static const int order[3] = {0, 1, 0};
     for (int s = 0; s < 3; s++) {
-        solve_out a, b;
+        tu_solve_out a, b;
         gs_engine *fresh = cuda_engine_with(0, 0);
-        solve(shared, &A[order[s]], NULL, "cg", pc, &o, &a);
-        solve(fresh, &A[order[s]], NULL, "cg", pc, &o, &b);
+        tu_solve(shared, &A[order[s]], NULL, "cg", pc, &o, &a);
+        tu_solve(fresh, &A[order[s]], NULL, "cg", pc, &o, &b);
         ck_assert_msg(a.res.device_loop == GS_PATH_FUSED && b.res.device_loop == GS_PATH_FUSED,
                       "%s+%s: paths %d, %d (%s)", specs[order[s]], pc, a.res.device_loop,
                       b.res.device_loop, a.res.loop_note);
@@ -970,11 +928,11 @@ START_TEST(test_fused_rule)
     char name[64];
     gs_engine *e = cuda_engine_with(0, 0);
     gs_krylov_opts o = opts_with(0, 5000);
-    solve_out d;
+    tu_solve_out d;
     if (_i == 0) {
         ck_assert_msg(gs_generate("poisson3d:16", &A, name, sizeof name, &err) == GS_OK, "%s",
                       err.msg);
-        solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        tu_solve(e, &A, NULL, "cg", "jacobi", &o, &d);
         ck_assert_msg(d.res.device_loop == GS_PATH_FUSED, "path %d: %s", d.res.device_loop,
                       d.res.loop_note);
         /* 4096 rows of 8 lanes: within a cluster's passes (the code is built
@@ -992,7 +950,7 @@ START_TEST(test_fused_rule)
             {"gmres", "jacobi", 0, ""}, {"idr", "jacobi", 0, ""}, {"cg", "mic", 0, ""},
             {"cg", "ssor-ai", 1, "fused: a cluster of "}};
         for (int i = 0; i < (int)(sizeof other / sizeof other[0]); i++) {
-            solve(e, &A, NULL, other[i].method, other[i].pc, &o, &d);
+            tu_solve(e, &A, NULL, other[i].method, other[i].pc, &o, &d);
             ck_assert_msg((d.res.device_loop == GS_PATH_FUSED) == other[i].fused,
                           "%s+%s: path %d (%s)", other[i].method, other[i].pc, d.res.device_loop,
                           d.res.loop_note);
@@ -1020,7 +978,7 @@ START_TEST(test_fused_rule)
         free(r);
         free(col);
         free(v);
-        solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        tu_solve(e, &A, NULL, "cg", "jacobi", &o, &d);
         ck_assert_msg(d.res.device_loop != GS_PATH_FUSED, "path %d", d.res.device_loop);
         ck_assert_msg(strstr(d.res.loop_note, "long rows") != NULL, "note '%s'", d.res.loop_note);
         ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
@@ -1028,7 +986,7 @@ START_TEST(test_fused_rule)
     } else {
         A = shifted_laplacian(4 << 20, 0.0);
         o.maxit = 5;
-        solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        tu_solve(e, &A, NULL, "cg", "jacobi", &o, &d);
         ck_assert_msg(d.res.device_loop == GS_PATH_HOST, "path %d", d.res.device_loop);
         ck_assert_msg(strstr(d.res.loop_note, "fused: ") != NULL, "note '%s'", d.res.loop_note);
         ck_assert_int_eq(d.res.reason, GS_REASON_MAXIT);

@@ -26,48 +26,7 @@
 #include "testutil.h"
 #include "timer.h"
 
-typedef struct solve_out {
-    gs_krylov_result res;
-    double true_rel;
-} solve_out;
 
-/* b = A 1 unless b_in is given. */
-static void solve(gs_engine *e, const gs_csr *A, const double *b_in, const char *method,
-                  const char *precond, const gs_krylov_opts *opts, solve_out *out)
-{
-    gs_error err = {0};
-    gs_mat *Ae = NULL;
-    gs_pc *pc = NULL;
-    gs_vec *b = NULL, *x = NULL;
-    const int32_t n = A->n_rows;
-    double *bh = malloc((size_t)n * sizeof(double)), *xh = malloc((size_t)n * sizeof(double));
-    double *ones = malloc((size_t)n * sizeof(double)), *r = malloc((size_t)n * sizeof(double));
-    for (int32_t i = 0; i < n; i++) ones[i] = 1.0, xh[i] = NAN;
-    if (b_in) memcpy(bh, b_in, (size_t)n * sizeof(double));
-    else gs_csr_spmv(A, ones, bh);
-    ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
-    gs_params params = {0};
-    ck_assert_msg(gs_pc_create(gs_pc_find(precond), e, &params, A, Ae, &pc, &err) == GS_OK, "%s",
-                  err.msg);
-    ck_assert_int_eq(e->ops->vec_create(e, n, &b), GS_OK);
-    ck_assert_int_eq(e->ops->vec_create(e, n, &x), GS_OK);
-    ck_assert_int_eq(e->ops->vec_upload(e, b, bh), GS_OK);
-    ck_assert_int_eq(e->ops->vec_upload(e, x, xh), GS_OK); /* NaN: must be overwritten */
-    ck_assert_int_eq(e->ops->set(e, x, 0.0), GS_OK);
-    int status = gs_method_find(method)->solve(e, Ae, pc, b, x, opts, &out->res);
-    ck_assert_msg(status == GS_OK, "%s on %s: %s", method, e->ops->name, e->err.msg);
-    ck_assert_int_eq(e->ops->vec_download(e, x, xh), GS_OK);
-    ck_assert_msg(e->err.status == GS_OK, "%s", e->err.msg);
-    double rr = 0, bb = 0;
-    gs_csr_spmv(A, xh, r);
-    for (int32_t i = 0; i < n; i++) rr += (bh[i] - r[i]) * (bh[i] - r[i]), bb += bh[i] * bh[i];
-    out->true_rel = sqrt(rr / bb);
-    free(bh), free(xh), free(ones), free(r);
-    e->ops->vec_destroy(e, b);
-    e->ops->vec_destroy(e, x);
-    gs_pc_destroy(pc);
-    e->ops->mat_destroy(e, Ae);
-}
 
 static gs_krylov_opts opts_with(int check_every, int capture)
 {
@@ -88,9 +47,9 @@ static void compare(const char *spec, const char *method, const char *precond, i
     ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
     ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
     gs_krylov_opts o = opts_with(check_every, capture);
-    solve_out c, g;
-    solve(cpu, &A, NULL, method, precond, &o, &c);
-    solve(gpu, &A, NULL, method, precond, &o, &g);
+    tu_solve_out c, g;
+    tu_solve(cpu, &A, NULL, method, precond, &o, &c);
+    tu_solve(gpu, &A, NULL, method, precond, &o, &g);
     snprintf(what, sizeof what, "%s %s+%s check_every=%d capture=%d", spec, method, precond,
              check_every, capture);
     ck_assert_msg(c.res.reason == GS_REASON_CONVERGED, "%s: cpu %s", what,
@@ -199,9 +158,9 @@ static void same_verdict(const gs_csr *A, const double *b_in, const char *method
     for (int32_t i = 0; i < A->n_rows; i++) b[i] = b_in ? b_in[i] : 1.0;
     ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
     ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
-    solve_out c, g;
-    solve(cpu, A, b, method, "none", o, &c);
-    solve(gpu, A, b, method, "none", o, &g);
+    tu_solve_out c, g;
+    tu_solve(cpu, A, b, method, "none", o, &c);
+    tu_solve(gpu, A, b, method, "none", o, &g);
     ck_assert_msg(g.res.reason == want, "%s %s: gpu %s (%s), want %s", what, method,
                   gs_reason_name(g.res.reason), g.res.breakdown, gs_reason_name(want));
     ck_assert_msg(c.res.reason == want, "%s %s: cpu %s", what, method,
@@ -271,8 +230,8 @@ START_TEST(test_past_deadline_is_time_limit)
     ck_assert_msg(gs_engine_cuda_create(&gpu, &err) == GS_OK, "%s", err.msg);
     gs_krylov_opts o = opts_with(0, 1);
     o.deadline = gs_now() - 1.0;
-    solve_out g;
-    solve(gpu, &A, NULL, methods[_i], "jacobi", &o, &g);
+    tu_solve_out g;
+    tu_solve(gpu, &A, NULL, methods[_i], "jacobi", &o, &g);
     ck_assert_msg(g.res.reason == GS_REASON_TIME_LIMIT, "%s: %s", methods[_i],
                   gs_reason_name(g.res.reason));
     ck_assert_int_le(g.res.iterations, 1);

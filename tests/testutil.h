@@ -782,4 +782,51 @@ static inline gs_csr tu_neumann_laplacian(int32_t nx)
     return A;
 }
 
+typedef struct tu_solve_out {
+    gs_krylov_result res;
+    double true_rel;
+} tu_solve_out;
+
+/* A Krylov solve on engine e, as the run does it, with what the GPU suites
+ * compare: A x = b (b = A 1 unless b_in) from x = 0 (x is NaN before it is
+ * set to 0, so a method that reads it unset shows), the result, and the true
+ * residual ||b - A x|| / ||b|| computed on the host. */
+static inline void tu_solve(gs_engine *e, const gs_csr *A, const double *b_in, const char *method,
+                  const char *precond, const gs_krylov_opts *opts, tu_solve_out *out)
+{
+    gs_error err = {0};
+    gs_mat *Ae = NULL;
+    gs_pc *pc = NULL;
+    gs_vec *b = NULL, *x = NULL;
+    const int32_t n = A->n_rows;
+    double *bh = malloc((size_t)n * sizeof(double)), *xh = malloc((size_t)n * sizeof(double));
+    double *ones = malloc((size_t)n * sizeof(double)), *r = malloc((size_t)n * sizeof(double));
+    for (int32_t i = 0; i < n; i++) ones[i] = 1.0, xh[i] = NAN;
+    if (b_in) memcpy(bh, b_in, (size_t)n * sizeof(double));
+    else gs_csr_spmv(A, ones, bh);
+    ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
+    gs_params params = {0};
+    ck_assert_msg(gs_pc_create(gs_pc_find(precond), e, &params, A, Ae, &pc, &err) == GS_OK, "%s",
+                  err.msg);
+    ck_assert_int_eq(e->ops->vec_create(e, n, &b), GS_OK);
+    ck_assert_int_eq(e->ops->vec_create(e, n, &x), GS_OK);
+    ck_assert_int_eq(e->ops->vec_upload(e, b, bh), GS_OK);
+    ck_assert_int_eq(e->ops->vec_upload(e, x, xh), GS_OK); /* NaN: must be overwritten */
+    ck_assert_int_eq(e->ops->set(e, x, 0.0), GS_OK);
+    memset(&out->res, 0, sizeof out->res);
+    int status = gs_method_find(method)->solve(e, Ae, pc, b, x, opts, &out->res);
+    ck_assert_msg(status == GS_OK, "%s on %s: %s", method, e->ops->name, e->err.msg);
+    ck_assert_int_eq(e->ops->vec_download(e, x, xh), GS_OK);
+    ck_assert_msg(e->err.status == GS_OK, "%s", e->err.msg);
+    double rr = 0, bb = 0;
+    gs_csr_spmv(A, xh, r);
+    for (int32_t i = 0; i < n; i++) rr += (bh[i] - r[i]) * (bh[i] - r[i]), bb += bh[i] * bh[i];
+    out->true_rel = sqrt(rr / bb);
+    free(bh), free(xh), free(ones), free(r);
+    e->ops->vec_destroy(e, b);
+    e->ops->vec_destroy(e, x);
+    gs_pc_destroy(pc);
+    e->ops->mat_destroy(e, Ae);
+}
+
 #endif

@@ -5,7 +5,9 @@
  * GPUs or more, 2 ranks use NCCL) gives the same iterations and residuals;
  * block-local FSAI, ISAI, SPAI, GSPAI-Opt (their GPU setups) give the
  * iterations of one process building the same M (--pc-blocks P, and on a
- * block-diagonal matrix the global definition); a bad input fails once. Every
+ * block-diagonal matrix the global definition); adaptive checks stop every
+ * rank at the same check, within a block of the first crossing of tol; a
+ * bad input fails once. Every
  * mpirun under timeout. Without a device (or MPI) the suite says skipped. */
 #include "dist.h"
 #include "distutil.h"
@@ -42,6 +44,29 @@ START_TEST(jacobi_matches_one_process_on_gpus)
             unsetenv("GS_DIST_OVERLAP");
             td_assert_same(one, overlapped, 0, 1e-5);
         }
+    }
+}
+END_TEST
+
+/* Adaptive checks (the default --check-every 0) across ranks on GPUs: every
+ * rank plans its checks from the same all-reduced residuals, so all stop at
+ * the same check; that check is no earlier than the first iteration whose
+ * residual is within tol (where the same ranks checking every iteration
+ * stop) and, on this SPD problem whose CG residual keeps falling past tol,
+ * at most one block of checks later (KR_AUTO_MAX = 16 iterations). */
+START_TEST(adaptive_checks_across_ranks_on_gpus)
+{
+    const char *args = "-e cuda --generate poisson3d:24 -p jacobi -m cg";
+    for (int ranks = 2; ranks <= 3; ranks++) {
+        td_result every = gd_csv(ranks, args), adaptive = td_csv(ranks, args, 0);
+        ck_assert_str_eq(every.converged, "yes");
+        ck_assert_str_eq(adaptive.converged, "yes");
+        ck_assert_msg(adaptive.iterations >= every.iterations &&
+                          adaptive.iterations <= every.iterations + 16,
+                      "%d ranks: adaptive checks stopped at %ld, every iteration at %ld", ranks,
+                      adaptive.iterations, every.iterations);
+        ck_assert_msg(adaptive.true_rel <= 1e-7, "%d ranks: true residual %g", ranks,
+                      adaptive.true_rel);
     }
 }
 END_TEST
@@ -117,6 +142,7 @@ int main(void)
     if (td_mpi_ready()) {
         TCase *t = tu_add_tcase(s, "mpirun on GPUs", 900);
         tcase_add_test(t, jacobi_matches_one_process_on_gpus);
+        tcase_add_test(t, adaptive_checks_across_ranks_on_gpus);
         tcase_add_test(t, transport_follows_the_devices);
         tcase_add_test(t, block_local_gpu_setups_match_their_definition);
         tcase_add_test(t, block_local_gpu_setups_match_pc_blocks);

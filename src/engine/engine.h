@@ -178,7 +178,9 @@ typedef struct gs_engine_ops {
      * Capture body(ctx) once (the rules of capture_begin hold inside it) and
      * run it over and over on the device, each run followed by the check
      * that loop describes (src/engine/loop.h: residual test, breakdown
-     * tests on slots, maxit, deadline, history), until the check stops it;
+     * tests on slots, maxit, deadline, history), until the check stops it
+     * (a body of steps, loop->n_steps > 1: loop->step(ctx, i) for each step,
+     * each with its check, and body unused);
      * the host waits once, at the end. loop->ran = 0 when the engine
      * declines (switched off, or the body cannot run in its loop): then
      * nothing has run and the caller iterates itself. */

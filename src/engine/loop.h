@@ -5,7 +5,9 @@
  * host until the check says stop, then hands back the outcome once. A body
  * may hold several iterations (per_body): the check then comes after each
  * per_body iterations, and the loop hands the last maxit - it0 mod per_body
- * iterations back to the host (GS_LOOP_HANDOFF). */
+ * iterations back to the host (GS_LOOP_HANDOFF). A body may instead be
+ * several steps (n_steps, krylov.c: kr_device_steps; GMRES's cycle, IDR's),
+ * each with a check after it. */
 #ifndef GS_LOOP_H
 #define GS_LOOP_H
 

@@ -59,9 +59,10 @@ typedef struct gs_krylov_result {
     long spmv_count, pc_apply_count;
     int idr_s;            /* the s IDR(s) used (opts.idr_s, at most n - 1); 0 for the others */
     int device_loop;      /* where the iterations ran (gs_loop_path): the host loop,
-                           * the engine's loop on the device (loop_run, a check after
-                           * every check_every iterations; adaptive checking becomes
-                           * every GS_LOOP_MAX_PER_BODY), or the fused kernel */
+                           * the engine's loop on the device (loop_run: CG and BiCGSTAB
+                           * check after every check_every iterations, adaptive checking
+                           * becoming every GS_LOOP_MAX_PER_BODY; GMRES and IDR after
+                           * every step), or the fused kernel */
     char loop_note[160];  /* why an engine with a loop on the device declined it, how the fused path ran, or "" */
 } gs_krylov_result;
 

@@ -256,6 +256,21 @@ START_TEST(test_gmres_idr_device_loop)
 }
 END_TEST
 
+/* The skew-symmetric tridiag(-1, 0, 1) of order n: r'A r = 0 for every r. */
+static gs_csr skew_tridiag(int32_t n)
+{
+    int32_t *r = malloc(2 * (size_t)n * sizeof(int32_t)), *c = malloc(2 * (size_t)n * sizeof(int32_t));
+    double *v = malloc(2 * (size_t)n * sizeof(double));
+    int64_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (i > 0) r[k] = i, c[k] = i - 1, v[k++] = -1.0;
+        if (i + 1 < n) r[k] = i, c[k] = i + 1, v[k++] = 1.0;
+    }
+    gs_csr A = tu_from_triplets(n, n, k, r, c, v);
+    free(r), free(c), free(v);
+    return A;
+}
+
 /* GMRES's and IDR(s)'s breakdowns on the device, each at the host loop's
  * iteration with its message: R singular at the first step of a cycle
  * (4 x 4 Neumann Laplacian, b = 1 in its null space) and at a later one
@@ -286,14 +301,7 @@ START_TEST(test_gmres_idr_breakdowns)
         b = calloc((size_t)A.n_rows, sizeof(double));
         for (int32_t i = 0; i < A.n_rows; i++) b[i] = _i == 1 ? (i == 0) : 1.0;
     } else {
-        int32_t r[128], col[128];
-        double v[128];
-        int64_t k = 0;
-        for (int32_t i = 0; i < 64; i++) {
-            if (i > 0) r[k] = i, col[k] = i - 1, v[k++] = -1.0;
-            if (i + 1 < 64) r[k] = i, col[k] = i + 1, v[k++] = 1.0;
-        }
-        A = tu_from_triplets(64, 64, k, r, col, v);
+        A = skew_tridiag(64);
         b = malloc(64 * sizeof(double));
         for (int i = 0; i < 64; i++) b[i] = 1.0;
     }
@@ -412,15 +420,8 @@ START_TEST(test_breakdowns)
         compare3(&A, b, "cg", "jacobi", &o, "cg indefinite", &d, 0.0);
         ck_assert_int_ge(d.res.breakdown_iteration, 3);
     } else {
-        int32_t r[128], c[128];
-        double v[128];
-        int64_t k = 0;
-        for (int32_t i = 0; i < 64; i++) {
-            if (i > 0) r[k] = i, c[k] = i - 1, v[k++] = -1.0;
-            if (i + 1 < 64) r[k] = i, c[k] = i + 1, v[k++] = 1.0;
-            b[i] = 1.0;
-        }
-        A = tu_from_triplets(64, 64, k, r, c, v);
+        for (int i = 0; i < 64; i++) b[i] = 1.0;
+        A = skew_tridiag(64);
         compare3(&A, b, "bicgstab", "none", &o, "bicgstab skew-symmetric", &d, 0.0);
     }
     ck_assert_msg(d.res.reason == GS_REASON_BREAKDOWN, "%s", gs_reason_name(d.res.reason));

@@ -20,11 +20,9 @@ OUT=${BENCH_OUT:-$(mktemp -d /tmp/gpusolve-bench.XXXXXX)}
 mkdir -p "$OUT"
 BUILD_DIR=$(dirname "$GPUSOLVE")
 
-if [ ! -x "$GPUSOLVE" ]; then echo "bench.sh: $GPUSOLVE not built (make)" >&2; exit 1; fi
-if ! "$GPUSOLVE" --engine cuda --generate poisson3d:4 --format json >/dev/null 2>"$OUT/probe.err"; then
-    echo "bench.sh: the CUDA engine is not usable here: $(head -c 300 "$OUT/probe.err")" >&2
-    exit 1
-fi
+# shellcheck source=scripts/lib_bench.sh
+. "$here/lib_bench.sh"
+bench_need_cuda bench.sh
 
 cases=(
     "poisson3d:64 cg"

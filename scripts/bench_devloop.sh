@@ -28,18 +28,13 @@ REPEAT=${BENCH_REPEAT:-3}
 OUT=${BENCH_OUT:-$(mktemp -d /tmp/gpusolve-devloop.XXXXXX)}
 mkdir -p "$OUT"
 
-if [ ! -x "$GPUSOLVE" ]; then echo "bench_devloop.sh: $GPUSOLVE not built (make)" >&2; exit 1; fi
-if ! "$GPUSOLVE" --engine cuda --generate poisson3d:4 --format json >/dev/null 2>"$OUT/probe.err"; then
-    echo "bench_devloop.sh: the CUDA engine is not usable here: $(head -c 300 "$OUT/probe.err")" >&2
-    exit 1
-fi
+# shellcheck source=scripts/lib_bench.sh
+. "$here/lib_bench.sh"
+bench_need_cuda bench_devloop.sh
 
 cases=("--generate poisson3d:8" "--generate poisson3d:16" "--generate poisson3d:32"
        "--generate poisson3d:64")
-for m in 1138_bus bloweybq; do
-    if [ -r "$MATS/$m.mtx" ]; then cases+=("$MATS/$m.mtx")
-    else echo "bench_devloop.sh: $MATS/$m.mtx missing (set GS_MATRICES): skipped" >&2; fi
-done
+bench_add_matrices bench_devloop.sh 1138_bus bloweybq
 
 json="$OUT/devloop.jsonl"
 : >"$json"

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # lib_bench.sh - what the GPU benchmark scripts share (bench.sh,
-# bench_devloop.sh, bench_devloop_steps.sh), sourced by each: the check that
-# the program is built and its CUDA engine runs, and the shared matrices a
-# script adds to its cases. Sourcing it only defines functions.
+# bench_devloop.sh, bench_devloop_steps.sh, bench_fused_mic.sh), sourced by
+# each: the check that the program is built and its CUDA engine runs, and
+# the shared matrices a script adds to its cases. Sourcing it only defines
+# functions.
 
 # bench_need_cuda NAME: exit (NAME: why) unless $GPUSOLVE is built and its
 # CUDA engine solves a small problem; the probe's stderr in $OUT/probe.err.

@@ -41,6 +41,13 @@
 /* How a forced fused path meets (GS_DEBUG_SYNC_GRID or _CLUSTER; 0: the
  * rule): set by the fused tests' loop index, each case run both ways. */
 static int fused_sync;
+/* GS_DEBUG_FORCE_OFF: the fused kernel reads triangular factors from
+ * global memory even where they fit shared memory (test_fused_mic); and
+ * a part of the note the fused solve must (1) or must not (0) show, or
+ * NULL. */
+static int fused_stage;
+static const char *fused_note;
+static int fused_note_want;
 
 static gs_engine *cuda_engine_with(int device_loop, int fused)
 {
@@ -52,6 +59,7 @@ static gs_engine *cuda_engine_with(int device_loop, int fused)
     dbg.device_loop = device_loop;
     dbg.fused = fused;
     dbg.fused_sync = fused == GS_DEBUG_FORCE_ON ? fused_sync : 0;
+    dbg.fused_stage = fused_stage;
     gs_engine_cuda_set_debug(e, &dbg);
     return e;
 }
@@ -522,14 +530,19 @@ START_TEST(test_deadline_while_running)
      * M = I; 3: the cluster with ssor-ai (two products); 4: the grid with
      * spai (one product): each yields to the progress callback and is
      * launched again from the state it wrote back, until the deadline */
-    static const char *pcs[] = {"none", "none", "none", "ssor-ai", "spai", "none", "none"};
+    static const char *pcs[] = {"none", "none", "none", "ssor-ai", "spai", "none", "none",
+                                "mic:mic-shift=100,trisolve=syncfree"};
     static const int syncs[] = {0, GS_DEBUG_SYNC_GRID, GS_DEBUG_SYNC_CLUSTER,
-                                GS_DEBUG_SYNC_CLUSTER, GS_DEBUG_SYNC_GRID, 0, 0};
+                                GS_DEBUG_SYNC_CLUSTER, GS_DEBUG_SYNC_GRID, 0, 0,
+                                GS_DEBUG_SYNC_CLUSTER};
     /* 5, 6: GMRES and IDR(s) on the device loop of steps (their yields come
-     * after a whole cycle) */
-    static const char *methods[] = {"cg", "cg", "cg", "cg", "cg", "gmres", "idr"};
-    const int fused = _i >= 1 && _i <= 4;
-    const int32_t n = 200000;
+     * after a whole cycle); 7: the cluster with MIC's factors, shifted so
+     * that M is near a scaled diagonal (slow), 8000 rows (M r within a
+     * block's shared memory: 8000 levels a substitution; the sync-free
+     * scheme, whose setup times one scheme, not the levels' 16000 launches) */
+    static const char *methods[] = {"cg", "cg", "cg", "cg", "cg", "gmres", "idr", "cg"};
+    const int fused = (_i >= 1 && _i <= 4) || _i == 7;
+    const int32_t n = _i == 7 ? 8000 : 200000;
     gs_csr A = shifted_laplacian(n, 0.0);
     fused_sync = syncs[_i];
     gs_engine *on = fused ? cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON) : cuda_engine(0);
@@ -686,6 +699,10 @@ static void compare_fused(const gs_csr *A, const double *b, const char *method,
                                                   ? "fused: a cluster of "
                                                   : "fused: a cooperative grid of ") != NULL,
                       "%s: note '%s'", what, f.res.loop_note);
+    if (fused_note)
+        ck_assert_msg((strstr(f.res.loop_note, fused_note) != NULL) == fused_note_want,
+                      "%s: note '%s' %s '%s'", what, f.res.loop_note,
+                      fused_note_want ? "lacks" : "shows", fused_note);
     ck_assert_int_eq(h.res.device_loop, GS_PATH_HOST);
     const int erratic = strcmp(method, "bicgstab") == 0;
     const double frac = cpu_margin > 0 ? cpu_margin : erratic ? 0.10 : 0.05;
@@ -828,6 +845,58 @@ START_TEST(test_fused_products)
 }
 END_TEST
 
+/* MIC (gs_pc.factor: M r = L^-T (D^-1 (L^-1 r))) inside the fused kernel,
+ * in a cluster (its kernels launch no other way), every block substituting
+ * all of M r into its shared memory by levels: CG and BiCGSTAB; MIC and
+ * IC(0) (omega=0); the factors of the default substitutions and of
+ * --trisolve exact (cuSPARSE's matrices); checks every iteration and every
+ * 3, maxit within the run; a thin 2x2x10 grid (levels of one row), and
+ * 1138_bus (15% margin, as test_fused_verdicts). compare_fused holds the
+ * first residuals to the host loop's within 1e-8, so a wrong substitution
+ * (a factor transposed, D^-1 missing) shows at once. Each case twice: the
+ * factors staged in shared memory where they fit (poisson3d:12, 2x2x10,
+ * 1138_bus: 70-170 KB; not poisson3d27:10 or poisson3d:16, 250-280 KB,
+ * above the 227 KB a block of an H100 or H200 may take), and read from
+ * global memory (GS_FUSED_STAGE=off); the note says which. */
+START_TEST(test_fused_mic)
+{
+    static const struct {
+        const char *method, *spec, *pc;
+        int every;
+        long maxit;
+        int staged;
+    } c[] = {
+        {"cg", "poisson3d:12", "mic", 1, 5000, 1},
+        {"cg", "poisson3d:12", "mic:trisolve=exact", 1, 5000, 1},
+        {"cg", "poisson3d:12", "mic:omega=0", 3, 5000, 1},
+        {"cg", "poisson3d27:10", "mic", 1, 5000, 0},
+        {"cg", "poisson3d:2x2x10", "mic", 1, 5000, 1},
+        {"cg", "poisson3d:16", "mic", 1, 7, 0},
+        {"bicgstab", "poisson3d:12", "mic", 1, 5000, 1},
+        {"bicgstab", "poisson3d27:10", "mic:omega=0", 3, 5000, 0},
+        {"bicgstab", "poisson3d:12", "mic:trisolve=exact", 1, 5000, 1},
+        {"cg", "1138_bus", "mic", 1, 5000, 1},
+    };
+    const int k = _i % 10, off = _i >= 10;
+    fused_sync = GS_DEBUG_SYNC_CLUSTER;
+    fused_stage = off ? GS_DEBUG_FORCE_OFF : 0;
+    fused_note = "triangular factors in shared memory";
+    fused_note_want = !off && c[k].staged;
+    if (k < 9) {
+        compare_fused_generated(c[k].spec, c[k].method, c[k].pc, c[k].every, c[k].maxit);
+    } else {
+        gs_csr A = {0};
+        gs_krylov_opts o = opts_with(1, 5000);
+        if (tu_real_matrix("1138_bus", &A))
+            compare_fused(&A, NULL, "cg", "mic", &o, "fused 1138_bus cg+mic", 0.15);
+        gs_csr_free(&A);
+    }
+    fused_sync = 0;
+    fused_stage = 0;
+    fused_note = NULL;
+}
+END_TEST
+
 /* The fused path's cache of CSR views (A and the preconditioner's products,
  * kept per engine for the next solve with the same matrix): on one engine,
  * two matrices of the same size one after the other and the first again
@@ -920,8 +989,12 @@ END_TEST
  * jacobi or none and CG with ssor-ai (F^T F: 8 lanes a row here; fsai's G
  * from its default pattern power is as wide as 32 lanes, above the rule at
  * 4096 rows); on a matrix with a dense row and on a 1D Laplacian of 4M
- * rows (above the rule on any device) it does not, and says why; GMRES,
- * IDR and MIC never do. */
+ * rows (above the rule on any device) it does not, and says why; GMRES
+ * and IDR never do. MIC takes a cluster at 4096 rows, and on a 1D
+ * Laplacian of 20000 rows too (4 lanes a row: 80000, above the cluster's
+ * passes, which keep jacobi off it); above GS_FUSED_FACTOR_MAX_ROWS it does
+ * not, and forced onto a cooperative grid it declines: its kernels run in
+ * a cluster only. */
 START_TEST(test_fused_rule)
 {
     gs_error err = {0};
@@ -948,7 +1021,9 @@ START_TEST(test_fused_rule)
             {"bicgstab", "jacobi", 1, "fused: a cooperative grid of "},
             {"bicgstab", "none", 1, "fused: a cooperative grid of "},
             {"bicgstab", "spai", 1, "fused: a cluster of "},
-            {"gmres", "jacobi", 0, ""}, {"idr", "jacobi", 0, ""}, {"cg", "mic", 0, ""},
+            {"gmres", "jacobi", 0, ""}, {"idr", "jacobi", 0, ""},
+            {"cg", "mic", 1, "fused: a cluster of "},
+            {"bicgstab", "mic", 1, "fused: a cluster of "},
             {"cg", "ssor-ai", 1, "fused: a cluster of "}};
         for (int i = 0; i < (int)(sizeof other / sizeof other[0]); i++) {
             tu_solve(e, &A, NULL, other[i].method, other[i].pc, &o, &d);
@@ -984,13 +1059,50 @@ START_TEST(test_fused_rule)
         ck_assert_msg(strstr(d.res.loop_note, "long rows") != NULL, "note '%s'", d.res.loop_note);
         ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
         gs_krylov_result_free(&d.res);
-    } else {
+    } else if (_i == 1) {
         A = shifted_laplacian(4 << 20, 0.0);
         o.maxit = 5;
         tu_solve(e, &A, NULL, "cg", "jacobi", &o, &d);
         ck_assert_msg(d.res.device_loop == GS_PATH_HOST, "path %d", d.res.device_loop);
         ck_assert_msg(strstr(d.res.loop_note, "fused: ") != NULL, "note '%s'", d.res.loop_note);
         ck_assert_int_eq(d.res.reason, GS_REASON_MAXIT);
+        gs_krylov_result_free(&d.res);
+    } else {
+        /* 20000 rows of 4 lanes: above the cluster's passes for jacobi, in
+         * the cluster for MIC (whose factors fit shared memory) */
+        A = shifted_laplacian(20000, 0.0);
+        tu_solve(e, &A, NULL, "cg", "jacobi", &o, &d);
+        ck_assert_msg(d.res.device_loop != GS_PATH_FUSED, "path %d", d.res.device_loop);
+        ck_assert_msg(strstr(d.res.loop_note, "fused: 20000 rows of 4 lanes above the") != NULL,
+                      "note '%s'", d.res.loop_note);
+        gs_krylov_result_free(&d.res);
+        tu_solve(e, &A, NULL, "cg", "mic:trisolve=syncfree", &o, &d);
+        ck_assert_msg(d.res.device_loop == GS_PATH_FUSED, "path %d: %s", d.res.device_loop,
+                      d.res.loop_note);
+        ck_assert_msg(strstr(d.res.loop_note, "fused: a cluster of ") != NULL, "note '%s'",
+                      d.res.loop_note);
+        ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+        gs_krylov_result_free(&d.res);
+        gs_csr_free(&A);
+        /* above GS_FUSED_FACTOR_MAX_ROWS: the setup describes no factors */
+        A = shifted_laplacian(GS_FUSED_FACTOR_MAX_ROWS + 1, 0.0);
+        tu_solve(e, &A, NULL, "cg", "mic:trisolve=syncfree", &o, &d);
+        ck_assert_msg(d.res.device_loop != GS_PATH_FUSED, "path %d: %s", d.res.device_loop,
+                      d.res.loop_note);
+        ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+        gs_krylov_result_free(&d.res);
+        gs_csr_free(&A);
+        gs_engine_destroy(e);
+        fused_sync = GS_DEBUG_SYNC_GRID;
+        e = cuda_engine_with(GS_DEBUG_FORCE_OFF, GS_DEBUG_FORCE_ON);
+        fused_sync = 0;
+        ck_assert_msg(gs_generate("poisson3d:8", &A, name, sizeof name, &err) == GS_OK, "%s",
+                      err.msg);
+        tu_solve(e, &A, NULL, "cg", "mic", &o, &d);
+        ck_assert_msg(d.res.device_loop != GS_PATH_FUSED, "path %d", d.res.device_loop);
+        ck_assert_msg(strstr(d.res.loop_note, "cluster only") != NULL, "note '%s'",
+                      d.res.loop_note);
+        ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
         gs_krylov_result_free(&d.res);
     }
     gs_engine_destroy(e);
@@ -1016,7 +1128,7 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_breakdowns, 0, 2);
         tcase_add_loop_test(tc, test_past_deadline, 0, 2);
         tcase_add_loop_test(tc, test_loop_run_past_deadline, 0, 3);
-        tcase_add_loop_test(tc, test_deadline_while_running, 0, 7);
+        tcase_add_loop_test(tc, test_deadline_while_running, 0, 8);
         tcase_add_loop_test(tc, test_history_cap, 0, 3);
         tcase_add_test(tc, test_no_capture_is_host_loop);
         tcase_add_test(tc, test_shared_matrix);
@@ -1025,7 +1137,8 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_fused_verdicts, 0, 8);
         tcase_add_loop_test(tc, test_fused_products, 0, 20);
         tcase_add_loop_test(tc, test_fused_cache, 0, 2);
-        tcase_add_loop_test(tc, test_fused_rule, 0, 3);
+        tcase_add_loop_test(tc, test_fused_rule, 0, 4);
+        tcase_add_loop_test(tc, test_fused_mic, 0, 20);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -788,7 +788,8 @@ typedef struct tu_solve_out {
 } tu_solve_out;
 
 /* A Krylov solve on engine e, as the run does it, with what the suites
- * compare: A x = b (b = A 1 unless b_in) from x = 0 (x is NaN before it is
+ * compare (precond: a name, or "name:p=v,q=w" with up to 4 parameters):
+ * A x = b (b = A 1 unless b_in) from x = 0 (x is NaN before it is
  * set to 0, so a method that reads it unset shows), the result, and the true
  * residual ||b - A x|| / ||b|| computed on the host (||b - A x|| where b = 0);
  * x_out (n doubles, or NULL) receives x. */
@@ -808,7 +809,21 @@ static inline void tu_solve_x(gs_engine *e, const gs_csr *A, const double *b_in,
     else gs_csr_spmv(A, ones, bh);
     ck_assert_msg(e->ops->mat_create(e, A, GS_FP64, &Ae) == GS_OK, "%s", e->err.msg);
     gs_params params = {0};
-    ck_assert_msg(gs_pc_create(gs_pc_find(precond), e, &params, A, Ae, &pc, &err) == GS_OK, "%s",
+    char name[64], text[4][64];
+    const char *colon = strchr(precond, ':');
+    snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - precond) : 63, precond);
+    for (int k = 0; colon && k < 4; k++) { /* name:a=1,b=2: each a param=value of its own */
+        const char *next = strchr(colon + 1, ',');
+        snprintf(text[k], sizeof text[k], "%.*s", next ? (int)(next - colon - 1) : 63, colon + 1);
+        char *eq = strchr(text[k], '=');
+        ck_assert_msg(eq != NULL, "tu_solve: '%s' is not name:param=value[,...]", precond);
+        *eq = '\0';
+        ck_assert_msg(gs_params_set(&params, text[k], eq + 1, &err) == GS_OK, "%s", err.msg);
+        colon = next;
+        ck_assert_msg(k < 3 || !next, "tu_solve: more than 4 parameters in '%s'", precond);
+    }
+    ck_assert_msg(gs_pc_find(name) != NULL, "tu_solve: no preconditioner '%s'", name);
+    ck_assert_msg(gs_pc_create(gs_pc_find(name), e, &params, A, Ae, &pc, &err) == GS_OK, "%s",
                   err.msg);
     ck_assert_int_eq(e->ops->vec_create(e, n, &b), GS_OK);
     ck_assert_int_eq(e->ops->vec_create(e, n, &x), GS_OK);

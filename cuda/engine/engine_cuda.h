@@ -96,13 +96,15 @@ typedef struct gs_cuda_impl {
     /* The fused path's CSR of the last system it ran on (fused.cu), kept
      * for the next solve with it (time steps, --repeat); dropped when that
      * matrix is destroyed or laid out anew (gs_cuda_fused_forget). */
-    const gs_mat *fused_mat[GS_CUDA_FUSED_MATS]; /* A, then M's sparse products */
+    const gs_mat *fused_mat[GS_CUDA_FUSED_MATS]; /* A, then M's products or factors */
     gs_cuda_csr_view fused_view[GS_CUDA_FUSED_MATS];
+    void *fused_levels[GS_CUDA_FUSED_MATS]; /* a factor's levels (fused.cu's), or NULL */
     /* What the fused launches can do, asked once per kernel (fused.cu):
      * the cudaOccupancy and attribute calls cost tens of us a solve. */
     struct {
         const void *kernel;
         int cap;
+        size_t smem; /* the dynamic shared memory a block may take (M's factors) */
     } fused_caps[8];
     /* The device clock (%globaltimer) against the host's (loop_ctl.cuh),
      * kept for 10 s unless a deadline asks for a fresh one */
@@ -217,6 +219,12 @@ void gs_cuda_csr_view_free(gs_engine *e, gs_cuda_csr_view *v);
 /* The fused path drops its CSR of A (A NULL: of any matrix); called where
  * A is destroyed or laid out anew, and by the engine's destroy. */
 void gs_cuda_fused_forget(gs_engine *e, const gs_mat *A);
+/* The fused path's packed copy of triangular factors (gs_pc.factor: L unit
+ * lower, U unit upper) made now, at a setup, instead of in the first solve
+ * that takes them (their levels, a synchronising analysis, and the
+ * packing: a few hundred us). Does nothing for factors the fused path
+ * cannot take (fp32, more than GS_FUSED_FACTOR_MAX_ROWS rows). */
+int gs_cuda_fused_prepare_factors(gs_engine *e, const gs_mat *L, const gs_mat *U);
 
 /* gs_cuda_mat_device_csr_download, a test hook, is declared in gs_cuda.h. */
 

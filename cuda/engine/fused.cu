@@ -1,6 +1,7 @@
-/* fused.cu - CG and BiCGSTAB with a pointwise preconditioner (jacobi, none) or
+/* fused.cu - CG and BiCGSTAB with a pointwise preconditioner (jacobi, none),
  * one of sparse products (gs_pc.product: fsai, ssor-ai, spai, gspai-opt,
- * isai) in one persistent kernel (engine op fused_run, src/engine/loop.h):
+ * isai) or one of unit triangular factors (gs_pc.factor: mic) in one
+ * persistent kernel (engine op fused_run, src/engine/loop.h):
  * every iteration, its stopping and breakdown tests and maxit run inside
  * it, blocks meeting at barriers of one thread-block cluster or of a
  * cooperative grid (cooperative groups), as in NVIDIA's
@@ -12,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "gs_dsparse.h" /* gs_dtri: the factors' levels */
 #include "loop_ctl.cuh"
 #include "reduce.cuh"
 
@@ -45,7 +47,15 @@ namespace cg = cooperative_groups;
  *    more SMs; H100, cluster / grid us a step, one call: convdiff3d:16, 128
  *    blocks, 24.5 / 21.0; sherman5, 104 blocks, 25.2 / 22.3; hor_131, 28
  *    blocks, 19.6 / 19.6; but convdiff3d:8, 16 blocks, 23.6 / 25.3 and
- *    fs_541_1, 17 blocks, 43.9 / 45.5: few blocks meet faster in a cluster). */
+ *    fs_541_1, 17 blocks, 43.9 / 45.5: few blocks meet faster in a cluster);
+ *  - M of triangular factors (mic): the cluster wherever M u fits a block's
+ *    shared memory (GS_FUSED_FACTOR_MAX_ROWS), whatever the passes: the
+ *    substitutions, a barrier a level, dominate, and a block barrier costs a
+ *    fraction of a launch a level (H200, CG + MIC, host loop / fused us an
+ *    iteration: poisson3d:24, 13824 rows at 8 lanes, 6.75 passes, 198 / 171;
+ *    poisson3d:30, 27000 rows, 13 passes, 283 / 282; bcsstk15, 3948 rows at
+ *    32 lanes, 7.7 passes, 1254 / 654; poisson3d:1x1x20000, 40000 levels,
+ *    204 / 115 ms a solve). */
 #define FUSED_CLUSTER_PASSES 4
 #define FUSED_GRID_MAX_BLOCKS 128
 #define FUSED_GRID_FIRST_BLOCKS 32
@@ -73,6 +83,20 @@ struct fused_csr {
     int lanes;
 };
 
+/* A triangular factor packed for the fused kernel: its rows in level order
+ * (positions), each position's entries off the diagonal on the factor's
+ * side contiguous (CSR over positions), so that a row's loads need only
+ * its position. */
+struct fused_tri {
+    const int32_t *ptr; /* nlev + 1: level l is positions ptr[l] .. ptr[l + 1] */
+    const int32_t *row; /* n: the row at each position */
+    const int32_t *rp;  /* n + 1: position p's entries are rp[p] .. rp[p + 1] */
+    const int32_t *col; /* nnz */
+    const double *val;  /* nnz */
+    int nlev, lanes;    /* lanes: threads a row, from the mean row */
+    int64_t nnz;
+};
+
 struct fused_args {
     int64_t n;
     fused_csr A;
@@ -85,6 +109,13 @@ struct fused_args {
     double *x, *r, *z, *p, *q; /* BiCGSTAB: x, r, p */
     double *r0, *v, *t;        /* BiCGSTAB */
     double *ph, *sh;           /* BiCGSTAB with nprod > 0: M p, M s */
+    /* M u = U^-1 (dinv .* (L^-1 u)) (the TRI kernels): T[0] = L unit lower,
+     * T[1] = U unit upper, each packed by levels (fused_tri); every block
+     * substitutes all rows into its shared memory (fused_tri_apply), the
+     * factors and dinv staged there too where staged (fused_tri_stage) */
+    fused_tri T[2];
+    const double *dinv;
+    int staged;
     double *S;
     loop_ctl *c;
     double *part; /* FUSED_PARTS gridDim.x: one per sum of an iteration, per block */
@@ -121,8 +152,9 @@ static __device__ double fused_grid_sum(const double *part, const double *part2,
 /* y = M (s .* u) (s NULL: M u), lanes threads a row (a warp's rows side by
  * side, so the warp stays converged for its shuffles); with DOT adds this
  * thread's part of y'w to *yw and, with SELF, of y'y to *yy. u, w and y
- * cross blocks: read through L2 (__ldcg). */
-template <bool SELF, bool DOT = true>
+ * cross blocks: read through L2 (__ldcg); SH: u is this block's whole copy
+ * in shared memory (fused_tri_apply's). */
+template <bool SELF, bool DOT = true, bool SH = false>
 static __device__ void fused_spmv(const fused_csr &M, int64_t n, const double *u,
                                   const double *sc, double *y, const double *w, double *yw,
                                   double *yy)
@@ -137,7 +169,8 @@ static __device__ void fused_spmv(const fused_csr &M, int64_t n, const double *u
         if (i < n)
             for (int64_t k = M.row_ptr[i] + in; k < M.row_ptr[i + 1]; k += lanes) {
                 const int32_t j = M.col[k];
-                s += M.val[k] * (sc ? sc[j] * __ldcg(u + j) : __ldcg(u + j));
+                const double uj = SH ? u[j] : __ldcg(u + j);
+                s += M.val[k] * (sc ? sc[j] * uj : uj);
             }
         for (int o = lanes >> 1; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o, lanes);
         if (in == 0 && i < n) {
@@ -178,6 +211,106 @@ static __device__ void fused_apply(const fused_args &a, const double *u, double 
         fused_spmv<false, false>(a.P[0], a.n, u, NULL, out, NULL, NULL, NULL);
     }
     Bar::sync();
+}
+
+/* One substitution with the factor T in place in zs (this block's shared
+ * memory, n doubles), level by level, a block barrier after each; every
+ * block solves all rows alike (the same bits in every block: no barrier
+ * across blocks, and the products that follow read zs from shared memory).
+ * UPPER 0: zs = L^-1 zs; 1: zs = U^-1 (dinv .* zs) (a row's own zs read
+ * before it is overwritten; the rows it needs are solved). A level's rows
+ * side by side in a warp, lanes threads a row, as fused_spmv; T's arrays
+ * in shared memory where staged, else in global memory (plain loads: the
+ * pointers are generic). The level's end is read one level ahead. */
+template <bool UPPER>
+static __device__ void fused_tri_sweep(const fused_tri &T, const double *dinv, double *zs)
+{
+    const int lanes = T.lanes, rows_per_warp = 32 / lanes;
+    const int lane = threadIdx.x & 31, sub = lane / lanes, in = lane % lanes;
+    const int first = (int)(threadIdx.x >> 5) * rows_per_warp;
+    const int stride = (int)(blockDim.x >> 5) * rows_per_warp;
+    int lo = 0, hi_next = T.ptr[1];
+    for (int l = 0; l < T.nlev; l++) {
+        const int hi = hi_next;
+        if (l + 1 < T.nlev) hi_next = T.ptr[l + 2];
+        for (int base = lo + first; base < hi; base += stride) {
+            const int p = base + sub;
+            int32_t i = -1;
+            double s = 0.0, d = 1.0;
+            if (p < hi) {
+                i = T.row[p];
+                if (UPPER) d = dinv[i];
+                const int end = T.rp[p + 1];
+                for (int k = T.rp[p] + in; k < end; k += lanes) s += T.val[k] * zs[T.col[k]];
+            }
+            for (int o = lanes >> 1; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o, lanes);
+            if (in == 0 && i >= 0) zs[i] = (UPPER ? d * zs[i] : zs[i]) - s;
+        }
+        lo = hi;
+        __syncthreads();
+    }
+}
+
+/* The factors and dinv copied once into this block's shared memory after
+ * zs (the layout cuda_fused_run sized: doubles first, then the indices);
+ * st and *sdinv then point there. Read-only for the rest of the kernel. */
+static __device__ void fused_tri_stage(const fused_args &a, double *zs, fused_tri *st,
+                                       const double **sdinv)
+{
+    double *dp = zs + a.n;
+    const double *vals[3] = {a.T[0].val, a.T[1].val, a.dinv};
+    const int64_t vlen[3] = {a.T[0].nnz, a.T[1].nnz, a.n};
+    double *vdst[3];
+    for (int k = 0; k < 3; k++) {
+        vdst[k] = dp;
+        for (int64_t j = threadIdx.x; j < vlen[k]; j += blockDim.x) dp[j] = __ldg(vals[k] + j);
+        dp += vlen[k];
+    }
+    int32_t *ip = (int32_t *)dp;
+    int32_t *idst[2][4];
+    for (int f = 0; f < 2; f++) {
+        const fused_tri &T = a.T[f];
+        const int32_t *src[4] = {T.ptr, T.row, T.rp, T.col};
+        const int64_t len[4] = {(int64_t)T.nlev + 1, a.n, a.n + 1, T.nnz};
+        for (int k = 0; k < 4; k++) {
+            idst[f][k] = ip;
+            for (int64_t j = threadIdx.x; j < len[k]; j += blockDim.x) ip[j] = __ldg(src[k] + j);
+            ip += len[k];
+        }
+    }
+    if (threadIdx.x == 0) {
+        for (int f = 0; f < 2; f++) {
+            st[f] = a.T[f];
+            st[f].ptr = idst[f][0], st[f].row = idst[f][1], st[f].rp = idst[f][2];
+            st[f].col = idst[f][3], st[f].val = vdst[f];
+        }
+        *sdinv = vdst[2];
+    }
+    __syncthreads();
+}
+
+/* The factors this block reads: staged into its shared memory, or a.T
+ * and a.dinv as they are. */
+static __device__ void fused_tri_begin(const fused_args &a, double *zs, fused_tri *st,
+                                       const double **sdinv)
+{
+    if (a.staged) {
+        fused_tri_stage(a, zs, st, sdinv);
+        return;
+    }
+    if (threadIdx.x == 0) st[0] = a.T[0], st[1] = a.T[1], *sdinv = a.dinv;
+    __syncthreads();
+}
+
+/* zs = M u for M of triangular factors T (T[0] lower, T[1] upper), u whole
+ * (after a barrier); zs whole in this block on return. */
+static __device__ void fused_tri_apply(const fused_tri *T, const double *dinv, int64_t n,
+                                       const double *u, double *zs)
+{
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) zs[i] = __ldcg(u + i);
+    __syncthreads();
+    fused_tri_sweep<false>(T[0], dinv, zs);
+    fused_tri_sweep<true>(T[1], dinv, zs);
 }
 
 /* *dst = *src for the host, but for running: the other blocks may still be
@@ -229,15 +362,22 @@ static __device__ void fused_check(const fused_args &a, loop_ctl *ctl, const fus
  * a yield; three grid barriers an iteration:
  *   q = A p, p'q | alpha; x += alpha p, r -= alpha q, z = M r, r'r, r'z |
  *   the check (block 0), beta, p = z + beta p | stop?
+ * and one more before z = M r where M needs the whole r (products: one
+ * after P[1] r too; triangular factors: every block substitutes all of z
+ * into its shared memory, a block barrier a level, and keeps its rows). 
  * Coefficients as gs_coef_eval makes them (x / 0 = 0), so a breakdown is
  * seen by the tests on the slots, as on the host. */
-template <class Bar>
+template <class Bar, bool TRI>
 __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_args a)
 {
+    extern __shared__ double zs[]; /* TRI: M r, n doubles (then the staged factors) */
     __shared__ double smem[32];
     __shared__ double bcast[2];
     __shared__ loop_ctl ctl; /* block 0's thread 0 */
+    __shared__ fused_tri tri[2];
+    __shared__ const double *tri_dinv;
     if (blockIdx.x == 0 && threadIdx.x == 0) ctl = *a.c;
+    if (TRI) fused_tri_begin(a, zs, tri, &tri_dinv);
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t nthreads = (int64_t)gridDim.x * blockDim.x;
     const unsigned G = gridDim.x;
@@ -256,13 +396,21 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_arg
             const double ri = a.r[i] - alpha * __ldcg(a.q + i);
             a.r[i] = ri;
             rr += ri * ri;
-            if (a.nprod == 0) {
+            if (!TRI && a.nprod == 0) {
                 const double zi = a.d ? a.d[i] * ri : ri;
                 a.z[i] = zi;
                 rz += ri * zi;
             }
         }
-        if (a.nprod > 0) { /* z = M r needs the whole r */
+        if (TRI) { /* z = M r needs the whole r; each block's own copy */
+            Bar::sync();
+            fused_tri_apply(tri, tri_dinv, a.n, a.r, zs);
+            for (int64_t i = tid; i < a.n; i += nthreads) {
+                const double zi = zs[i];
+                a.z[i] = zi;
+                rz += a.r[i] * zi;
+            }
+        } else if (a.nprod > 0) { /* z = M r needs the whole r */
             Bar::sync();
             fused_products<Bar>(a, a.r, a.z, &rz);
         }
@@ -285,7 +433,7 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_arg
         const double beta = rho == 0.0 ? 0.0 : rz / rho;
         rho = rz;
         for (int64_t i = tid; i < a.n; i += nthreads) /* z[i]: another block's, with products */
-            a.p[i] = __ldcg(a.z + i) + beta * a.p[i];
+            a.p[i] = (TRI ? zs[i] : __ldcg(a.z + i)) + beta * a.p[i];
         Bar::sync();
         if (!*(volatile int32_t *)&a.c->running) break;
     }
@@ -296,25 +444,35 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_cg_kernel(fused_arg
  * phat = M p and shat = M s are formed where they are read, never stored,
  * five barriers a step as below; M of sparse products: phat and shat are
  * formed and stored first (fused_apply: one barrier after each product, so
- * 7 or 9 barriers a step):
+ * 7 or 9 barriers a step); M of triangular factors: every block forms all
+ * of phat (shat) in its shared memory, keeps its rows and multiplies by A
+ * from there, so five barriers as for M pointwise:
  *   v = A M p, r0'v | alpha; s = r - alpha v (in r) |
  *   t = A M s, t's, t't | omega; x += alpha M p + omega M s; r = s - omega t,
  *   r'r, r0'r | the check (block 0), beta, p = r + beta (p - omega v) | stop?
  * Coefficients as bicgstab.c's gs_coef expressions evaluate them (x / 0 = 0). */
-template <class Bar>
+template <class Bar, bool TRI>
 __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fused_args a)
 {
+    extern __shared__ double zs[]; /* TRI: M p, then M s, n doubles (then the staged factors) */
     __shared__ double smem[32];
     __shared__ double bcast[2];
     __shared__ loop_ctl ctl; /* block 0's thread 0 */
+    __shared__ fused_tri tri[2];
+    __shared__ const double *tri_dinv;
     if (blockIdx.x == 0 && threadIdx.x == 0) ctl = *a.c;
+    if (TRI) fused_tri_begin(a, zs, tri, &tri_dinv);
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t nthreads = (int64_t)gridDim.x * blockDim.x;
     const unsigned G = gridDim.x;
     double rho = __ldcg(a.S + a.slot_rho);
     for (;;) {
         double r0v = 0.0, ts = 0.0, tt = 0.0, rr = 0.0, rho_new = 0.0;
-        if (a.nprod > 0) { /* phat = M p, then v = A phat */
+        if (TRI) { /* phat = M p (this block's copy; its rows kept), v = A phat */
+            fused_tri_apply(tri, tri_dinv, a.n, a.p, zs);
+            for (int64_t i = tid; i < a.n; i += nthreads) a.ph[i] = zs[i];
+            fused_spmv<false, true, true>(a.A, a.n, zs, NULL, a.v, a.r0, &r0v, &tt);
+        } else if (a.nprod > 0) { /* phat = M p, then v = A phat */
             fused_apply<Bar>(a, a.p, a.ph);
             fused_spmv<false>(a.A, a.n, a.ph, NULL, a.v, a.r0, &r0v, &tt);
         } else {
@@ -327,7 +485,11 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fus
         const double alpha = r0v == 0.0 ? 0.0 : rho / r0v;
         for (int64_t i = tid; i < a.n; i += nthreads) a.r[i] = -alpha * __ldcg(a.v + i) + a.r[i];
         Bar::sync();
-        if (a.nprod > 0) { /* shat = M s, then t = A shat */
+        if (TRI) { /* shat = M s, t = A shat */
+            fused_tri_apply(tri, tri_dinv, a.n, a.r, zs);
+            for (int64_t i = tid; i < a.n; i += nthreads) a.sh[i] = zs[i];
+            fused_spmv<true, true, true>(a.A, a.n, zs, NULL, a.t, a.r, &ts, &tt);
+        } else if (a.nprod > 0) { /* shat = M s, then t = A shat */
             fused_apply<Bar>(a, a.r, a.sh);
             fused_spmv<true>(a.A, a.n, a.sh, NULL, a.t, a.r, &ts, &tt);
         } else {
@@ -344,8 +506,8 @@ __global__ void __launch_bounds__(FUSED_CLUSTER_BLOCK) fused_bicgstab_kernel(fus
         const double omega = tt == 0.0 ? 0.0 : ts / tt;
         for (int64_t i = tid; i < a.n; i += nthreads) {
             const double si = a.r[i], pi = a.p[i];
-            const double ph = a.nprod ? __ldcg(a.ph + i) : a.d ? a.d[i] * pi : pi;
-            const double sh = a.nprod ? __ldcg(a.sh + i) : a.d ? a.d[i] * si : si;
+            const double ph = TRI || a.nprod ? __ldcg(a.ph + i) : a.d ? a.d[i] * pi : pi;
+            const double sh = TRI || a.nprod ? __ldcg(a.sh + i) : a.d ? a.d[i] * si : si;
             a.x[i] = alpha * ph + omega * sh + a.x[i];
             const double ri = -omega * __ldcg(a.t + i) + si;
             a.r[i] = ri;
@@ -406,6 +568,8 @@ typedef struct fused_launch_arg {
     fused_kernel_fn kernel;
     int cluster; /* 1: one cluster of `blocks` blocks; 0: a cooperative grid */
     unsigned blocks;
+    size_t smem;     /* dynamic shared memory a block (M u of triangular factors) */
+    size_t smem_max; /* what the device lets a block of the kernel take */
     fused_args args;
 } fused_launch_arg;
 
@@ -422,21 +586,37 @@ static int fused_cap_slot(gs_cuda_impl *c, const void *kernel, int *found)
     return *found = 0, -1;
 }
 
-static int fused_cluster_cap_query(gs_engine *e, fused_kernel_fn kernel, int *cap)
+/* tri (a kernel of M's triangular factors): with as much dynamic shared
+ * memory a block as the device lets the kernel take, in *smem. */
+static int fused_cluster_cap_query(gs_engine *e, fused_kernel_fn kernel, int tri, int *cap,
+                                   size_t *smem)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
-    int cc = 0, size = 0, active = 0, status = GS_OK;
+    int cc = 0, size = 0, active = 0, optin = 0, status = GS_OK;
+    cudaFuncAttributes fa;
     *cap = 0;
+    *smem = 0;
     GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor,
                                                      c->device)));
     if (cc < 9) return GS_OK;
     GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute((const void *)kernel,
                                                    cudaFuncAttributeNonPortableClusterSizeAllowed,
                                                    1)));
+    if (tri) {
+        GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(
+                                      &optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->device)));
+        GS_TRY(CUDA_CALL(&e->err, cudaFuncGetAttributes(&fa, (const void *)kernel)));
+        if ((size_t)optin <= fa.sharedSizeBytes) return GS_OK;
+        *smem = (size_t)optin - fa.sharedSizeBytes;
+        GS_TRY(CUDA_CALL(&e->err, cudaFuncSetAttribute((const void *)kernel,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)*smem)));
+    }
     {
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(16);
         cfg.blockDim = dim3(FUSED_CLUSTER_BLOCK);
+        cfg.dynamicSmemBytes = *smem;
         GS_TRY(CUDA_CALL(&e->err, cudaOccupancyMaxPotentialClusterSize(&size, (const void *)kernel,
                                                                        &cfg)));
         if (size < 1) return GS_OK;
@@ -458,11 +638,14 @@ cleanup:
 /* The cooperative grid's cap: FUSED_BLOCKS_PER_SM or what the occupancy
  * calculator says can be resident at once (a cooperative launch needs every
  * block resident). 0: no cooperative launch here. */
-static int fused_grid_cap_query(gs_engine *e, fused_kernel_fn kernel, int *cap)
+static int fused_grid_cap_query(gs_engine *e, fused_kernel_fn kernel, int tri, int *cap,
+                                size_t *smem)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int coop = 0, occ = 0, status = GS_OK;
     *cap = 0;
+    *smem = 0;
+    if (tri) return GS_OK; /* the factors' kernels run in a cluster only */
     GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch,
                                                      c->device)));
     if (!coop) return GS_OK;
@@ -474,18 +657,21 @@ cleanup:
     return status;
 }
 
-/* A cap above (query: fused_cluster_cap_query or fused_grid_cap_query),
- * asked once per engine and kernel (the cluster and the grid kernels are
- * distinct instances, so one cache serves both). */
-static int fused_cap(gs_engine *e, fused_kernel_fn kernel,
-                     int (*query)(gs_engine *, fused_kernel_fn, int *), int *cap)
+/* A cap above (query: fused_cluster_cap_query or fused_grid_cap_query)
+ * and its shared memory, asked once per engine and kernel (the cluster and
+ * the grid kernels are distinct instances, so one cache serves both). */
+typedef int (*fused_cap_query_fn)(gs_engine *, fused_kernel_fn, int, int *, size_t *);
+static int fused_cap(gs_engine *e, fused_kernel_fn kernel, int tri, fused_cap_query_fn query,
+                     int *cap, size_t *smem)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int found = 0, status = GS_OK;
     const int i = fused_cap_slot(c, (const void *)kernel, &found);
-    if (found) return *cap = c->fused_caps[i].cap, GS_OK;
-    GS_TRY(query(e, kernel, cap));
-    if (i >= 0) c->fused_caps[i].kernel = (const void *)kernel, c->fused_caps[i].cap = *cap;
+    if (found) return *cap = c->fused_caps[i].cap, *smem = c->fused_caps[i].smem, GS_OK;
+    GS_TRY(query(e, kernel, tri, cap, smem));
+    if (i >= 0)
+        c->fused_caps[i].kernel = (const void *)kernel, c->fused_caps[i].cap = *cap,
+        c->fused_caps[i].smem = *smem;
 cleanup:
     return status;
 }
@@ -499,21 +685,36 @@ static unsigned fused_blocks_for(int64_t lane_rows, int64_t block, unsigned cap)
 /* The rule (see FUSED_CLUSTER_PASSES): which launch, how many blocks, or a
  * reason to decline in L->declined. GS_FUSED=on takes the cluster where
  * it holds every row in its passes' rule, else the grid, wherever they can
- * launch; GS_FUSED=cluster / grid force one kind. */
-static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr,
+ * launch; GS_FUSED=cluster / grid force one kind. tri (M of triangular
+ * factors): the cluster only, where n doubles fit a block's shared memory
+ * (arg->smem). */
+static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr, int tri,
                         int64_t n, int lanes, int grid_first, fused_launch_arg *arg, gs_loop *L)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int force = c->debug.fused, want = c->debug.fused_sync;
     int ccap = 0, gcap = 0, status = GS_OK;
+    size_t csmem = 0, gsmem = 0;
     char why[150];
     arg->blocks = 0;
+    arg->smem = arg->smem_max = 0;
     if (want != GS_DEBUG_SYNC_GRID &&
-        (status = fused_cap(e, cl, fused_cluster_cap_query, &ccap)) != GS_OK)
+        (status = fused_cap(e, cl, tri, fused_cluster_cap_query, &ccap, &csmem)) != GS_OK)
         return status;
     if (want != GS_DEBUG_SYNC_CLUSTER &&
-        (status = fused_cap(e, gr, fused_grid_cap_query, &gcap)) != GS_OK)
+        (status = fused_cap(e, gr, tri, fused_grid_cap_query, &gcap, &gsmem)) != GS_OK)
         return status;
+    if (tri) {
+        if (ccap == 0) return fused_decline(L, "M's triangular factors run in a cluster only");
+        if ((size_t)n * sizeof(double) > csmem) {
+            snprintf(why, sizeof why, "%lld rows: M u in a block's shared memory needs %lld "
+                     "bytes, the device gives %lld", (long long)n,
+                     (long long)n * (long long)sizeof(double), (long long)csmem);
+            return fused_decline(L, why);
+        }
+        arg->smem = (size_t)n * sizeof(double);
+        arg->smem_max = csmem;
+    }
     if (ccap == 0 && gcap == 0) return fused_decline(L, "no cluster or cooperative launch here");
     const int64_t cluster_rows = (int64_t)FUSED_CLUSTER_PASSES * ccap * FUSED_CLUSTER_BLOCK;
     const int64_t lane_rows = n * lanes;
@@ -521,7 +722,7 @@ static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr,
     if (grid_first && want == 0 && gcap > 0 && grid_blocks >= FUSED_GRID_FIRST_BLOCKS &&
         grid_blocks <= FUSED_GRID_MAX_BLOCKS)
         ccap = 0; /* the grid where it fits (BiCGSTAB with M pointwise, below) */
-    if (ccap > 0 && (want == GS_DEBUG_SYNC_CLUSTER || lane_rows <= cluster_rows ||
+    if (ccap > 0 && (tri || want == GS_DEBUG_SYNC_CLUSTER || lane_rows <= cluster_rows ||
                      (force == GS_DEBUG_FORCE_ON && gcap == 0))) {
         arg->kernel = cl;
         arg->cluster = 1;
@@ -566,6 +767,7 @@ static int fused_launch(gs_engine *e, void *arg)
     attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
     cfg.gridDim = dim3(f->blocks);
     cfg.blockDim = dim3(FUSED_CLUSTER_BLOCK);
+    cfg.dynamicSmemBytes = f->smem;
     cfg.stream = stream;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
@@ -587,7 +789,14 @@ static int fused_spec_valid(gs_engine *e, const gs_fused *f, int64_t n)
     for (int i = 0; !bad && i < (is_cg ? 3 : 4); i++)
         bad = gs_cuda_check_slot(e, is_cg ? cg_s[i] : bi_s[i], "fused_run") != GS_OK;
     if (!bad) bad = f->nprod < 0 || f->nprod > 2 || (f->nprod > 0 && f->d);
-    if (!bad && !is_cg && f->nprod > 0)
+    if (!bad && f->factor[0])
+        bad = f->nprod != 0 || f->d || !f->factor[1] || !f->factor_dinv ||
+              f->factor_dinv->n != n;
+    for (int k = 0; !bad && f->factor[0] && k < 2; k++) {
+        const gs_cuda_mat_info fi = gs_cuda_mat_info_of(f->factor[k]);
+        bad = fi.n_rows != n || fi.n_cols != n;
+    }
+    if (!bad && !is_cg && (f->nprod > 0 || f->factor[0]))
         bad = !f->phat || !f->shat || f->phat->n != n || f->shat->n != n;
     for (int k = 0; !bad && k < f->nprod; k++) {
         const gs_cuda_mat_info pi = f->prod[k] ? gs_cuda_mat_info_of(f->prod[k])
@@ -598,13 +807,38 @@ static int fused_spec_valid(gs_engine *e, const gs_fused *f, int64_t n)
                : GS_OK;
 }
 
+/* A factor packed for the fused kernel (fused_tri), on the device: its
+ * levels (gs_dtri, the toolkit's analysis), then its rows in level order
+ * with their entries off the diagonal on its side. */
+typedef struct fused_levels {
+    gs_dtri t;
+    int64_t n, nnz;
+    int lanes;
+    int32_t *ptr, *row, *rp, *col; /* device: n_levels + 1, n, n + 1, nnz */
+    double *val;                   /* device, nnz */
+} fused_levels;
+
+static void fused_levels_free(gs_engine *e, fused_levels *lv)
+{
+    if (!lv) return;
+    gs_cuda_free(e, lv->ptr, ((size_t)lv->t.n_levels + 1) * sizeof(int32_t));
+    gs_cuda_free(e, lv->row, (size_t)lv->n * sizeof(int32_t));
+    gs_cuda_free(e, lv->rp, ((size_t)lv->n + 1) * sizeof(int32_t));
+    gs_cuda_free(e, lv->col, (size_t)lv->nnz * sizeof(int32_t));
+    gs_cuda_free(e, lv->val, (size_t)lv->nnz * sizeof(double));
+    gs_dtri_free(e, &lv->t);
+    free(lv);
+}
+
 /* Drops the cache's place k. */
 static void fused_drop(gs_engine *e, int k)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     if (!c->fused_mat[k]) return;
-    if (c->fused_view[k].owned) /* no kernel reads it; an error stays in e->err */
+    if (c->fused_view[k].owned || c->fused_levels[k]) /* no kernel reads them; an error stays in e->err */
         (void)CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
+    fused_levels_free(e, (fused_levels *)c->fused_levels[k]);
+    c->fused_levels[k] = NULL;
     gs_cuda_csr_view_free(e, &c->fused_view[k]);
     c->fused_mat[k] = NULL;
 }
@@ -664,6 +898,107 @@ cleanup:
     return status;
 }
 
+/* The factor in the cache's place k (its view made by fused_mat_view)
+ * packed for the kernel, once while that matrix stays there: lower
+ * (upper 0) or upper triangular, entries on the other side and the
+ * diagonal ignored. The levels come from the toolkit's analysis on the
+ * device; the packing itself is done on the host (the fused path takes at
+ * most GS_FUSED_FACTOR_MAX_ROWS rows: a copy each way of a few MB at most,
+ * once per factor) and uploaded. */
+static int fused_factor_levels(gs_engine *e, int k, int upper, fused_levels **out)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const gs_cuda_csr_view *v = &c->fused_view[k];
+    fused_levels *lv = (fused_levels *)c->fused_levels[k];
+    int64_t *rp = NULL;
+    int32_t *col = NULL, *by_level = NULL, *h = NULL;
+    double *val = NULL, *pval = NULL;
+    int status = GS_OK;
+    if (lv && lv->t.upper == upper) return *out = lv, GS_OK;
+    fused_levels_free(e, lv);
+    c->fused_levels[k] = NULL;
+    lv = (fused_levels *)gs_calloc(1, sizeof *lv, "fused: factor levels", &e->err);
+    if (!lv) return GS_ERR_NOMEM;
+    lv->n = v->n_rows;
+    GS_TRY(gs_dtri_analyse(e, v->n_rows, v->nnz, v->row_ptr, v->col, upper, &lv->t));
+    {
+        const int64_t n = lv->n, nnz = v->nnz, nl = lv->t.n_levels;
+        rp = (int64_t *)gs_malloc(((size_t)n + 1) * sizeof(int64_t), "fused: factor", &e->err);
+        col = (int32_t *)gs_malloc((size_t)nnz * sizeof(int32_t) + 1, "fused: factor", &e->err);
+        val = (double *)gs_malloc((size_t)nnz * sizeof(double) + 1, "fused: factor", &e->err);
+        by_level = (int32_t *)gs_malloc((size_t)n * sizeof(int32_t) + 1, "fused: factor", &e->err);
+        /* h: ptr, row, rp, col of the packed factor, one allocation */
+        h = (int32_t *)gs_malloc(((size_t)nl + 1 + 2 * (size_t)n + 1 + (size_t)nnz) *
+                                 sizeof(int32_t), "fused: factor", &e->err);
+        pval = (double *)gs_malloc((size_t)nnz * sizeof(double) + 1, "fused: factor", &e->err);
+        if (!rp || !col || !val || !by_level || !h || !pval) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(rp, v->row_ptr, ((size_t)n + 1) * sizeof(int64_t),
+                                                  cudaMemcpyDeviceToHost, c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(col, v->col, (size_t)nnz * sizeof(int32_t),
+                                                  cudaMemcpyDeviceToHost, c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(val, v->val, (size_t)nnz * sizeof(double),
+                                                  cudaMemcpyDeviceToHost, c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(by_level, lv->t.level_rows,
+                                                  (size_t)n * sizeof(int32_t),
+                                                  cudaMemcpyDeviceToHost, c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+        int32_t *hptr = h, *hrow = h + nl + 1, *hrp = hrow + n, *hcol = hrp + n + 1;
+        int64_t m = 0;
+        for (int64_t l = 0; l <= nl; l++) hptr[l] = (int32_t)lv->t.level_ptr[l];
+        for (int64_t p = 0; p < n; p++) {
+            const int32_t i = by_level[p];
+            hrow[p] = i;
+            hrp[p] = (int32_t)m;
+            for (int64_t q = rp[i]; q < rp[i + 1]; q++)
+                if (upper ? col[q] > i : col[q] < i) hcol[m] = col[q], pval[m++] = val[q];
+        }
+        hrp[n] = (int32_t)m;
+        lv->nnz = m;
+        lv->lanes = fused_lanes(n, m);
+        GS_TRY(gs_cuda_alloc(e, &lv->ptr, ((size_t)nl + 1) * sizeof(int32_t), "fused: levels"));
+        GS_TRY(gs_cuda_alloc(e, &lv->row, (size_t)n * sizeof(int32_t), "fused: rows by level"));
+        GS_TRY(gs_cuda_alloc(e, &lv->rp, ((size_t)n + 1) * sizeof(int32_t), "fused: factor rows"));
+        GS_TRY(gs_cuda_alloc(e, &lv->col, (size_t)m * sizeof(int32_t), "fused: factor columns"));
+        GS_TRY(gs_cuda_alloc(e, &lv->val, (size_t)m * sizeof(double), "fused: factor values"));
+        const void *src[5] = {hptr, hrow, hrp, hcol, pval};
+        void *dst[5] = {lv->ptr, lv->row, lv->rp, lv->col, lv->val};
+        const size_t bytes[5] = {((size_t)nl + 1) * 4, (size_t)n * 4, ((size_t)n + 1) * 4,
+                                 (size_t)m * 4, (size_t)m * 8};
+        for (int j = 0; j < 5; j++)
+            if (bytes[j])
+                GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(dst[j], src[j], bytes[j],
+                                                          cudaMemcpyHostToDevice, c->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream))); /* h, pval: freed below */
+    }
+    c->fused_levels[k] = lv;
+    *out = lv;
+    lv = NULL;
+cleanup:
+    if (lv) (void)cudaStreamSynchronize(c->stream); /* nothing reads it after */
+    fused_levels_free(e, lv);
+    free(rp), free(col), free(val), free(by_level), free(h), free(pval);
+    return status;
+}
+
+int gs_cuda_fused_prepare_factors(gs_engine *e, const gs_mat *L, const gs_mat *U)
+{
+    const gs_mat *M[2] = {L, U};
+    int status = not_capturing(e, "fused_prepare_factors");
+    if (status != GS_OK) return status;
+    for (int k = 0; k < 2; k++) {
+        const gs_cuda_mat_info info = gs_cuda_mat_info_of(M[k]);
+        if (info.prec != GS_FP64 || info.n_rows > GS_FUSED_FACTOR_MAX_ROWS) return GS_OK;
+    }
+    for (int k = 0; k < 2; k++) {
+        fused_csr unused = {};
+        fused_levels *lv = NULL;
+        GS_TRY(fused_mat_view(e, M[k], 1 + k, &unused));
+        GS_TRY(fused_factor_levels(e, 1 + k, k, &lv));
+    }
+cleanup:
+    return status;
+}
+
 int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -682,26 +1017,50 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     if (c->debug.fused == GS_DEBUG_FORCE_OFF) return GS_OK; /* no note: the switch says why */
     const int64_t n = info.n_rows;
     const int is_cg = f->method == GS_FUSED_CG;
+    const int tri = f->factor[0] != NULL;
+    const gs_mat *const *Pm = tri ? f->factor : f->prod; /* the cache's places 1 and 2 */
+    const int np = tri ? 2 : f->nprod;
+    fused_csr Tc[2] = {}; /* the factors' CSR: checked, viewed and packed (fused_tri) */
+    fused_csr *const Pc = tri ? Tc : arg.args.P;
     GS_TRY(fused_spec_valid(e, f, n));
     GS_TRY(loop_spec_valid(e, L));
     if (L->per_body != 1) return fused_decline(L, "one iteration a body only");
     if (L->n_moves != 0) return fused_decline(L, "slot moves are not supported");
     fused_mat_check(e, f->A, 0, &arg.args.A, &ok, L);
-    for (int k = 0; ok && k < f->nprod; k++)
-        fused_mat_check(e, f->prod[k], 1 + k, &arg.args.P[k], &ok, L);
+    for (int k = 0; ok && k < np; k++) fused_mat_check(e, Pm[k], 1 + k, &Pc[k], &ok, L);
     if (!ok) return GS_OK; /* declined: L->declined says why */
     lanes = arg.args.A.lanes; /* the widest product sets the grid */
-    for (int k = 0; k < f->nprod; k++)
-        if (arg.args.P[k].lanes > lanes) lanes = arg.args.P[k].lanes;
-    GS_TRY(fused_choose(e,
-                        is_cg ? fused_cg_kernel<fused_bar_cluster>
-                              : fused_bicgstab_kernel<fused_bar_cluster>,
-                        is_cg ? fused_cg_kernel<fused_bar_grid> : fused_bicgstab_kernel<fused_bar_grid>,
-                        n, lanes, !is_cg && f->nprod == 0, &arg, L));
+    for (int k = 0; k < np; k++)
+        if (Pc[k].lanes > lanes) lanes = Pc[k].lanes;
+    {
+        fused_kernel_fn cl = is_cg ? (tri ? fused_cg_kernel<fused_bar_cluster, true>
+                                          : fused_cg_kernel<fused_bar_cluster, false>)
+                                   : (tri ? fused_bicgstab_kernel<fused_bar_cluster, true>
+                                          : fused_bicgstab_kernel<fused_bar_cluster, false>);
+        fused_kernel_fn gr = is_cg ? fused_cg_kernel<fused_bar_grid, false>
+                                   : fused_bicgstab_kernel<fused_bar_grid, false>;
+        GS_TRY(fused_choose(e, cl, gr, tri, n, lanes, !is_cg && f->nprod == 0 && !tri, &arg, L));
+    }
     if (arg.blocks == 0) return GS_OK; /* declined: L->declined says why */
     blocks = arg.blocks;
     GS_TRY(fused_mat_view(e, f->A, 0, &arg.args.A));
-    for (int k = 0; k < f->nprod; k++) GS_TRY(fused_mat_view(e, f->prod[k], 1 + k, &arg.args.P[k]));
+    for (int k = 0; k < np; k++) GS_TRY(fused_mat_view(e, Pm[k], 1 + k, &Pc[k]));
+    if (tri) { /* the packed factors; staged in shared memory where all fits */
+        size_t stage = (size_t)n * sizeof(double); /* dinv */
+        for (int k = 0; k < 2; k++) {
+            fused_levels *lv = NULL;
+            GS_TRY(fused_factor_levels(e, 1 + k, k, &lv));
+            fused_tri *T = &arg.args.T[k];
+            T->ptr = lv->ptr, T->row = lv->row, T->rp = lv->rp, T->col = lv->col, T->val = lv->val;
+            T->nlev = lv->t.n_levels, T->lanes = lv->lanes, T->nnz = lv->nnz;
+            stage += (size_t)lv->nnz * (sizeof(double) + sizeof(int32_t)) +
+                     ((size_t)lv->t.n_levels + 1 + 2 * (size_t)n + 1) * sizeof(int32_t);
+        }
+        arg.args.staged = c->debug.fused_stage != GS_DEBUG_FORCE_OFF &&
+                          arg.smem + stage <= arg.smem_max;
+        if (arg.args.staged) arg.smem += stage;
+    }
+    arg.args.dinv = tri ? f->factor_dinv->d : NULL;
     GS_TRY(gs_cuda_alloc(e, &part, FUSED_PARTS * (size_t)blocks * sizeof(double),
                          "fused partial sums"));
     if (f->nprod == 2) GS_TRY(gs_cuda_alloc(e, &w, (size_t)n * sizeof(double), "fused M work"));
@@ -733,7 +1092,9 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     snprintf(L->declined, sizeof L->declined,
              "fused: %s of %u blocks of %d threads, %d lanes a row%s", arg.cluster ? "a cluster"
              : "a cooperative grid", blocks, arg.cluster ? FUSED_CLUSTER_BLOCK : FUSED_BLOCK,
-             arg.args.A.lanes, f->nprod ? ", M as sparse products" : "");
+             arg.args.A.lanes, f->nprod ? ", M as sparse products"
+                               : !tri ? "" : arg.args.staged ? ", M as triangular factors in "
+                               "shared memory" : ", M as triangular factors");
     GS_TRY(loop_launches(e, fused_launch, &arg, (loop_ctl *)c->loop_ctl, &h, &clk, L));
 cleanup:
     if (part || hist || w) { /* nothing still reads them */

@@ -21,6 +21,7 @@
 #include "mic_cuda.h"
 
 extern "C" {
+#include "loop.h" /* GS_FUSED_FACTOR_MAX_ROWS */
 #include "mmio.h"
 }
 
@@ -31,8 +32,8 @@ typedef struct mic_cuda_data {
     double *y;         /* device, n: L^-1 r */
     gs_dtri_scheme how;
     int exact;         /* --trisolve exact: cuSPARSE on L_eng, LT_eng */
-    gs_mat *L_eng, *LT_eng;
-    gs_vec *t, *u, *w; /* exact: L \ r, D^-1, D^-1 (L \ r) */
+    gs_mat *L_eng, *LT_eng; /* exact, and for a fused kernel (mic_publish_factors) */
+    gs_vec *t, *u, *w; /* exact: L \ r, D^-1 (also for a fused kernel), D^-1 (L \ r) */
     double omega, shift;
     int tries;
 } mic_cuda_data;
@@ -272,6 +273,34 @@ cleanup:
     return status;
 }
 
+/* The factors as engine matrices and D^-1 as an engine vector, described
+ * for a fused kernel (gs_pc.factor): --trisolve exact has them; the other
+ * schemes copy them where the fused kernel could take the system at all
+ * (GS_FUSED_FACTOR_MAX_ROWS), a few hundred KiB at most. */
+static int mic_publish_factors(gs_pc *pc, mic_cuda_data *m)
+{
+    gs_engine *e = pc->eng;
+    const int32_t n = m->f.n;
+    int status = GS_OK;
+    if (!m->exact) {
+        if (n > GS_FUSED_FACTOR_MAX_ROWS) return GS_OK;
+        GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.L.nnz, m->f.L.rp, m->f.L.col,
+                                           (const double *)m->f.L.val, GS_FP64, GS_CUDA_TRI_NONE,
+                                           &m->L_eng));
+        GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.U.nnz, m->f.U.rp, m->f.U.col,
+                                           (const double *)m->f.U.val, GS_FP64, GS_CUDA_TRI_NONE,
+                                           &m->LT_eng));
+        GS_TRY(e->ops->vec_create(e, n, &m->u)); /* D^-1 */
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->u->d, m->dinv, (size_t)n * sizeof(double),
+                                                  cudaMemcpyDeviceToDevice,
+                                                  gs_cuda_of(e)->stream)));
+    }
+    gs_pc_set_factors(pc, m->L_eng, m->LT_eng, m->u);
+    GS_TRY(gs_cuda_fused_prepare_factors(e, m->L_eng, m->LT_eng)); /* in Tp, not the solve */
+cleanup:
+    return status;
+}
+
 static double mic_stream_bytes(const gs_dcsr *M)
 {
     return (double)M->nnz * 12.0 + ((double)M->n + 1.0) * 8.0;
@@ -357,6 +386,7 @@ extern "C" int gs_mic_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(status);
     t0 = gs_pc_stage_begin(pc);
     GS_TRY(mic_layout(pc, m, choice));
+    GS_TRY(mic_publish_factors(pc, m));
     GS_TRY(gs_pc_stage_end(pc, "layout", t0));
     mic_cuda_describe(pc, m);
     pc->apply = mic_cuda_apply;

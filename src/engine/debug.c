@@ -41,6 +41,8 @@ void gs_debug_from_env(gs_debug *d)
         d->fused = GS_DEBUG_FORCE_ON;
         d->fused_sync = GS_DEBUG_SYNC_GRID;
     }
+    v = getenv("GS_FUSED_STAGE");
+    if (v && strcmp(v, "off") == 0) d->fused_stage = GS_DEBUG_FORCE_OFF;
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

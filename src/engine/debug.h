@@ -37,11 +37,17 @@ typedef struct gs_debug {
      * the host after replayed iteration blocks (tests compare the two,
      * timings); 0: the rule (cuda/engine/devloop.cu: loop_pays) */
     int device_loop;
-    /* GS_FUSED=on|off|cluster|grid: CG and BiCGSTAB with jacobi, none or
-     * a preconditioner of sparse products take the fused one-kernel path (cuda/engine/fused.cu) wherever it can
-     * run (on), or never (off); cluster and grid force it with that kind of
+    /* GS_FUSED=on|off|cluster|grid: CG and BiCGSTAB with jacobi, none, a
+     * preconditioner of sparse products or of triangular factors take the
+     * fused one-kernel path (cuda/engine/fused.cu) wherever it can run
+     * (on), or never (off); cluster and grid force it with that kind of
      * launch (fused_sync); 0: the rule (fused_choose) */
     int fused, fused_sync;
+    /* GS_FUSED_STAGE=off: the fused kernel reads triangular factors from
+     * global memory even where they fit its blocks' shared memory (tests
+     * hold both ways to the same results, timings compare them); 0: the
+     * rule (staged where they fit) */
+    int fused_stage;
     int has_stepped_min_bytes;
     size_t stepped_min_bytes;
     /* GS_SPMV_LONG=off|split|merge: what the CUDA engine does with rows of

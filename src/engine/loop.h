@@ -94,12 +94,19 @@ typedef struct gs_loop {
 
 /* The fused path (the engine's optional fused_run): a whole solve in one
  * kernel, for a method and a preconditioner simple enough to write inside
- * it: CG and BiCGSTAB with M = diag(d) (jacobi), M = I (none) or M a
- * product of one or two sparse matrices (gs_pc.product). The Krylov layer sets
+ * it: CG and BiCGSTAB with M = diag(d) (jacobi), M = I (none), M a
+ * product of one or two sparse matrices (gs_pc.product) or M given by
+ * unit triangular factors (gs_pc.factor: mic). The Krylov layer sets
  * the vectors up as its own loop would start (cg.c), fills a gs_loop
  * (per_body 1; the tests name the slots below) and reads the outcome from
  * it as from loop_run. */
 typedef enum gs_fused_method { GS_FUSED_CG = 1, GS_FUSED_BICGSTAB } gs_fused_method;
+
+/* The most rows for which the fused kernel can take M as triangular
+ * factors: it keeps M u, n doubles, in each block's shared memory (227 KiB
+ * a block on an H100 or H200; the launch checks the device's own limit).
+ * Setups need not describe larger factors. */
+#define GS_FUSED_FACTOR_MAX_ROWS 28672
 
 typedef struct gs_fused {
     int method;          /* gs_fused_method */
@@ -109,6 +116,12 @@ typedef struct gs_fused {
      * of the same engine (gs_pc.product); BiCGSTAB then needs phat, shat */
     const struct gs_mat *prod[2];
     int nprod;
+    /* M r = factor[1]^-1 (factor_dinv .* (factor[0]^-1 r)) where factor[0]
+     * is set (nprod 0, d NULL): factor[0] unit lower, factor[1] unit upper,
+     * their diagonals not read (gs_pc.factor); BiCGSTAB then needs phat,
+     * shat */
+    const struct gs_mat *factor[2];
+    const struct gs_vec *factor_dinv;
     /* CG: on entry r = b - A x, z = M r, p = z, S[slot_rho] = r'z; q is work.
      * After each iteration S[slot_pap] = p'Ap, S[slot_rho_new] = r'z (the
      * tests' slots), then S[slot_rho] = S[slot_rho_new]. */
@@ -119,7 +132,7 @@ typedef struct gs_fused {
      * step S[slot_rho] = r0'r (the new rho), S[slot_r0v] = r0'v,
      * S[slot_ts] = t's, S[slot_tt] = t't, S[KR_RR] = r'r (bicgstab.c). */
     struct gs_vec *r0, *v, *t;
-    struct gs_vec *phat, *shat; /* with nprod > 0: M p and M s */
+    struct gs_vec *phat, *shat; /* with nprod > 0 or factors: M p and M s */
     int slot_r0v, slot_ts, slot_tt;
 } gs_fused;
 

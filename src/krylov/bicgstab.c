@@ -71,15 +71,16 @@ static const kr_test bicgstab_tests[] = {
 };
 #define BI_N_TESTS ((int)(sizeof bicgstab_tests / sizeof bicgstab_tests[0]))
 
-/* The whole solve in one kernel where M is pointwise or a product of
- * sparse matrices (gs_pc.product) and the engine can (cuda/engine/fused.cu):
- * from the state the host loop starts from. */
+/* The whole solve in one kernel where M is pointwise, a product of sparse
+ * matrices (gs_pc.product) or given by triangular factors (gs_pc.factor)
+ * and the engine can (cuda/engine/fused.cu): from the state the host loop
+ * starts from. */
 static int bicgstab_fused(kr_ctx *k, bicgstab_state *s, int *finished)
 {
     *finished = 0;
     gs_fused f;
     if (!kr_fused_begin(k, GS_FUSED_BICGSTAB, &f)) return GS_OK;
-    if (f.nprod > 0) {
+    if (f.nprod > 0 || f.factor[0]) {
         f.phat = s->phat;
         f.shat = s->shat;
     }

@@ -74,9 +74,10 @@ static int cg_device_loop(kr_ctx *k, cg_state *s, long *it, int *finished)
     return kr_device_loop(k, 0, per_body, cg_body, s, t, CG_N_TESTS, moves, odd, it, finished);
 }
 
-/* The whole solve in one kernel where M is pointwise (jacobi, none) or a
+/* The whole solve in one kernel where M is pointwise (jacobi, none), a
  * product of sparse matrices (gs_pc.product: fsai, ssor-ai, spai,
- * gspai-opt, isai) and the engine can (cuda/engine/fused.cu): it starts from the state the host loop
+ * gspai-opt, isai) or given by triangular factors (gs_pc.factor: mic) and
+ * the engine can (cuda/engine/fused.cu): it starts from the state the host loop
  * starts from (rho = r'z in CG_RHO0, p = z) and writes p'Ap and the new rho
  * into the slots the tests name; it moves the new rho back itself. */
 static int cg_fused(kr_ctx *k, cg_state *s, int *finished)

@@ -468,7 +468,8 @@ cleanup:
 int kr_fused_begin(kr_ctx *k, int method, gs_fused *f)
 {
     const gs_pc *pc = k->pc;
-    if (!pc->pointwise && !pc->pointwise_identity && pc->n_product == 0) return 0;
+    if (!pc->pointwise && !pc->pointwise_identity && pc->n_product == 0 && !pc->factor[0])
+        return 0;
     memset(f, 0, sizeof *f);
     f->method = method;
     f->A = k->A;
@@ -477,6 +478,11 @@ int kr_fused_begin(kr_ctx *k, int method, gs_fused *f)
         f->nprod = pc->n_product;
         f->prod[0] = pc->product[0];
         f->prod[1] = pc->product[1];
+        if (f->nprod == 0) {
+            f->factor[0] = pc->factor[0];
+            f->factor[1] = pc->factor[1];
+            f->factor_dinv = pc->factor_dinv;
+        }
     }
     return 1;
 }

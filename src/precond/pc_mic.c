@@ -326,6 +326,7 @@ int gs_mic_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(gs_pc_stage_end(pc, "upload", t0));
     pc->apply = mic_apply;
     pc->save = mic_save;
+    gs_pc_set_factors(pc, m->L_eng, m->LT_eng, m->dinv); /* for a fused kernel */
     mic_describe(pc, m);
     if (pc->eng->ops->kind == GS_ENGINE_CPU && gs_params_lookup(pc->params, "trisolve")) {
         t0 = gs_pc_stage_begin(pc);

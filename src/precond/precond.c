@@ -66,6 +66,14 @@ void gs_pc_set_products(gs_pc *pc, const gs_mat *p0, const gs_mat *p1)
     pc->n_product = p0 ? (p1 ? 2 : 1) : 0;
 }
 
+void gs_pc_set_factors(gs_pc *pc, const gs_mat *lower, const gs_mat *upper, const gs_vec *dinv)
+{
+    const int all = lower && upper && dinv;
+    pc->factor[0] = all ? lower : NULL;
+    pc->factor[1] = all ? upper : NULL;
+    pc->factor_dinv = all ? dinv : NULL;
+}
+
 const gs_pc_type *gs_pc_type_at(int i) { return &registry[i]; }
 
 int gs_pc_is_param(const char *name)

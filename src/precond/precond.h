@@ -98,11 +98,20 @@ struct gs_pc {
      * eng: the fused kernel applies M from these too; 0: M is not. */
     const gs_mat *product[2];
     int n_product;
+    /* Where M r = factor[1]^-1 (factor_dinv .* (factor[0]^-1 r)), factor[0]
+     * unit lower and factor[1] unit upper (their diagonals, stored or not,
+     * are not read; mic: L D L^T, factor[1] = L^T, factor_dinv = D^-1),
+     * the matrices and D^-1 as stored on eng: the fused kernel applies M
+     * from these too (its substitutions by levels); NULL: M is not. */
+    const gs_mat *factor[2];
+    const gs_vec *factor_dinv;
     gs_pc_hook hook;       /* set by gs_pc_create_hooked; zero: none */
 };
 
 /* pc->product = {p0, p1} (p1 NULL: M r = p0 r), n_product to match. */
 void gs_pc_set_products(gs_pc *pc, const gs_mat *p0, const gs_mat *p1);
+/* pc->factor = {lower, upper}, pc->factor_dinv = dinv (all three or none). */
+void gs_pc_set_factors(gs_pc *pc, const gs_mat *lower, const gs_mat *upper, const gs_vec *dinv);
 
 /* The registry. */
 const gs_pc_type *gs_pc_find(const char *name);

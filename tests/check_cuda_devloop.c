@@ -990,11 +990,12 @@ END_TEST
  * from its default pattern power is as wide as 32 lanes, above the rule at
  * 4096 rows); on a matrix with a dense row and on a 1D Laplacian of 4M
  * rows (above the rule on any device) it does not, and says why; GMRES
- * and IDR never do. MIC takes a cluster at 4096 rows, and on a 1D
- * Laplacian of 20000 rows too (4 lanes a row: 80000, above the cluster's
- * passes, which keep jacobi off it); above GS_FUSED_FACTOR_MAX_ROWS it does
- * not, and forced onto a cooperative grid it declines: its kernels run in
- * a cluster only. */
+ * and IDR never do. MIC takes a cluster at 4096 rows, and on a 2 x 2 x
+ * 5000 grid too (20000 rows of 8 lanes, above the cluster's passes, which
+ * keep jacobi off it; the CPU engine's iterations within 5%); after MIC,
+ * BiCGSTAB + Jacobi still takes the grid (the launch caps are kept per
+ * kernel); above GS_FUSED_FACTOR_MAX_ROWS MIC does not take it, and forced
+ * onto a cooperative grid it declines: its kernels run in a cluster only. */
 START_TEST(test_fused_rule)
 {
     gs_error err = {0};
@@ -1024,6 +1025,8 @@ START_TEST(test_fused_rule)
             {"gmres", "jacobi", 0, ""}, {"idr", "jacobi", 0, ""},
             {"cg", "mic", 1, "fused: a cluster of "},
             {"bicgstab", "mic", 1, "fused: a cluster of "},
+            /* after MIC's cluster-only launch the grid is still there */
+            {"bicgstab", "jacobi", 1, "fused: a cooperative grid of "},
             {"cg", "ssor-ai", 1, "fused: a cluster of "}};
         for (int i = 0; i < (int)(sizeof other / sizeof other[0]); i++) {
             tu_solve(e, &A, NULL, other[i].method, other[i].pc, &o, &d);
@@ -1068,20 +1071,41 @@ START_TEST(test_fused_rule)
         ck_assert_int_eq(d.res.reason, GS_REASON_MAXIT);
         gs_krylov_result_free(&d.res);
     } else {
-        /* 20000 rows of 4 lanes: above the cluster's passes for jacobi, in
-         * the cluster for MIC (whose factors fit shared memory) */
-        A = shifted_laplacian(20000, 0.0);
+        /* 20000 rows of 8 lanes (a 2 x 2 x 5000 grid, 5002 levels): above
+         * the cluster's passes for jacobi, in the cluster for MIC (whose
+         * M r fits shared memory), with the CPU engine's iterations */
+        ck_assert_msg(gs_generate("poisson3d:2x2x5000", &A, name, sizeof name, &err) == GS_OK,
+                      "%s", err.msg);
         tu_solve(e, &A, NULL, "cg", "jacobi", &o, &d);
         ck_assert_msg(d.res.device_loop != GS_PATH_FUSED, "path %d", d.res.device_loop);
-        ck_assert_msg(strstr(d.res.loop_note, "fused: 20000 rows of 4 lanes above the") != NULL,
+        ck_assert_msg(strstr(d.res.loop_note, "fused: 20000 rows of 8 lanes above the") != NULL,
                       "note '%s'", d.res.loop_note);
         gs_krylov_result_free(&d.res);
-        tu_solve(e, &A, NULL, "cg", "mic:trisolve=syncfree", &o, &d);
-        ck_assert_msg(d.res.device_loop == GS_PATH_FUSED, "path %d: %s", d.res.device_loop,
-                      d.res.loop_note);
-        ck_assert_msg(strstr(d.res.loop_note, "fused: a cluster of ") != NULL, "note '%s'",
-                      d.res.loop_note);
-        ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+        {
+            /* b random: with b = A 1, M's row sums (M 1 = A 1) make z0 = x */
+            gs_engine *cpu = NULL;
+            tu_solve_out ref;
+            double *b = malloc((size_t)A.n_rows * sizeof(double));
+            tu_rng rng = tu_rng_seed(7);
+            for (int32_t i = 0; i < A.n_rows; i++) b[i] = 0.5 + tu_uniform(&rng);
+            ck_assert_int_eq(gs_engine_cpu_create(&cpu, &err), GS_OK);
+            tu_solve(cpu, &A, b, "cg", "mic", &o, &ref);
+            tu_solve(e, &A, b, "cg", "mic:trisolve=syncfree", &o, &d);
+            free(b);
+            ck_assert_msg(d.res.device_loop == GS_PATH_FUSED, "path %d: %s", d.res.device_loop,
+                          d.res.loop_note);
+            ck_assert_msg(strstr(d.res.loop_note, "fused: a cluster of ") != NULL, "note '%s'",
+                          d.res.loop_note);
+            ck_assert_int_eq(d.res.reason, GS_REASON_CONVERGED);
+            ck_assert_int_eq(ref.res.reason, GS_REASON_CONVERGED);
+            ck_assert_msg(ref.res.iterations > 1 &&
+                              labs(d.res.iterations - ref.res.iterations) <=
+                                  (long)fmax(2.0, ceil(0.05 * (double)ref.res.iterations)),
+                          "fused %ld iterations, cpu %ld", d.res.iterations, ref.res.iterations);
+            ck_assert_msg(d.true_rel <= 10 * o.tol, "true residual %g", d.true_rel);
+            gs_krylov_result_free(&ref.res);
+            gs_engine_destroy(cpu);
+        }
         gs_krylov_result_free(&d.res);
         gs_csr_free(&A);
         /* above GS_FUSED_FACTOR_MAX_ROWS: the setup describes no factors */

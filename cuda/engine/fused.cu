@@ -701,7 +701,7 @@ static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr, in
     if (want != GS_DEBUG_SYNC_GRID &&
         (status = fused_cap(e, cl, tri, fused_cluster_cap_query, &ccap, &csmem)) != GS_OK)
         return status;
-    if (want != GS_DEBUG_SYNC_CLUSTER &&
+    if (!tri && want != GS_DEBUG_SYNC_CLUSTER && /* tri: no grid (gr is not a tri kernel) */
         (status = fused_cap(e, gr, tri, fused_grid_cap_query, &gcap, &gsmem)) != GS_OK)
         return status;
     if (tri) {
@@ -982,9 +982,14 @@ cleanup:
 
 int gs_cuda_fused_prepare_factors(gs_engine *e, const gs_mat *L, const gs_mat *U)
 {
+    gs_cuda_impl *c = gs_cuda_of(e);
     const gs_mat *M[2] = {L, U};
-    int status = not_capturing(e, "fused_prepare_factors");
+    int cc = 0, status = not_capturing(e, "fused_prepare_factors");
     if (status != GS_OK) return status;
+    if (c->debug.fused == GS_DEBUG_FORCE_OFF) return GS_OK; /* no fused path will read them */
+    GS_TRY(CUDA_CALL(&e->err, cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor,
+                                                     c->device)));
+    if (cc < 9) return GS_OK; /* no cluster: the factors' kernels never launch here */
     for (int k = 0; k < 2; k++) {
         const gs_cuda_mat_info info = gs_cuda_mat_info_of(M[k]);
         if (info.prec != GS_FP64 || info.n_rows > GS_FUSED_FACTOR_MAX_ROWS) return GS_OK;
@@ -1026,6 +1031,7 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
     GS_TRY(loop_spec_valid(e, L));
     if (L->per_body != 1) return fused_decline(L, "one iteration a body only");
     if (L->n_moves != 0) return fused_decline(L, "slot moves are not supported");
+    if (tri && n == 0) return fused_decline(L, "no rows");
     fused_mat_check(e, f->A, 0, &arg.args.A, &ok, L);
     for (int k = 0; ok && k < np; k++) fused_mat_check(e, Pm[k], 1 + k, &Pc[k], &ok, L);
     if (!ok) return GS_OK; /* declined: L->declined says why */

@@ -1410,6 +1410,37 @@ START_TEST(test_errors_and_accounting)
 }
 END_TEST
 
+#if GS_HAVE_CUDA
+/* A teardown call that fails (here a free of an address the device never
+ * gave) is kept, not dropped: the engine works on and its error record
+ * stays clean, and gs_engine_release returns the failure naming the call;
+ * a clean engine releases with GS_OK. */
+START_TEST(test_teardown_failure_reported)
+{
+    gs_error err = {0};
+    gs_engine *e = NULL, *clean = NULL;
+    gs_vec *v = NULL;
+    ck_assert_int_eq(gs_engine_cuda_create(&e, &err), GS_OK);
+    ck_assert_int_eq(gs_engine_cuda_create(&clean, &err), GS_OK);
+    gs_cuda_free_foreign_for_test(e);
+    ck_assert_int_eq(e->err.status, GS_OK);
+    ck_assert_int_eq(e->ops->vec_create(e, 100, &v), GS_OK);
+    ck_assert_int_eq(e->ops->set(e, v, 2.0), GS_OK);
+    ck_assert_int_eq(e->ops->dot(e, v, v, 0), GS_OK);
+    ck_assert(slot_get(e, 0) == 400.0);
+    e->ops->vec_destroy(e, v);
+    const int status = gs_engine_release(e, &err);
+    ck_assert_int_eq(status, GS_ERR_CUDA);
+    ck_assert_int_eq(err.status, GS_ERR_CUDA);
+    ck_assert_msg(strstr(err.msg, "cudaFreeAsync") != NULL, "%s", err.msg);
+    gs_error none = {0};
+    ck_assert_int_eq(gs_engine_release(clean, &none), GS_OK);
+    ck_assert_int_eq(none.status, GS_OK);
+    ck_assert_int_eq(gs_engine_release(NULL, &none), GS_OK);
+}
+END_TEST
+#endif
+
 static Suite *cuda_engine_suite(int have_gpu)
 {
     Suite *s = suite_create("cuda_engine");
@@ -1439,6 +1470,9 @@ static Suite *cuda_engine_suite(int have_gpu)
         tcase_add_test(tc, test_stepped_layout);
 #endif
         tcase_add_test(tc, test_errors_and_accounting);
+#if GS_HAVE_CUDA
+        tcase_add_test(tc, test_teardown_failure_reported);
+#endif
     }
     suite_add_tcase(s, tc);
     return s;

@@ -140,11 +140,12 @@ static void cuda_mat_free(dist_engine *d, dist_mat *M)
 {
     cuda_mat *m = (cuda_mat *)M->transport;
     if (!m) return;
-    cudaStreamSynchronize(tr_of(d)->main);
+    gs_error *t = &gs_cuda_of(d->inner)->teardown;
+    CUDA_TEARDOWN(t, cudaStreamSynchronize(tr_of(d)->main));
     void *p[7] = {m->send_idx, m->off_rows, m->off_ptr, m->off_col, m->off_val, m->send, m->halo};
     for (int k = 0; k < 7; k++) gs_cuda_free(d->inner, p[k], m->bytes[k]);
-    if (m->host_send) cudaFreeHost(m->host_send);
-    if (m->host_halo) cudaFreeHost(m->host_halo);
+    if (m->host_send) CUDA_TEARDOWN(t, cudaFreeHost(m->host_send));
+    if (m->host_halo) CUDA_TEARDOWN(t, cudaFreeHost(m->host_halo));
     free(m->req);
     free(m);
     M->transport = NULL;
@@ -353,14 +354,15 @@ static void cuda_tr_destroy(dist_engine *d)
 {
     cuda_tr *t = tr_of(d);
     if (!t) return;
-    if (t->main) cudaStreamSynchronize(t->main);
-    if (t->nccl) ncclCommDestroy(t->nccl);
-    for (int k = 0; k < t->n_ev; k++) cudaEventDestroy(t->ev[k]);
+    gs_error *te = &gs_cuda_of(d->inner)->teardown; /* reported by the inner engine's release */
+    if (t->main) CUDA_TEARDOWN(te, cudaStreamSynchronize(t->main));
+    if (t->nccl) (void)NCCL_CALL(te, ncclCommDestroy(t->nccl));
+    for (int k = 0; k < t->n_ev; k++) CUDA_TEARDOWN(te, cudaEventDestroy(t->ev[k]));
     free(t->ev);
-    if (t->packed) cudaEventDestroy(t->packed);
-    if (t->arrived) cudaEventDestroy(t->arrived);
-    if (t->own_comm) cudaStreamDestroy(t->own_comm);
-    if (t->host_slots) cudaFreeHost(t->host_slots);
+    if (t->packed) CUDA_TEARDOWN(te, cudaEventDestroy(t->packed));
+    if (t->arrived) CUDA_TEARDOWN(te, cudaEventDestroy(t->arrived));
+    if (t->own_comm) CUDA_TEARDOWN(te, cudaStreamDestroy(t->own_comm));
+    if (t->host_slots) CUDA_TEARDOWN(te, cudaFreeHost(t->host_slots));
     free(t);
     d->tr_state = NULL;
 }

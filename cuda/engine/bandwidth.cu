@@ -13,8 +13,8 @@ int gs_cuda_measure_copy_bandwidth(gs_engine *e)
     void *a = NULL, *b = NULL;
     while (bytes >= ((size_t)16 << 20)) {
         if (cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess) break;
-        (void)cudaGetLastError();
-        if (a) cudaFree(a);
+        (void)cudaGetLastError(); /* out of memory at this size: try a smaller one */
+        if (a) CUDA_TEARDOWN(&c->teardown, cudaFree(a));
         a = b = NULL;
         bytes /= 4;
     }
@@ -37,9 +37,9 @@ int gs_cuda_measure_copy_bandwidth(gs_engine *e)
         if (status == GS_OK && rep > 0 && (best == 0.0f || ms < best)) best = ms; /* rep 0: warm-up */
     }
     if (status == GS_OK && best > 0.0f) e->copy_bandwidth = 2.0 * (double)bytes / (best * 1e-3);
-    if (t0) cudaEventDestroy(t0);
-    if (t1) cudaEventDestroy(t1);
-    cudaFree(a);
-    cudaFree(b);
+    if (t0) CUDA_TEARDOWN(&c->teardown, cudaEventDestroy(t0));
+    if (t1) CUDA_TEARDOWN(&c->teardown, cudaEventDestroy(t1));
+    CUDA_TEARDOWN(&c->teardown, cudaFree(a));
+    CUDA_TEARDOWN(&c->teardown, cudaFree(b));
     return status;
 }

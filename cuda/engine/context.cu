@@ -6,29 +6,34 @@
 
 #include "engine_ops.h"
 
-static void cuda_destroy(gs_engine *e)
+static int cuda_destroy(gs_engine *e, gs_error *err)
 {
-    if (!e) return;
+    int status = GS_OK;
+    if (!e) return GS_OK;
     gs_cuda_impl *c = gs_cuda_of(e);
     if (c) {
-        if (c->stream) cudaStreamSynchronize(c->stream);
+        gs_error *t = &c->teardown;
+        if (c->stream) CUDA_TEARDOWN(t, cudaStreamSynchronize(c->stream));
         gs_cuda_fused_forget(e, NULL);
         gs_cuda_free(e, c->S, GS_MAX_SCALARS * sizeof(double));
         gs_cuda_free(e, c->partials, (size_t)c->red_blocks * GS_CUDA_MDOT_CHUNK * sizeof(double));
         gs_cuda_free(e, c->counter, sizeof(unsigned int));
         gs_cuda_free(e, c->loop_ctl, gs_cuda_loop_ctl_bytes());
-        if (c->pinned) cudaFreeHost(c->pinned);
-        if (c->readback) cudaFreeHost(c->readback);
+        if (c->pinned) CUDA_TEARDOWN(t, cudaFreeHost(c->pinned));
+        if (c->readback) CUDA_TEARDOWN(t, cudaFreeHost(c->readback));
         for (int b = 0; b < 2; b++) {
-            if (c->stage[b]) cudaFreeHost(c->stage[b]);
-            if (c->stage_free[b]) cudaEventDestroy(c->stage_free[b]);
+            if (c->stage[b]) CUDA_TEARDOWN(t, cudaFreeHost(c->stage[b]));
+            if (c->stage_free[b]) CUDA_TEARDOWN(t, cudaEventDestroy(c->stage_free[b]));
         }
-        if (c->sparse) cusparseDestroy(c->sparse);
+        if (c->sparse) CUSPARSE_TEARDOWN(t, cusparseDestroy(c->sparse));
         free(c->vmm_api);
-        if (c->stream) cudaStreamDestroy(c->stream);
+        if (c->stream) CUDA_TEARDOWN(t, cudaStreamDestroy(c->stream));
+        status = t->status;
+        if (status != GS_OK && err && err->status == GS_OK) *err = *t;
         free(c);
     }
     free(e);
+    return status;
 }
 
 static double *cuda_vec_data(gs_engine *e, const gs_vec *v)
@@ -138,7 +143,7 @@ static int cuda_engine_init(gs_engine *e, int device)
         }
     }
     if (!c->stage[1] && c->stage[0]) {
-        cudaFreeHost(c->stage[0]);
+        GS_TRY(CUDA_CALL(&e->err, cudaFreeHost(c->stage[0])));
         c->stage[0] = NULL;
     }
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(c->S, 0, GS_MAX_SCALARS * sizeof(double), c->stream)));
@@ -208,7 +213,7 @@ extern "C" int gs_engine_cuda_create_on(int device, gs_engine **out, gs_error *e
     int status = cuda_engine_init(e, device);
     if (status != GS_OK) {
         gs_error_set(err, (gs_status)status, "creating the CUDA engine: %s", e->err.msg);
-        cuda_destroy(e);
+        (void)cuda_destroy(e, NULL); /* the creation's error is the one reported */
         return status;
     }
     e->device_bytes_peak = e->device_bytes_now;

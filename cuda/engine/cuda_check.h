@@ -63,6 +63,14 @@ static inline int gs_cusolver_status(gs_error *err, cusolverStatus_t rc, const c
 }
 
 #define CUSOLVER_CALL(err, call) gs_cusolver_status((err), (call), #call, __FILE__, __LINE__)
+
+/* Teardown (destroy and free paths, which return nothing): a failure is
+ * kept in *t (gs_error_set keeps the first message: the cause; the others
+ * follow from it), for gs_engine_release to report (gs_cuda_impl.teardown). */
+#define CUDA_TEARDOWN(t, call) ((void)CUDA_CALL((t), (call)))
+#define CUSPARSE_TEARDOWN(t, call) ((void)CUSPARSE_CALL((t), (call)))
+#define CUBLAS_TEARDOWN(t, call) ((void)CUBLAS_CALL((t), (call)))
+#define CUSOLVER_TEARDOWN(t, call) ((void)CUSOLVER_CALL((t), (call)))
 #define CUDA_CALL(err, call) gs_cuda_status((err), (call), #call, __FILE__, __LINE__)
 #define CUSPARSE_CALL(err, call) gs_cusparse_status((err), (call), #call, __FILE__, __LINE__)
 #define CUBLAS_CALL(err, call) gs_cublas_status((err), (call), #call, __FILE__, __LINE__)

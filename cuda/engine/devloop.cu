@@ -189,9 +189,11 @@ cleanup:
     if (capturing) { /* failed between begin and the body: end the capture */
         cudaGraph_t captured = NULL;
         c->capturing = 0;
+        /* checked, and ignored: ending a capture that an error invalidated
+         * fails too, and the path declines or reports the first error */
         (void)cudaStreamEndCapture(c->stream, &captured);
     }
-    if (graph) cudaGraphDestroy(graph);
+    if (graph) CUDA_TEARDOWN(&c->teardown, cudaGraphDestroy(graph));
     if (status != GS_OK) *exec = NULL;
     if (status != GS_OK && status != GS_ERR_NOMEM) { /* the body does not fit the node */
         (void)cudaGetLastError();
@@ -259,10 +261,10 @@ int cuda_loop_run(gs_engine *e, int (*body)(void *), void *ctx, gs_loop *L)
     L->ran = 1;
     GS_TRY(loop_launches(e, loop_graph_launch, exec, (loop_ctl *)c->loop_ctl, &h, &clk, L));
 cleanup:
-    if (exec) cudaGraphExecDestroy(exec);
+    if (exec) CUDA_TEARDOWN(&c->teardown, cudaGraphExecDestroy(exec));
     if (d_runs) { /* the graph may still read it: after the stream's work */
         if (status == GS_OK) status = CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream));
-        else (void)cudaStreamSynchronize(c->stream); /* the first error stays reported */
+        else CUDA_TEARDOWN(&c->teardown, cudaStreamSynchronize(c->stream)); /* reported first: status */
         gs_cuda_free(e, d_runs, (size_t)L->n_steps * sizeof(cudaGraphConditionalHandle));
     }
     loop_release(e, L, hist);

@@ -92,6 +92,10 @@ typedef struct gs_cuda_impl {
     size_t vmm_min_bytes;
     int vmm_steps;
     gs_debug debug; /* the test switches (src/debug.h); zeroed: the defaults */
+    /* The first failure of a teardown call (a free, a destroy: paths that
+     * return nothing) in this engine's life, reported by gs_engine_release
+     * (CUDA_TEARDOWN, cuda_check.h) */
+    gs_error teardown;
     void *loop_ctl; /* device, the loop on the device's state (devloop.cu); NULL until used */
     /* The fused path's CSR of the last system it ran on (fused.cu), kept
      * for the next solve with it (time steps, --repeat); dropped when that

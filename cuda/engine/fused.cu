@@ -974,7 +974,7 @@ static int fused_factor_levels(gs_engine *e, int k, int upper, fused_levels **ou
     *out = lv;
     lv = NULL;
 cleanup:
-    if (lv) (void)cudaStreamSynchronize(c->stream); /* nothing reads it after */
+    if (lv) CUDA_TEARDOWN(&c->teardown, cudaStreamSynchronize(c->stream)); /* nothing reads it after */
     fused_levels_free(e, lv);
     free(rp), free(col), free(val), free(by_level), free(h), free(pval);
     return status;

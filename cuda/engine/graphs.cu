@@ -25,7 +25,7 @@ int cuda_capture_end(gs_engine *e, void **seq)
     int status = CUDA_CALL(&e->err, cudaStreamEndCapture(c->stream, &graph));
     if (status == GS_OK && e->err.status != GS_OK) status = e->err.status; /* an op failed inside */
     if (status == GS_OK) status = CUDA_CALL(&e->err, cudaGraphInstantiate(&exec, graph, 0));
-    if (graph) cudaGraphDestroy(graph);
+    if (graph) CUDA_TEARDOWN(&c->teardown, cudaGraphDestroy(graph));
     if (status == GS_OK) *seq = (void *)exec;
     return status;
 }
@@ -38,6 +38,5 @@ int cuda_replay(gs_engine *e, void *seq)
 
 void cuda_seq_destroy(gs_engine *e, void *seq)
 {
-    (void)e;
-    if (seq) cudaGraphExecDestroy((cudaGraphExec_t)seq);
+    if (seq) CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaGraphExecDestroy((cudaGraphExec_t)seq));
 }

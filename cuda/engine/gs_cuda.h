@@ -49,6 +49,11 @@ gs_cuda_row_stats gs_cuda_mat_row_stats(const gs_mat *A);
 struct gs_pc;
 int gs_jacobi_setup_cuda(struct gs_pc *pc, const gs_csr *A, gs_error *err);
 
+/* Test hook (cuda/engine/memory.cu): gs_cuda_free of an address the device
+ * never gave (a host word), as a free after a CUDA error would fail: the
+ * failure is kept for gs_engine_release, nothing else of e changes. */
+void gs_cuda_free_foreign_for_test(gs_engine *e);
+
 /* Test hook (cuda/sparse/csr_view.cu): the CSR of A that the engine hands to device
  * setups (gs_cuda_mat_device_csr), downloaded into out, whose arrays the
  * caller allocated for A's n_rows and nnz (values included); *owned says

@@ -28,10 +28,15 @@ int gs_cuda_alloc_at(gs_engine *e, void **p, size_t bytes, const char *what, con
     return GS_OK;
 }
 
+extern "C" void gs_cuda_free_foreign_for_test(gs_engine *e)
+{
+    static double host_word;
+    gs_cuda_free(e, &host_word, 0);
+}
+
 void gs_cuda_free(gs_engine *e, void *p, size_t bytes)
 {
     if (!p) return;
-    /* an error here is a sticky one already reported elsewhere */
-    cudaFreeAsync(p, gs_cuda_of(e)->stream);
+    CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaFreeAsync(p, gs_cuda_of(e)->stream));
     e->device_bytes_now -= bytes <= e->device_bytes_now ? bytes : e->device_bytes_now;
 }

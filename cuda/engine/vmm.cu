@@ -113,7 +113,7 @@ int gs_cuda_vmm_map(gs_engine *e, gs_cuda_vmm *v, size_t lo, size_t hi, const ch
             cudaMemPool_t pool;
             if (cudaStreamSynchronize(c->stream) == cudaSuccess &&
                 cudaDeviceGetDefaultMemPool(&pool, c->device) == cudaSuccess)
-                (void)cudaMemPoolTrimTo(pool, 0);
+                (void)cudaMemPoolTrimTo(pool, 0); /* best effort: the retry reports */
             (void)cudaGetLastError();
             rc = a->create(&h, v->chunk, &a->prop, 0);
         }
@@ -154,7 +154,7 @@ void gs_cuda_vmm_free(gs_engine *e, gs_cuda_vmm *v)
     if (!v || !v->base) return;
     /* unlike the stream-ordered frees, unmapping is immediate: whatever
      * was queued on the range must be over first */
-    (void)cudaStreamSynchronize(gs_cuda_of(e)->stream);
+    CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaStreamSynchronize(gs_cuda_of(e)->stream));
     gs_cuda_vmm_unmap_below(e, v, (size_t)v->n_chunks * v->chunk);
     int mapped = 0;
     for (int64_t k = 0; k < v->n_chunks; k++) mapped |= v->handle[k] != 0;

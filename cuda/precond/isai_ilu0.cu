@@ -171,8 +171,8 @@ static int isai_ilu0_cusparse(gs_engine *e, gs_dcsr *W)
                                                    CUSPARSE_SOLVE_POLICY_USE_LEVEL, buffer)));
 cleanup:
     /* the descriptors are host objects; the buffers are freed in stream order */
-    if (info) cusparseDestroyCsrilu02Info(info);
-    if (descr) cusparseDestroyMatDescr(descr);
+    if (info) CUSPARSE_TEARDOWN(&c->teardown, cusparseDestroyCsrilu02Info(info));
+    if (descr) CUSPARSE_TEARDOWN(&c->teardown, cusparseDestroyMatDescr(descr));
     gs_cuda_free(e, buffer, (size_t)buffer_bytes);
     gs_cuda_free(e, rp32, ((size_t)n + 1) * sizeof(int));
     return status;

@@ -44,7 +44,8 @@ static void mic_cuda_destroy(gs_pc *pc)
     if (!m) return;
     gs_engine *e = pc->eng;
     const size_t bytes = ((size_t)m->f.n + 1) * sizeof(double);
-    if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
+    if (gs_cuda_of(e)->stream)
+        CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaStreamSynchronize(gs_cuda_of(e)->stream));
     gs_dtri_free(e, &m->upper);
     gs_cuda_free(e, m->dinv, bytes);
     gs_cuda_free(e, m->y, bytes);
@@ -200,8 +201,8 @@ static int mic_time_apply(gs_pc *pc, const gs_vec *r, gs_vec *z, float cap_ms, f
         }
     }
 cleanup:
-    if (ev[0]) cudaEventDestroy(ev[0]);
-    if (ev[1]) cudaEventDestroy(ev[1]);
+    if (ev[0]) CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaEventDestroy(ev[0]));
+    if (ev[1]) CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaEventDestroy(ev[1]));
     return status;
 }
 

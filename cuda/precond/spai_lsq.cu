@@ -1008,8 +1008,8 @@ cleanup:
     gs_cuda_free(e, work, cap_work);
     /* the frees above are ordered after the column's work on the stream;
      * the handles own no buffer of it (cublasDestroy synchronises) */
-    if (solver) cusolverDnDestroy(solver);
-    if (blas) cublasDestroy(blas);
+    if (solver) CUSOLVER_TEARDOWN(&gs_cuda_of(e)->teardown, cusolverDnDestroy(solver));
+    if (blas) CUBLAS_TEARDOWN(&gs_cuda_of(e)->teardown, cublasDestroy(blas));
     return status;
 }
 

@@ -45,7 +45,7 @@ extern "C" int gs_dsparse_hook_trisolve(gs_engine *e, const gs_csr *T, int upper
     }
     *n_levels = t.n_levels;
 cleanup:
-    if (st) cudaStreamSynchronize(st);
+    if (st) CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaStreamSynchronize(st));
     gs_dtri_free(e, &t);
     gs_dcsr_free(e, &d);
     gs_cuda_free(e, db, vec);

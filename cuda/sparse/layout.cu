@@ -364,8 +364,9 @@ void gs_cuda_mat_destroy(gs_engine *e, gs_mat *m)
     const int64_t n = m->n_rows, nnz = m->nnz;
     const size_t vsize = m->prec == GS_FP32 ? sizeof(float) : sizeof(double);
     for (int u = 0; u < 2; u++) {
-        if (m->spsv[u]) cusparseSpSV_destroyDescr(m->spsv[u]);
-        if (m->tri_descr[u]) cusparseDestroySpMat(m->tri_descr[u]);
+        if (m->spsv[u]) CUSPARSE_TEARDOWN(&gs_cuda_of(e)->teardown, cusparseSpSV_destroyDescr(m->spsv[u]));
+        if (m->tri_descr[u])
+            CUSPARSE_TEARDOWN(&gs_cuda_of(e)->teardown, cusparseDestroySpMat(m->tri_descr[u]));
         gs_cuda_free(e, m->spsv_buffer[u], m->spsv_bytes[u]);
     }
     long_rows_free(e, m);

@@ -69,7 +69,7 @@ int gs_cuda_trisolve(gs_engine *e, const gs_mat *T, int unit_diagonal, const gs_
                                                      &one, m->tri_descr[u], vb, vx, CUDA_R_64F,
                                                      CUSPARSE_SPSV_ALG_DEFAULT, m->spsv[u])));
 cleanup:
-    if (vb) cusparseDestroyDnVec(vb);
-    if (vx) cusparseDestroyDnVec(vx);
+    if (vb) CUSPARSE_TEARDOWN(&c->teardown, cusparseDestroyDnVec(vb));
+    if (vx) CUSPARSE_TEARDOWN(&c->teardown, cusparseDestroyDnVec(vx));
     return status;
 }

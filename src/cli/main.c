@@ -276,7 +276,17 @@ static int run_main(int argc, char **argv)
             code = worse(code, solve_problem(&cli, cli.inputs[i], &en, &out, &printed));
     }
     code = worse(code, sinks_close(&cli, &out));
-    for (int i = 0; i < en.count; i++) gs_engine_destroy(en.e[i]);
+    for (int i = 0; i < en.count; i++) {
+        /* a failed free or destroy (a CUDA error after the last checked call)
+         * is news only where the run had no error of its own */
+        gs_error terr = {0};
+        const char *name = en.e[i] ? en.e[i]->ops->name : "";
+        if (gs_engine_release(en.e[i], &terr) != GS_OK &&
+            (code == EXIT_OK || code == EXIT_NOT_CONVERGED)) {
+            fprintf(stderr, "gpusolve: releasing the %s engine: %s\n", name, terr.msg);
+            code = worse(code, EXIT_RUNTIME);
+        }
+    }
     gs_cli_free(&cli);
     return code;
 }

@@ -304,16 +304,20 @@ static int d_setup_done(gs_engine *e, gs_mat *A, int *laid_out)
     CHECK(IO(e)->setup_done(IN(e), ((dist_mat *)A)->diag, laid_out));
 }
 
-static void d_destroy(gs_engine *e)
+/* The transport's teardown failures are kept by the inner engine, whose
+ * release reports them with its own. */
+static int d_destroy(gs_engine *e, gs_error *err)
 {
-    if (!e) return;
+    int status = GS_OK;
+    if (!e) return GS_OK;
     dist_engine *d = gs_dist_of(e);
     if (d) {
         if (d->tr && d->tr->destroy) d->tr->destroy(d);
-        gs_engine_destroy(d->inner);
+        status = gs_engine_release(d->inner, err);
         free(d);
     }
     free(e);
+    return status;
 }
 
 /* The same table twice: named and kinded as the inner engine (the report
@@ -416,7 +420,7 @@ int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err)
     }
     status = gs_dist_agree(status, err);
     if (status != GS_OK) {
-        d_destroy(e);
+        (void)d_destroy(e, NULL); /* the creation's error is the one reported */
         return status;
     }
     snprintf(e->device_name, sizeof e->device_name, "%.90s, %d ranks (%s)", inner->device_name,

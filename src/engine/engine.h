@@ -82,7 +82,10 @@ typedef enum gs_engine_kind { GS_ENGINE_CPU = 0, GS_ENGINE_CUDA = 1, GS_ENGINE_K
 typedef struct gs_engine_ops {
     const char *name; /* "cpu", "cuda" */
     gs_engine_kind kind;
-    void (*destroy)(gs_engine *e);
+    /* Frees e; returns the first failure of a teardown call in e's life (a
+     * free or destroy, e's own included: paths that return nothing keep
+     * theirs for this), its message in err (may be NULL). */
+    int (*destroy)(gs_engine *e, gs_error *err);
 
     /* --- memory --- */
     int (*vec_create)(gs_engine *e, int64_t n, gs_vec **out);
@@ -224,7 +227,11 @@ int gs_cuda_device_count(void); /* 0 without a build, driver or device */
 /* The CUDA engine's test switches (src/debug.h), copied; a no-op without CUDA. */
 struct gs_debug;
 void gs_engine_cuda_set_debug(gs_engine *e, const struct gs_debug *dbg);
-void gs_engine_destroy(gs_engine *e); /* NULL-safe */
+void gs_engine_destroy(gs_engine *e); /* NULL-safe; a teardown failure is dropped */
+/* gs_engine_destroy, returning the first failure of a teardown call in e's
+ * life (ops->destroy) with its message in err: for callers that will not
+ * have reported an error of their own (main, at its end). NULL-safe. */
+int gs_engine_release(gs_engine *e, gs_error *err);
 
 /* Return eng->err's status after copying its message into err (for callers
  * that report an engine failure through their own error record). */

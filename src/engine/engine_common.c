@@ -4,7 +4,12 @@
 
 void gs_engine_destroy(gs_engine *e)
 {
-    if (e) e->ops->destroy(e);
+    if (e) (void)e->ops->destroy(e, NULL);
+}
+
+int gs_engine_release(gs_engine *e, gs_error *err)
+{
+    return e ? e->ops->destroy(e, err) : GS_OK;
 }
 
 int gs_engine_fail(gs_engine *e, gs_error *err)

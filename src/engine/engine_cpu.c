@@ -340,10 +340,12 @@ static void *cpu_native_stream(gs_engine *e)
     return NULL;
 }
 
-static void cpu_destroy(gs_engine *e)
+static int cpu_destroy(gs_engine *e, gs_error *err)
 {
+    (void)err; /* nothing of the CPU engine's teardown can fail */
     free(e->impl);
     free(e);
+    return GS_OK;
 }
 
 static const gs_engine_ops cpu_ops = {

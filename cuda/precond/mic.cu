@@ -223,6 +223,26 @@ cleanup:
     return status;
 }
 
+/* L, L^T and D^-1 as engine objects (m->L_eng, m->LT_eng, m->u), copied from
+ * the factorisation's device arrays; lower and upper: how the engine keeps
+ * the triangles (GS_CUDA_TRI_LOWER / _UPPER for its exact trisolve, or
+ * GS_CUDA_TRI_NONE where only a fused kernel reads them). */
+static int mic_engine_factors(gs_engine *e, mic_cuda_data *m, gs_cuda_tri lower,
+                              gs_cuda_tri upper)
+{
+    const int32_t n = m->f.n;
+    int status = GS_OK;
+    GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.L.nnz, m->f.L.rp, m->f.L.col,
+                                       (const double *)m->f.L.val, GS_FP64, lower, &m->L_eng));
+    GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.U.nnz, m->f.U.rp, m->f.U.col,
+                                       (const double *)m->f.U.val, GS_FP64, upper, &m->LT_eng));
+    GS_TRY(e->ops->vec_create(e, n, &m->u)); /* D^-1 */
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->u->d, m->dinv, (size_t)n * sizeof(double),
+                                              cudaMemcpyDeviceToDevice, gs_cuda_of(e)->stream)));
+cleanup:
+    return status;
+}
+
 /* The substitutions: cuSPARSE's matrices (exact), or L^T's levels and the scheme, chosen
  * by choice ("syncfree", "levels") or, for "auto", by timing both once on the factors. */
 static int mic_layout(gs_pc *pc, mic_cuda_data *m, const char *choice)
@@ -233,18 +253,9 @@ static int mic_layout(gs_pc *pc, mic_cuda_data *m, const char *choice)
     float ms = 0.0f;
     gs_vec *probe = NULL, *out = NULL;
     if (m->exact) {
-        GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.L.nnz, m->f.L.rp, m->f.L.col,
-                                           (const double *)m->f.L.val, GS_FP64, GS_CUDA_TRI_LOWER,
-                                           &m->L_eng));
-        GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.U.nnz, m->f.U.rp, m->f.U.col,
-                                           (const double *)m->f.U.val, GS_FP64, GS_CUDA_TRI_UPPER,
-                                           &m->LT_eng));
+        GS_TRY(mic_engine_factors(e, m, GS_CUDA_TRI_LOWER, GS_CUDA_TRI_UPPER));
         GS_TRY(e->ops->vec_create(e, n, &m->t));
-        GS_TRY(e->ops->vec_create(e, n, &m->u)); /* D^-1 */
         GS_TRY(e->ops->vec_create(e, n, &m->w));
-        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->u->d, m->dinv, (size_t)n * sizeof(double),
-                                                  cudaMemcpyDeviceToDevice,
-                                                  gs_cuda_of(e)->stream)));
         gs_kv_str(&pc->extra, "trisolve", "exact");
         /* timed as the others are (cuSPARSE's analysis in the first run, so at setup, not in
          * the first iteration), for the comparison on the same factors */
@@ -281,20 +292,10 @@ cleanup:
 static int mic_publish_factors(gs_pc *pc, mic_cuda_data *m)
 {
     gs_engine *e = pc->eng;
-    const int32_t n = m->f.n;
     int status = GS_OK;
     if (!m->exact) {
-        if (n > GS_FUSED_FACTOR_MAX_ROWS) return GS_OK;
-        GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.L.nnz, m->f.L.rp, m->f.L.col,
-                                           (const double *)m->f.L.val, GS_FP64, GS_CUDA_TRI_NONE,
-                                           &m->L_eng));
-        GS_TRY(gs_cuda_mat_from_device_csr(e, n, n, m->f.U.nnz, m->f.U.rp, m->f.U.col,
-                                           (const double *)m->f.U.val, GS_FP64, GS_CUDA_TRI_NONE,
-                                           &m->LT_eng));
-        GS_TRY(e->ops->vec_create(e, n, &m->u)); /* D^-1 */
-        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->u->d, m->dinv, (size_t)n * sizeof(double),
-                                                  cudaMemcpyDeviceToDevice,
-                                                  gs_cuda_of(e)->stream)));
+        if (m->f.n > GS_FUSED_FACTOR_MAX_ROWS) return GS_OK;
+        GS_TRY(mic_engine_factors(e, m, GS_CUDA_TRI_NONE, GS_CUDA_TRI_NONE));
     }
     gs_pc_set_factors(pc, m->L_eng, m->LT_eng, m->u);
     GS_TRY(gs_cuda_fused_prepare_factors(e, m->L_eng, m->LT_eng)); /* in Tp, not the solve */

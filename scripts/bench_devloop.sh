@@ -58,17 +58,11 @@ for c in "${cases[@]}"; do
     done
 done
 
-python3 - "$json" <<'EOF'
-import json, sys
-rows = {}
-device = ""
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    device = r.get("device", device)
-    rows.setdefault(r["matrix"], {})[r["variant"]] = r
+python3 - "$json" "$here" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[-1])
+from lib_bench import read_variants
+rows, device = read_variants(sys.argv[1])
 print(f"CG + Jacobi, us per iteration (min Ts of the runs / iterations) on {device}")
 print(f"{'matrix':<16} {'n':>8} {'its h':>6} {'its d':>6} {'its f':>6} {'host':>7} "
       f"{'host/1':>7} {'dev/1':>7} {'dev/8':>7} {'grid':>7} {'cluster':>7} {'default':>7} "

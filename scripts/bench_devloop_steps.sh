@@ -50,17 +50,11 @@ for c in "${cases[@]}"; do
     done
 done
 
-python3 - "$json" <<'PY'
-import json, sys
-rows = {}
-device = ""
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    device = r.get("device", device)
-    rows.setdefault((r["matrix"], r["method_run"]), {})[r["variant"]] = r
+python3 - "$json" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[-1])
+from lib_bench import read_variants
+rows, device = read_variants(sys.argv[1], key=lambda r: (r["matrix"], r["method_run"]))
 print(f"GMRES(30), GMRES(5) and IDR(4) + Jacobi: host loop against the loop on the device, on {device}")
 print(f"{'matrix':<16} {'method':<6} {'n':>8} {'its h':>6} {'its d':>6} {'Ts h ms':>8} "
       f"{'Ts d ms':>8} {'us/it h':>8} {'us/it d':>8} {'h/d':>5}")

@@ -62,17 +62,11 @@ for c in "${cases[@]}"; do
     done
 done
 
-python3 - "$json" "$METHOD" <<'EOF'
-import json, sys
-rows = {}
-device = ""
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    device = r.get("device", device)
-    rows.setdefault(r["matrix"], {})[r["variant"]] = r
+python3 - "$json" "$METHOD" "$here" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[-1])
+from lib_bench import read_variants
+rows, device = read_variants(sys.argv[1])
 method = sys.argv[2].upper() if sys.argv[2] == "cg" else "BiCGSTAB"
 print(f"{method} + MIC, us per iteration (min Ts / iterations), fused against the host loop, on {device}")
 print(f"{'matrix':<16} {'n':>6} {'levels':>6} {'its h':>6} {'its f':>6} {'host':>8} {'fused':>8} "

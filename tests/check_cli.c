@@ -26,6 +26,28 @@ START_TEST(generated_problem_solves_and_reports)
 }
 END_TEST
 
+/* One small instance of each stress problem (src/io/gen_stress.c), solved end
+ * to end on the CPU engine: the size and name reach the report. */
+static const char *const stress_runs[][2] = {
+    {"elast3d:4", "elast3d:4x4x4 (generated)  n = 192 "},
+    {"bordered:8x8x1", "bordered:8x8x1 (generated)  n = 72 "},
+    {"hub:30", "hub:30x30 (generated)  n = 901 "},
+    {"powerlaw:2000", "powerlaw:2000 (generated)  n = 2000 "},
+    {"chain:500", "chain:500 (generated)  n = 500 "},
+};
+
+START_TEST(stress_problem_solves_on_the_cpu_engine)
+{
+    char args[128];
+    snprintf(args, sizeof args, "-e cpu --generate %s -p jacobi", stress_runs[_i][0]);
+    tu_cmd_out o = tu_run(args);
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, stress_runs[_i][1]);
+    TU_ASSERT_HAS(o, "converged  yes");
+    free(o.text);
+}
+END_TEST
+
 START_TEST(not_converged_exits_2)
 {
     tu_cmd_out o = tu_run("-e cpu --generate poisson3d:10 --maxit 2");
@@ -539,7 +561,8 @@ START_TEST(cross_option_rules_and_generate_spec_at_parse_time)
     expect_parse_error("-p fsai --omega 0.5 a.mtx", "--omega is not a parameter of");
     expect_parse_error("--output x.mtx a.mtx b.mtx", "--output needs a single matrix");
     static const char *bad_specs[] = {"nosuch:4", "poisson3d:0", "poisson3d:4x4", "poisson3d",
-                                      "poisson3d:2000x2000x1000", "aniso3d:-3"};
+                                      "poisson3d:2000x2000x1000", "aniso3d:-3", "hub:0",
+                                      "chain:", "powerlaw:3x3", "elast3d:2000"};
     for (size_t i = 0; i < sizeof bad_specs / sizeof bad_specs[0]; i++) {
         char line[128];
         snprintf(line, sizeof line, "--generate %s", bad_specs[i]);
@@ -550,6 +573,7 @@ START_TEST(cross_option_rules_and_generate_spec_at_parse_time)
     gs_error err = {0};
     ck_assert_int_eq(gs_generate_check("convdiff3d:3x4x5", &err), GS_OK);
     expect_parse_ok("--generate poisson3d27:400");
+    expect_parse_ok("--generate powerlaw:270000");
 }
 END_TEST
 
@@ -736,6 +760,8 @@ Suite *cli_suite(void)
     TCase *tc = tcase_create("cli");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, generated_problem_solves_and_reports);
+    tcase_add_loop_test(tc, stress_problem_solves_on_the_cpu_engine, 0,
+                        (int)(sizeof stress_runs / sizeof stress_runs[0]));
     tcase_add_test(tc, not_converged_exits_2);
     tcase_add_test(tc, csv_and_json_parse_and_match_the_table);
     tcase_add_test(tc, several_files_one_row_each);

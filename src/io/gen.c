@@ -1,4 +1,5 @@
-/* gen.c - built-in problems (--generate): finite-difference stencils on a 3D grid.
+/* gen.c - built-in problems (--generate): finite-difference stencils on a 3D grid
+ * (the stress set is gen_stress.c, heat3d is heat3d.c).
  * Standard second-order central differences and first-order upwinding (LeVeque,
  * "Finite Difference Methods for ODEs and PDEs", 2007); see docs/problems.md. */
 #include "gen.h"
@@ -55,7 +56,17 @@ const char *gs_generate_help(void)
            "  aniso3d:N[xNYxNZ]      anisotropic diffusion, x/y/z coefficients 1/0.1/0.01 "
            "(SPD)\n"
            "  convdiff3d:N[xNYxNZ]   upwind convection-diffusion, diag 7.5, backward -1.5, "
-           "forward -1 (nonsymmetric)\n";
+           "forward -1 (nonsymmetric)\n"
+           "  elast3d:N[xNYxNZ]      poisson3d27 (x) [[4,1,1],[1,4,1],[1,1,4]]: 3 unknowns "
+           "per node, 81-entry rows (SPD)\n"
+           "  bordered:N[xNYxNZ]     convdiff3d plus 8 dense rows and columns (nonsymmetric; "
+           "NZ = 1: 2D)\n"
+           "  hub:N[xNY]             2D 5-point Laplacian plus one node coupled to every 20th "
+           "(SPD)\n"
+           "  powerlaw:N             Chung-Lu power-law graph Laplacian + I, mean degree 10 "
+           "(SPD)\n"
+           "  chain:N                tridiagonal plus a coupling 2..65 rows back per row: "
+           "N levels (SPD)\n";
 }
 
 /* Parse a positive decimal size (digits only) at *s; advance *s past it. */
@@ -112,8 +123,19 @@ static int parse_spec(const char *spec, const gen_stencil **stencil, int64_t dim
     if (!*stencil)
         return gs_error_set(err, GS_ERR_USAGE,
                             "--generate '%s': unknown problem kind (known: poisson3d, "
-                            "poisson3d27, aniso3d, convdiff3d, heat3d)", spec);
+                            "poisson3d27, aniso3d, convdiff3d, heat3d, elast3d, bordered, hub, "
+                            "powerlaw, chain)", spec);
     return gs_generate_dims(spec, (*stencil)->kind, colon ? colon + 1 : "", dims, err);
+}
+
+int gs_generate_stencil_of(const char *kind, double w[3][3][3], gs_error *err)
+{
+    for (int t = 0; t < GEN_N_KINDS; t++)
+        if (strcmp(kind, gen_stencils[t].kind) == 0) {
+            memcpy(w, gen_stencils[t].w, sizeof gen_stencils[t].w);
+            return GS_OK;
+        }
+    return gs_error_set(err, GS_ERR_INTERNAL, "no stencil named '%s'", kind);
 }
 
 /* The stencil's entries as offsets, in (dk, dj, di) order: visiting them in
@@ -180,6 +202,7 @@ int gs_generate_check(const char *spec, gs_error *err)
     gs_heat3d heat;
     if (!spec) return gs_error_set(err, GS_ERR_USAGE, "--generate: no problem given");
     if (gs_heat3d_is_spec(spec)) return gs_heat3d_parse(spec, &heat, err);
+    if (gs_stress_is_spec(spec)) return gs_stress_check(spec, err);
     return parse_spec(spec, &stencil, dims, err);
 }
 
@@ -197,6 +220,7 @@ int gs_generate(const char *spec, gs_csr *A, char *name, size_t name_len, gs_err
         gs_heat3d_name(&heat, name, name_len);
         goto cleanup;
     }
+    if (gs_stress_is_spec(spec)) return gs_stress_generate(spec, A, name, name_len, err);
     GS_TRY(parse_spec(spec, &stencil, dims, err));
     GS_TRY(gs_generate_stencil(stencil->w, dims, A, err));
     if (name && name_len > 0)
@@ -216,6 +240,11 @@ int gs_generate_plan(const char *spec, gs_gen_plan *plan, gs_error *err)
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
                             "--generate %s: the time-stepped problem runs on one process only",
                             spec);
+    if (gs_stress_is_spec(spec))
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "--generate %s: the stress problems are generated whole on one "
+                            "process, not by row blocks; run it on one process, or write it "
+                            "once with --write-matrix FILE and give mpirun the file", spec);
     int status = parse_spec(spec, &stencil, plan->dims, err);
     if (status != GS_OK) return status;
     stencil_offsets(stencil->w, &off);

@@ -50,6 +50,7 @@ int gs_status_exit_code(gs_status status)
     case GS_ERR_NOMEM:
     case GS_ERR_CUDA:
     case GS_ERR_INTERNAL: return 3;
+    case GS_ERR_TIME_LIMIT: return 2;
     default: return 1;
     }
 }
@@ -59,7 +60,7 @@ const char *gs_status_name(gs_status status)
     static const char *names[] = {"ok",       "usage error",   "input error",
                                   "out of memory", "CUDA error", "I/O error",
                                   "numerical breakdown", "unsupported",
-                                  "internal error"};
+                                  "internal error", "time limit"};
     if ((unsigned)status < sizeof names / sizeof names[0]) return names[status];
     return "unknown error";
 }

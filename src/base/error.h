@@ -15,7 +15,9 @@ typedef enum gs_status {
     GS_ERR_IO,          /* cannot open / write a file             -> exit 1 */
     GS_ERR_NUMERIC,     /* breakdown in a setup (zero pivot, ...) -> exit 1 */
     GS_ERR_UNSUPPORTED, /* valid request this build cannot do     -> exit 1 */
-    GS_ERR_INTERNAL     /* a bug: an invariant did not hold       -> exit 3 */
+    GS_ERR_INTERNAL,    /* a bug: an invariant did not hold       -> exit 3 */
+    GS_ERR_TIME_LIMIT   /* --time-limit passed during a setup: not an error of the
+                           input; the run ends with reason "time limit", exit 2 */
 } gs_status;
 
 #define GS_ERROR_MSG_LEN 1024

@@ -43,8 +43,8 @@ static const opt_decl options[] = {
      "gmres with --restart up to 8) a check costs no round trip",
      GS_OPT_LONG, F(check_every), .lo = 0, .hi = 1000, .read_by = "*"},
     {"time-limit", 0, "S", "0",
-     "stop a run (setup + solve) at its next check after S seconds; reason 'time limit', "
-     "exit 2; 0: no limit",
+     "stop a run (setup + solve) after S seconds: a setup at its next stage end or chunk, a "
+     "solve at its next check; reason 'time limit', exit 2; 0: no limit",
      GS_OPT_DOUBLE, F(time_limit), .lo = 0, .hi = 1e9},
     {"history", 0, "FILE", NULL,
      "write one CSV row per residual check of every run (matrix,engine,precond,method,"

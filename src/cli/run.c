@@ -272,8 +272,8 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
                     double *x_host, double *b_host, one_run *t, gs_krylov_result *res,
                     gs_progress *progress, gs_error *err)
 {
-    const gs_pc_hook hook = {progress ? gs_progress_stage_done : NULL, progress,
-                             progress ? gs_progress_stage_begin : NULL};
+    gs_pc_hook hook = {progress ? gs_progress_stage_done : NULL, progress,
+                       progress ? gs_progress_stage_begin : NULL, 0.0};
     gs_mat *A = NULL, *A_pc = NULL;
     gs_pc *pc = NULL;
     gs_vec *b = NULL, *x = NULL;
@@ -284,6 +284,9 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     double t0 = gs_now();
     if (progress) gs_progress_run_begin(progress);
     run->opts.deadline = cli->time_limit > 0 ? t0 + cli->time_limit : 0.0;
+    /* the setup stops at the deadline too; not under mpirun, where a rank that
+     * stopped alone would leave the others waiting in a collective */
+    hook.deadline = gs_engine_is_dist(e) ? 0.0 : run->opts.deadline;
     const gs_pc_type *type = gs_pc_find(cli->precond);
     const int blocks = (int)cli->pc_blocks;
     if (blocks > 1) { /* M from A's block-diagonal part: what `blocks` ranks would build */
@@ -307,9 +310,21 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     if (gs_engine_is_dist(e)) /* each rank's diagonal block (docs/multigpu.md) */
         GS_TRY(gs_dist_pc_create(type, e, &cli->params, &p->A, A, &hook, &pc, err));
     else if (blocks > 1)
-        GS_TRY(gs_pc_create_hooked(type, e, &cli->params, &A_blocks, A_pc, &hook, &pc, err));
+        status = gs_pc_create_hooked(type, e, &cli->params, &A_blocks, A_pc, &hook, &pc, err);
     else
-        GS_TRY(gs_pc_create_hooked(type, e, &cli->params, &p->A, A, &hook, &pc, err));
+        status = gs_pc_create_hooked(type, e, &cli->params, &p->A, A, &hook, &pc, err);
+    if (status == GS_ERR_TIME_LIMIT) { /* stopped inside the setup: no M, nothing solved */
+        t->tp = gs_now() - t0;
+        snprintf(run->precond_desc, sizeof run->precond_desc, "not built: %.200s", err->msg);
+        gs_error_clear(err);
+        status = GS_OK;
+        res->reason = GS_REASON_TIME_LIMIT;
+        res->rel_residual = NAN;
+        memcpy(x_host, p->x0, (size_t)p->A.n_rows * sizeof(double));
+        if (b_host) memcpy(b_host, p->b, (size_t)p->A.n_rows * sizeof(double));
+        goto cleanup;
+    }
+    GS_TRY(status);
     if (blocks > 1) {
         gs_kv_str(&pc->extra, "scope", "block-local");
         gs_kv_num(&pc->extra, "blocks", blocks);

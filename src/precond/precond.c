@@ -129,6 +129,9 @@ int gs_pc_create_hooked(const gs_pc_type *type, gs_engine *eng, const gs_params 
     if (hook) pc->hook = *hook;
     int status = gs_pc_check_params(type, params, err);
     if (status == GS_OK) status = setup(pc, A, err);
+    if (status == GS_ERR_TIME_LIMIT) /* a stage end saw it: no message was set there */
+        gs_pc_deadline(pc, pc->stages.count ? pc->stages.stage[pc->stages.count - 1].name
+                                            : "setup", err);
     if (status == GS_OK) status = pc_layout_of_A(pc, A_eng);
     if (status == GS_OK) status = gs_engine_fail(eng, err);
     if (status == GS_OK && host_fallback) gs_kv_str(&pc->extra, "setup", "host");
@@ -192,5 +195,18 @@ int gs_pc_stage_end(gs_pc *pc, const char *name, double t0)
     int status = pc->eng->ops->sync(pc->eng);
     gs_stages_add(&pc->stages, name, gs_now() - t0);
     if (pc->hook.stage_done) pc->hook.stage_done(pc->hook.ctx, name);
+    if (status == GS_OK && gs_pc_past_deadline(pc)) status = GS_ERR_TIME_LIMIT;
     return status;
+}
+
+int gs_pc_past_deadline(const gs_pc *pc)
+{
+    return pc && pc->hook.deadline > 0.0 && gs_now() >= pc->hook.deadline;
+}
+
+int gs_pc_deadline(gs_pc *pc, const char *stage, gs_error *err)
+{
+    if (!gs_pc_past_deadline(pc)) return GS_OK;
+    return gs_error_set(err, GS_ERR_TIME_LIMIT, "the time limit passed during the setup stage '%s'",
+                        stage);
 }

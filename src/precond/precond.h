@@ -158,6 +158,19 @@ double gs_pc_stage_start(gs_pc *pc, const char *name);
 /* What a long stage is doing now, for the hook's stage_begin (no-op without). */
 void gs_pc_stage_progress(gs_pc *pc, const char *what);
 
+/* The run's --time-limit inside a setup. gs_pc_stage_end returns
+ * GS_ERR_TIME_LIMIT once the deadline has passed; a long stage also asks
+ * between its chunks of rows or columns: gs_pc_deadline returns
+ * GS_ERR_TIME_LIMIT (err names the stage) when it has passed, else GS_OK.
+ * Neither synchronises the device: a GPU setup asks where the host has
+ * waited for the chunk anyway. gs_pc_past_deadline is the bare test, for
+ * OpenMP loops (a thread that sees it makes the others skip their remaining
+ * iterations; the loop then returns gs_pc_deadline's status). NULL pc: no
+ * deadline. gs_pc_create then fails with GS_ERR_TIME_LIMIT, everything the
+ * setup allocated freed; the run reports reason "time limit". */
+int gs_pc_past_deadline(const gs_pc *pc);
+int gs_pc_deadline(gs_pc *pc, const char *stage, gs_error *err);
+
 /* Setups of the built-in types, referenced by the registry. */
 int gs_none_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_jacobi_setup(gs_pc *pc, const gs_csr *A, gs_error *err);
@@ -187,6 +200,18 @@ double gs_mic_next_shift(double alpha);
 /* mic's input checks with the CPU setup's messages (square, values,
  * symmetric, a positive finite diagonal). */
 int gs_mic_check_input(const gs_csr *A, gs_error *err);
+/* mic's factorisation on the host (pc_mic.c), shared by both setups (the CUDA
+ * setup takes it where its device factorisation would be latency-bound:
+ * cuda/precond/mic.cu): LT = L^T (unit diagonal stored, triu(A)'s pattern)
+ * and d = D of A + shift diag(A), *shift in: the first tried, out: the one
+ * used (the reference's sequence unless fixed), *tries; st: what the report
+ * says of it. The reference's messages and its deadline checks. */
+typedef struct gs_mic_stats {
+    int64_t dropped;  /* dropped fill updates */
+    double min_ratio; /* min d_k / a_kk */
+} gs_mic_stats;
+int gs_mic_factor_host(gs_pc *pc, const gs_csr *A, double omega, int fixed, double *shift,
+                       gs_csr *LT, double *d, int *tries, gs_mic_stats *st, gs_error *err);
 extern const gs_param_decl gs_ssorai_params[];
 int gs_ssorai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err);
 int gs_ssorai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err); /* cuda/precond/ssorai.cu */

@@ -35,6 +35,7 @@
 #include "gen.h"
 #include "krylov.h"
 #include "precond.h"
+#include "spai_common.h"
 #include "testutil.h"
 
 #define U64 (DBL_EPSILON / 2)
@@ -42,8 +43,10 @@
 static gs_engine *gpu;
 static gs_debug debug_switches;
 static void use_debug(void) { gs_engine_cuda_set_debug(gpu, &debug_switches); }
+static int64_t qr_max_now;
 static void reset_debug(void)
 {
+    qr_max_now = GS_SPAI_QR_MAX_DEFAULT;
     memset(&debug_switches, 0, sizeof debug_switches);
     if (gpu) use_debug();
 }
@@ -138,7 +141,10 @@ static int local_problem(const gs_csr *AT, int32_t k, const int32_t *J, int n2, 
     return n1;
 }
 
-/* GPU M against the CPU's: patterns exactly, columns within the LS bound. */
+/* GPU M against the CPU's: patterns exactly, columns within the LS bound
+ * (the normal equations' columns are the same bits on both engines: within
+ * it too; CGLS's within 1e-6, below). qr_max_now: the --qr-max of the
+ * setups compared (a test that passes another sets it), for the routes. */
 static void compare(const gs_csr *A, const gs_csr *Mg, const gs_csr *Mc, const char *label)
 {
     gs_csr MTg = {0}, MTc = {0}, AT = {0};
@@ -168,6 +174,23 @@ static void compare(const gs_csr *A, const gs_csr *Mg, const gs_csr *Mc, const c
         }
         diff = sqrt(diff), norm = sqrt(norm);
         if (diff <= 64.0 * n2 * n2 * U64 * norm) continue; /* n1 >= n2: cheaper than the bound */
+        int64_t nc = 0, n1c = -1;
+        for (int t = 0; t < n2; t++) nc += AT.row_ptr[MTc.col[b0 + t] + 1] - AT.row_ptr[MTc.col[b0 + t]];
+        if (GS_SPAI_N1_COUNTED((int64_t)n2, nc)) { /* |I_k|, as the route counts it */
+            n1c = 0;
+            for (int t = 0; t < n2; t++)
+                for (int64_t p = AT.row_ptr[MTc.col[b0 + t]]; p < AT.row_ptr[MTc.col[b0 + t] + 1]; p++)
+                    if (local[AT.col[p]] < 0) local[AT.col[p]] = 0, rows[n1c++] = AT.col[p];
+            for (int64_t i = 0; i < n1c; i++) local[rows[i]] = -1;
+        }
+        if (gs_spai_route(n2, nc, n1c, qr_max_now) == GS_SPAI_ROUTE_CGLS) {
+            /* CGLS (spai_large.*): both engines iterate until ||Â^T r|| falls
+             * by GS_SPAI_CGLS_TOL, summing in other orders; each iterate is
+             * then within about kappa 1e-8 of the other engine's */
+            ck_assert_msg(diff <= 1e-6 * norm, "%s: CGLS column %d: ||m_gpu - m_cpu|| = %.3g ||m||",
+                          label, (int)k + 1, diff / norm);
+            continue;
+        }
         int n1 = 0;
         for (int t = 0; t < n2; t++) n1 += (int)(AT.row_ptr[MTc.col[b0 + t] + 1] - AT.row_ptr[MTc.col[b0 + t]]);
         double *Ahat = malloc((size_t)n1 * n2 * sizeof *Ahat + 8), *rhs = malloc((size_t)n1 * sizeof *rhs + 8);
@@ -195,6 +218,18 @@ static gs_params params2(const char *n1, const char *v1, const char *n2, const c
     if (n2) ck_assert(gs_params_set(&p, n2, v2, &err) == GS_OK);
     return p;
 }
+
+/* params2 with --qr-max q too (and qr_max_now, for compare). */
+static gs_params params_qr(const char *n1, const char *v1, const char *n2, const char *v2,
+                           const char *q)
+{
+    gs_params p = params2(n1, v1, n2, v2);
+    gs_error err = {0};
+    ck_assert(gs_params_set(&p, "qr-max", q, &err) == GS_OK);
+    qr_max_now = strtoll(q, NULL, 10);
+    return p;
+}
+#define QR_ALL "2147483647" /* every column by QR: the paths before the normal equations */
 
 /* The GPU setup against the CPU's on A; returns the GPU's output. */
 static pc_out against_cpu(const char *name, const gs_csr *A, const gs_params *p, int a_mode,
@@ -335,7 +370,15 @@ START_TEST(test_every_size_class)
     const int lens[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129,
                         255, 256, 257, 300, 6, 5, 4, 3, 2};
     gs_csr A = columns_of_lengths(30 * 28 + 17, lens, (int)(sizeof lens / sizeof lens[0]), 11);
-    gs_params s1 = params2("strategy", "s1", NULL, NULL), s2 = params2("strategy", "s2", NULL, NULL);
+    /* every column by QR (--qr-max 2^31 - 1): the global kernel takes what shared memory
+     * does not hold; by default (the routes) those take the normal equations instead */
+    gs_params s2d = params2("strategy", "s2", NULL, NULL);
+    pc_out g0 = against_cpu("gspai-opt", &A, &s2d, 0, "size classes, S2, the routes");
+    ck_assert_msg(strstr(g0.kernels, "ne:") != NULL && strstr(g0.kernels, "global:") == NULL,
+                  "the routes sent a column to the global kernel: %s", g0.kernels);
+    out_free(&g0);
+    gs_params s1 = params_qr("strategy", "s1", NULL, NULL, QR_ALL);
+    gs_params s2 = params_qr("strategy", "s2", NULL, NULL, QR_ALL);
     pc_out g1 = against_cpu("gspai-opt", &A, &s1, 0, "size classes, S1");
     pc_out g2 = against_cpu("gspai-opt", &A, &s2, 0, "size classes, S2");
     ck_assert_str_eq(g1.strategy, "S1");
@@ -348,9 +391,9 @@ START_TEST(test_every_size_class)
     printf("size classes: S1 %s; S2 %s\n", g1.kernels, g2.kernels);
     tu_assert_same_csr(&g1.M, &g2.M, "S1 against S2");
     /* spai (tau = 1: J = the column's nonzeros, the same sizes) */
-    gs_params t1 = params2("tau", "1", NULL, NULL);
+    gs_params t1 = params_qr("tau", "1", NULL, NULL, QR_ALL);
     pc_out g3 = against_cpu("spai", &A, &t1, 0, "size classes, spai tau 1");
-    gs_params tw = params2("tau", "1", "group-size", "warp");
+    gs_params tw = params_qr("tau", "1", "group-size", "warp", QR_ALL);
     pc_out g4 = pc_on(gpu, "spai", &A, &tw, 0);
     ck_assert_msg(g4.status == GS_OK, "spai warp: %s", g4.err.msg);
     printf("size classes: spai auto %s (%s); warp %s\n", g3.kernels, g3.strategy, g4.kernels);
@@ -449,8 +492,13 @@ START_TEST(test_dense_row_and_column)
     pc_out a = against_cpu("spai", &A, &t9, 0, "dense row and column, spai 0.9");
     pc_out b = against_cpu("spai", &A, &t1, 0, "dense row and column, spai 1");
     pc_out c = against_cpu("gspai-opt", &A, &k1, 0, "dense row and column, gspai-opt");
-    ck_assert_msg(strstr(c.kernels, "global:") != NULL, "the dense column stayed shared: %s", c.kernels);
-    out_free(&a), out_free(&b), out_free(&c);
+    /* column 7 of M: J = all 1500 rows, so CGLS */
+    ck_assert_msg(strstr(c.kernels, "cgls:1") != NULL, "the dense column missed CGLS: %s", c.kernels);
+    gs_params q1 = params_qr("pattern-power", "1", NULL, NULL, QR_ALL);
+    pc_out d = against_cpu("gspai-opt", &A, &q1, 0, "dense row and column, gspai-opt, QR only");
+    ck_assert_msg(strstr(d.kernels, "global:") != NULL || strstr(d.kernels, "cusolver:") != NULL,
+                  "the dense column stayed shared: %s", d.kernels);
+    out_free(&a), out_free(&b), out_free(&c), out_free(&d);
     gs_csr_free(&A), gs_csr_free(&B);
 }
 END_TEST
@@ -654,13 +702,13 @@ static gs_csr dense_cross(int32_t n, uint64_t seed, int32_t dup)
 START_TEST(test_cusolver_path)
 {
     gs_csr A = dense_cross(1600, 41, -1);
-    gs_params k1 = params2("pattern-power", "1", NULL, NULL);
+    gs_params k1 = params_qr("pattern-power", "1", NULL, NULL, QR_ALL);
     pc_out g = against_cpu("gspai-opt", &A, &k1, 0, "dense cross n 1600, gspai-opt");
     ck_assert_msg(strstr(g.kernels, "cusolver:1") != NULL, "the dense column missed cuSOLVER: %s",
                   g.kernels);
     out_free(&g);
-    gs_params s1 = params2("pattern-power", "1", "strategy", "s1");
-    gs_params s2 = params2("pattern-power", "1", "strategy", "s2");
+    gs_params s1 = params_qr("pattern-power", "1", "strategy", "s1", QR_ALL);
+    gs_params s2 = params_qr("pattern-power", "1", "strategy", "s2", QR_ALL);
     pc_out a1 = pc_on(gpu, "gspai-opt", &A, &s1, 0), a2 = pc_on(gpu, "gspai-opt", &A, &s2, 0);
     ck_assert_msg(a1.status == GS_OK && a2.status == GS_OK, "%s / %s", a1.err.msg, a2.err.msg);
     tu_assert_same_csr(&a1.M, &a2.M, "dense cross, S1 against S2");
@@ -668,9 +716,9 @@ START_TEST(test_cusolver_path)
     gs_csr_free(&A);
 
     gs_csr P = tu_generated("poisson3d27:6");
-    gs_params k2 = params2("pattern-power", "2", NULL, NULL);
-    gs_params p1 = params2("pattern-power", "2", "strategy", "s1");
-    gs_params p2 = params2("pattern-power", "2", "strategy", "s2");
+    gs_params k2 = params_qr("pattern-power", "2", NULL, NULL, QR_ALL);
+    gs_params p1 = params_qr("pattern-power", "2", "strategy", "s1", QR_ALL);
+    gs_params p2 = params_qr("pattern-power", "2", "strategy", "s2", QR_ALL);
     /* n2 = 8 .. 125 (corner to interior), n1 up to 343: 2 n1 n2^2 from about
      * 10^3 to 10^7, so 10^6 splits them */
     debug_switches.spai_cusolver_work = 1000000;
@@ -686,7 +734,7 @@ START_TEST(test_cusolver_path)
     pc_out q3 = pc_on(gpu, "gspai-opt", &P, &p1, 0);
     ck_assert_msg(q3.status == GS_OK, "%s", q3.err.msg);
     tu_assert_same_csr(&q1.M, &q3.M, "poisson3d27:6 with cuSOLVER columns, shared cap 1");
-    gs_params t1 = params2("tau", "1", NULL, NULL);
+    gs_params t1 = params_qr("tau", "1", NULL, NULL, QR_ALL);
     debug_switches.spai_shared_cap = 0;
     debug_switches.spai_cusolver_work = 20000;
     use_debug();
@@ -708,6 +756,102 @@ START_TEST(test_cusolver_path)
 }
 END_TEST
 
+/* --qr-max 0: every column by the normal equations (spai_large.cu), the
+ * CPU reference's operations in its order: the same M to the bit; with the
+ * default, poisson3d27:6 at k = 2 has columns on both sides of --qr-max. */
+START_TEST(test_normal_equations)
+{
+    const char *specs[] = {"poisson3d27:6", "convdiff3d:8"};
+    for (int sp = 0; sp < 2; sp++) {
+        gs_csr A = tu_generated(specs[sp]);
+        for (int which = 0; which < 3; which++) {
+            const char *name = which ? "gspai-opt" : "spai";
+            gs_params p = which ? params_qr("pattern-power", which == 1 ? "1" : "2", NULL, NULL, "0")
+                                : params_qr("tau", "1", NULL, NULL, "0");
+            pc_out g = pc_on(gpu, name, &A, &p, 0), c = pc_on(NULL, name, &A, &p, 0);
+            ck_assert_msg(g.status == GS_OK && c.status == GS_OK, "%s: %s / %s", name, g.err.msg,
+                          c.err.msg);
+            char label[96];
+            snprintf(label, sizeof label, "%s %s (%d), normal equations", name, specs[sp], which);
+            ck_assert_msg(strstr(g.kernels, "ne:") != NULL, "%s: kernels %s", label, g.kernels);
+            tu_assert_same_csr(&c.M, &g.M, label);
+            out_free(&g), out_free(&c);
+        }
+        gs_csr_free(&A);
+    }
+    tu_rng r = tu_rng_seed(57);
+    gs_csr R = tu_random_matrix(&r, 400, 3);
+    gs_params k2 = params_qr("pattern-power", "2", NULL, NULL, "0");
+    pc_out g = pc_on(gpu, "gspai-opt", &R, &k2, 0), c = pc_on(NULL, "gspai-opt", &R, &k2, 0);
+    ck_assert_msg(g.status == GS_OK && c.status == GS_OK, "%s / %s", g.err.msg, c.err.msg);
+    tu_assert_same_csr(&c.M, &g.M, "random 400, k 2, normal equations");
+    out_free(&g), out_free(&c);
+    gs_csr_free(&R);
+    reset_debug();
+    gs_csr P = tu_generated("poisson3d27:6");
+    gs_params d2 = params2("pattern-power", "2", NULL, NULL);
+    pc_out q = against_cpu("gspai-opt", &P, &d2, 0, "poisson3d27:6 k 2, default --qr-max");
+    ck_assert_msg(strstr(q.kernels, "ne:") != NULL && q.kernels[0] == 'q', "kernels %s", q.kernels);
+    out_free(&q);
+    gs_csr_free(&P);
+}
+END_TEST
+
+/* bordered:40x40x1 (1608 rows): the 8 dense columns of A are heavy (their
+ * Gram entries computed once), every other column takes the normal
+ * equations, the 8 border columns of M (n2 = 1601) CGLS; against the CPU
+ * (NE to the bit, CGLS within 1e-6), S1 and S2 alike, and spai too. */
+START_TEST(test_heavy_and_cgls)
+{
+    gs_csr A = tu_generated("bordered:40x40x1");
+    gs_params k1 = params2("pattern-power", "1", NULL, NULL);
+    pc_out g = against_cpu("gspai-opt", &A, &k1, 0, "bordered:40x40x1 gspai-opt");
+    ck_assert_msg(strstr(g.kernels, "cgls:8") != NULL && strstr(g.kernels, "ne:1600") != NULL,
+                  "kernels %s", g.kernels);
+    gs_params s1 = params2("pattern-power", "1", "strategy", "s1");
+    gs_params s2 = params2("pattern-power", "1", "strategy", "s2");
+    pc_out a1 = pc_on(gpu, "gspai-opt", &A, &s1, 0), a2 = pc_on(gpu, "gspai-opt", &A, &s2, 0);
+    ck_assert_msg(a1.status == GS_OK && a2.status == GS_OK, "%s / %s", a1.err.msg, a2.err.msg);
+    tu_assert_same_csr(&a1.M, &a2.M, "bordered, S1 against S2");
+    pc_out a3 = pc_on(gpu, "gspai-opt", &A, &s1, 0);
+    ck_assert_msg(a3.status == GS_OK, "%s", a3.err.msg);
+    tu_assert_same_csr(&a1.M, &a3.M, "bordered, run to run");
+    gs_params t9 = params2("tau", "0.9", NULL, NULL);
+    pc_out sp = against_cpu("spai", &A, &t9, 0, "bordered:40x40x1 spai");
+    out_free(&g), out_free(&a1), out_free(&a2), out_free(&a3), out_free(&sp);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* Two nearly dependent columns of A (kappa ~ 1e7 for the local problems
+ * holding both): their normal equations fail the pivot test and go back
+ * to QR (the global kernel), as on the CPU. */
+START_TEST(test_normal_equations_rejected)
+{
+    tu_rng r = tu_rng_seed(43);
+    gs_csr B = tu_random_matrix(&r, 600, 3);
+    int64_t cap = B.nnz * 2 + 8, nz = 0;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    ck_assert(ri && ci && v);
+    for (int32_t i = 0; i < 600; i++)
+        for (int64_t p = B.row_ptr[i]; p < B.row_ptr[i + 1]; p++) {
+            if (B.col[p] == 21) continue;
+            ri[nz] = i, ci[nz] = B.col[p], v[nz++] = B.val[p];
+            if (B.col[p] == 20) ri[nz] = i, ci[nz] = 21, v[nz++] = B.val[p] * (1.0 + 1e-7 * (i % 5 - 2));
+        }
+    ri[nz] = 21, ci[nz] = 21, v[nz++] = 1e-7;
+    gs_csr A = tu_from_triplets(600, 600, nz, ri, ci, v);
+    free(ri), free(ci), free(v);
+    gs_params p = params_qr("pattern-power", "1", NULL, NULL, "0");
+    pc_out g = against_cpu("gspai-opt", &A, &p, 0, "nearly dependent columns, normal equations");
+    ck_assert_msg(strstr(g.kernels, "ne:") != NULL && strstr(g.kernels, "global:") != NULL,
+                  "no column went back to QR: %s", g.kernels);
+    out_free(&g);
+    gs_csr_free(&A), gs_csr_free(&B);
+}
+END_TEST
+
 static Suite *cuda_spai_suite(int have_gpu)
 {
     Suite *s = suite_create("cuda_spai");
@@ -726,6 +870,9 @@ static Suite *cuda_spai_suite(int have_gpu)
         tcase_add_test(tc, test_bicgstab_iterations);
         tcase_add_test(tc, test_bad_input);
         tcase_add_test(tc, test_cusolver_path);
+        tcase_add_test(tc, test_normal_equations);
+        tcase_add_test(tc, test_heavy_and_cgls);
+        tcase_add_test(tc, test_normal_equations_rejected);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -3,6 +3,7 @@
  * min ||A(I,J) m - e_k(I)||_2 (long-double oracle, perturbation); plus the
  * S1/S2 choice from alpha and beta, iterations against Jacobi, bad input. */
 #include "gen.h"
+#include "spai_common.h"
 #include "testutil.h"
 
 static gs_params params2(const char *n1, const char *v1, const char *n2, const char *v2)
@@ -201,6 +202,241 @@ START_TEST(gspai_reports_its_stages)
 }
 END_TEST
 
+/* ---- the columns QR does not take (spai_large.c) ---- */
+
+/* Column k of M against the normal equations of its local problem, in long
+ * double: t = Â^T (Â m - e_k) over every row (rows outside I_k add 0).
+ * Returns ||t|| / allowed, allowed = 4 (n1 + n2) u (||Â||_F^2 ||m|| +
+ * ||Â||_F ||r|| + ||Â^T e_k||): the normal equations formed and factored
+ * in floating point (each Gram entry a dot product of at most n1 terms, a
+ * Cholesky of n2: Higham Thms 3.5, 10.3) leave a residual of that order,
+ * and so does a backward-stable QR solution (its residual term). *relres:
+ * ||t|| / ||Â^T e_k||, CGLS's measure. */
+static double normal_residual(const gs_csr *AT, const gs_csr *MT, int32_t k, double *relres)
+{
+    const int32_t n = AT->n_rows;
+    const int64_t m0 = MT->row_ptr[k];
+    const int32_t n2 = (int32_t)(MT->row_ptr[k + 1] - m0);
+    long double *v = calloc((size_t)n + 1, sizeof *v);
+    ck_assert(v);
+    long double fro = 0, mm = 0, rr = 0, tt = 0, cc = 0;
+    int32_t n1 = 0;
+    for (int32_t a = 0; a < n2; a++) { /* v = Â m */
+        const int32_t j = MT->col[m0 + a];
+        mm += (long double)MT->val[m0 + a] * MT->val[m0 + a];
+        for (int64_t p = AT->row_ptr[j]; p < AT->row_ptr[j + 1]; p++) {
+            v[AT->col[p]] += (long double)AT->val[p] * MT->val[m0 + a];
+            fro += (long double)AT->val[p] * AT->val[p];
+        }
+    }
+    v[k] -= 1.0L;                      /* v = Â m - e_k */
+    for (int32_t r = 0; r < n; r++) rr += v[r] * v[r], n1 += v[r] != 0;
+    for (int32_t a = 0; a < n2; a++) {
+        const int32_t j = MT->col[m0 + a];
+        long double t = 0, c = 0;
+        for (int64_t p = AT->row_ptr[j]; p < AT->row_ptr[j + 1]; p++) {
+            t += (long double)AT->val[p] * v[AT->col[p]];
+            if (AT->col[p] == k) c = AT->val[p];
+        }
+        tt += t * t, cc += c * c;
+    }
+    free(v);
+    const double u = DBL_EPSILON / 2;
+    const double allowed = 4.0 * (n1 + n2) * u *
+                           (double)(fro * sqrtl(mm) + sqrtl(fro) * sqrtl(rr) + sqrtl(cc));
+    *relres = cc > 0 ? (double)sqrtl(tt / cc) : 0.0;
+    return (double)sqrtl(tt) / allowed;
+}
+
+/* M of gspai-opt on A with --qr-max, and its report's numbers. */
+static gs_csr gspai_with_qr_max(const gs_csr *A, const char *k, const char *qr_max, double lsq[4])
+{
+    gs_params p = params2("pattern-power", k, "qr-max", qr_max);
+    tu_pc_run run;
+    gs_csr M = {0};
+    tu_pc_build_ok(A, "gspai-opt", &p, &run);
+    const char *keys[4] = {"lsq_qr", "lsq_ne", "lsq_cgls", "lsq_cgls_relres"};
+    for (int i = 0; i < 4; i++) {
+        const gs_kv *kv = tu_pc_extra(run.pc, keys[i]);
+        lsq[i] = kv ? kv->num : -1;
+    }
+    tu_pc_saved_matrix(run.pc, "M", &M);
+    tu_pc_release(&run);
+    return M;
+}
+
+/* --qr-max 0: every column by the normal equations (or, n2 > 512, CGLS);
+ * each satisfies its normal equations within the rounding bound, and M
+ * agrees with the all-QR M within 10 n2 u kappa^2 (kappa of these local
+ * problems below 10^2 for the generated stencils, a few 10^3 for the
+ * random matrices: the bound is computed per matrix from the oracle). */
+START_TEST(gspai_normal_equations_columns)
+{
+    tu_rng r = tu_rng_seed(41);
+    gs_csr mats[4] = {tu_generated("poisson3d27:5"), tu_generated("convdiff3d:6"),
+                      tu_random_matrix(&r, 70, 3), tu_random_matrix(&r, 90, 2)};
+    gs_error err = {0};
+    for (int i = 0; i < 4; i++) {
+        for (int k = 1; k <= 2; k++) {
+            double ne[4], qr[4];
+            const char *kk = k == 1 ? "1" : "2";
+            gs_csr Mn = gspai_with_qr_max(&mats[i], kk, "0", ne);
+            gs_csr Mq = gspai_with_qr_max(&mats[i], kk, "2147483647", qr);
+            ck_assert_msg(ne[0] == 0 && ne[1] == mats[i].n_rows && ne[2] <= 0,
+                          "matrix %d k %d: routes qr %g ne %g cgls %g", i, k, ne[0], ne[1], ne[2]);
+            ck_assert_msg(qr[1] < 0, "matrix %d k %d: --qr-max 2^31-1 still took the normal "
+                          "equations", i, k);
+            gs_csr MTn = {0}, MTq = {0}, AT = {0};
+            ck_assert(gs_csr_transpose(&Mn, &MTn, &err) == GS_OK);
+            ck_assert(gs_csr_transpose(&Mq, &MTq, &err) == GS_OK);
+            ck_assert(gs_csr_transpose(&mats[i], &AT, &err) == GS_OK);
+            ck_assert(MTn.nnz == MTq.nnz);
+            ck_assert(memcmp(MTn.row_ptr, MTq.row_ptr, ((size_t)MTn.n_rows + 1) * sizeof(int64_t)) == 0);
+            ck_assert(memcmp(MTn.col, MTq.col, (size_t)MTn.nnz * sizeof(int32_t)) == 0);
+            tu_spai_report rep = tu_check_spai_columns(&mats[i], &Mq, 0);
+            const double kappa = rep.max_kappa;
+            for (int32_t c = 0; c < MTn.n_rows; c++) {
+                double rel = 0;
+                const double ratio = normal_residual(&AT, &MTn, c, &rel);
+                ck_assert_msg(ratio <= 1.0, "matrix %d k %d column %d: normal residual %.3g of "
+                              "its bound", i, k, c + 1, ratio);
+                double diff = 0, norm = 0;
+                const int64_t p0 = MTn.row_ptr[c], n2 = MTn.row_ptr[c + 1] - p0;
+                for (int64_t p = p0; p < p0 + n2; p++) {
+                    diff += (MTn.val[p] - MTq.val[p]) * (MTn.val[p] - MTq.val[p]);
+                    norm += MTq.val[p] * MTq.val[p];
+                }
+                ck_assert_msg(sqrt(diff) <= 10.0 * (double)n2 * (DBL_EPSILON / 2) * kappa * kappa * sqrt(norm),
+                              "matrix %d k %d column %d: ||m_ne - m_qr|| = %.3g ||m||, kappa %.3g",
+                              i, k, c + 1, sqrt(diff / norm), kappa);
+            }
+            gs_csr_free(&MTn), gs_csr_free(&MTq), gs_csr_free(&AT);
+            gs_csr_free(&Mn), gs_csr_free(&Mq);
+        }
+        gs_csr_free(&mats[i]);
+    }
+}
+END_TEST
+
+/* Two nearly dependent columns of A (one a copy of the other, 1e-7 apart):
+ * every local problem holding both has kappa ~ 10^7, whose normal
+ * equations fail the pivot test and go back to QR (lsq_ne_to_qr); the
+ * result then satisfies its normal equations as QR's does. */
+START_TEST(gspai_normal_equations_reject_ill_conditioned_columns)
+{
+    tu_rng r = tu_rng_seed(43);
+    gs_csr B = tu_random_matrix(&r, 60, 3);
+    gs_error err = {0};
+    int64_t cap = B.nnz * 2 + 8, nz = 0;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    ck_assert(ri && ci && v);
+    for (int32_t i = 0; i < 60; i++)
+        for (int64_t p = B.row_ptr[i]; p < B.row_ptr[i + 1]; p++) {
+            if (B.col[p] == 21) continue;
+            ri[nz] = i, ci[nz] = B.col[p], v[nz++] = B.val[p];
+            if (B.col[p] == 20) ri[nz] = i, ci[nz] = 21, v[nz++] = B.val[p] * (1.0 + 1e-7 * (i % 5 - 2));
+        }
+    ri[nz] = 21, ci[nz] = 21, v[nz++] = 1e-7; /* keeps the diagonal */
+    gs_csr A = tu_from_triplets(60, 60, nz, ri, ci, v);
+    free(ri), free(ci), free(v);
+    tu_pc_run run;
+    gs_params p = params2("qr-max", "0", NULL, NULL);
+    tu_pc_build_ok(&A, "gspai-opt", &p, &run);
+    const gs_kv *back = tu_pc_extra(run.pc, "lsq_ne_to_qr");
+    ck_assert_msg(back && back->num > 0, "no column went back to QR");
+    gs_csr M = {0}, MT = {0}, AT = {0};
+    tu_pc_saved_matrix(run.pc, "M", &M);
+    tu_pc_release(&run);
+    ck_assert(gs_csr_transpose(&M, &MT, &err) == GS_OK);
+    ck_assert(gs_csr_transpose(&A, &AT, &err) == GS_OK);
+    for (int32_t c = 0; c < 60; c++) {
+        double rel;
+        ck_assert_msg(normal_residual(&AT, &MT, c, &rel) <= 1.0, "column %d", c + 1);
+    }
+    gs_csr_free(&M), gs_csr_free(&MT), gs_csr_free(&AT), gs_csr_free(&A), gs_csr_free(&B);
+}
+END_TEST
+
+/* bordered:23x23x1: the 8 dense columns of A put every row in each I_k
+ * and give the 8 border columns of M n2 = 530 > 512 unknowns: CGLS (the
+ * other columns, 13 x 4305 candidates, stay under --qr-max). Every column meets
+ * its normal equations; every CGLS column reaches the reported relative
+ * residual (at most GS_SPAI_CGLS_TOL or it ran out of iterations), and the
+ * solve still converges in about the iterations of the all-QR M. */
+START_TEST(gspai_cgls_columns_of_a_bordered_matrix)
+{
+    gs_csr A = tu_generated("bordered:23x23x1");
+    gs_error err = {0};
+    double st[4], qr[4];
+    gs_csr M = gspai_with_qr_max(&A, "1", "65536", st);
+    ck_assert_msg(st[2] == 8 && st[0] + st[1] == A.n_rows - 8, "routes qr %g ne %g cgls %g", st[0],
+                  st[1], st[2]);
+    gs_csr MT = {0}, AT = {0};
+    ck_assert(gs_csr_transpose(&M, &MT, &err) == GS_OK);
+    ck_assert(gs_csr_transpose(&A, &AT, &err) == GS_OK);
+    for (int32_t c = 0; c < A.n_rows; c++) {
+        double rel = 0;
+        const double ratio = normal_residual(&AT, &MT, c, &rel);
+        if (MT.row_ptr[c + 1] - MT.row_ptr[c] <= GS_SPAI_NE_MAX)
+            ck_assert_msg(ratio <= 1.0, "column %d: normal residual %.3g of its bound", c + 1, ratio);
+        else
+            ck_assert_msg(rel <= 1.01 * st[3] + 1e-12 && st[3] <= GS_SPAI_CGLS_TOL * 1.0001,
+                          "CGLS column %d: relative normal residual %.3g, reported %.3g", c + 1,
+                          rel, st[3]);
+    }
+    (void)qr;
+    long its[2] = {0, 0};
+    for (int which = 0; which < 2; which++) {
+        gs_params p = params2("qr-max", which ? "2147483647" : "65536", NULL, NULL);
+        gs_krylov_result res;
+        ck_assert(tu_pc_solve(&A, "gspai-opt", &p, "bicgstab", 200, &res, &err) == GS_OK);
+        ck_assert_msg(res.reason == GS_REASON_CONVERGED, "qr-max %s: %s", which ? "max" : "default",
+                      gs_reason_name(res.reason));
+        its[which] = res.iterations;
+        gs_krylov_result_free(&res);
+    }
+    ck_assert_msg(its[0] <= its[1] + 2, "BiCGSTAB: %ld iterations with CGLS columns, %ld with QR's",
+                  its[0], its[1]);
+    gs_csr_free(&M), gs_csr_free(&MT), gs_csr_free(&AT), gs_csr_free(&A);
+}
+END_TEST
+
+/* bordered:40x40x1: n0 = 1600 rows, so the dense columns (1601 entries) are
+ * heavy (gs_spai_heavy_min_length: 1024) and the grid columns (13 x 12873
+ * candidates) take the normal equations with their Gram entries cached:
+ * lsq_heavy = 8, and every column meets its normal equations (NE) or the
+ * reported CGLS residual. */
+START_TEST(gspai_heavy_columns_of_a_bordered_matrix)
+{
+    gs_csr A = tu_generated("bordered:40x40x1");
+    gs_error err = {0};
+    gs_params p = params2("pattern-power", "1", NULL, NULL);
+    tu_pc_run run;
+    tu_pc_build_ok(&A, "gspai-opt", &p, &run);
+    const gs_kv *heavy = tu_pc_extra(run.pc, "lsq_heavy"), *ne = tu_pc_extra(run.pc, "lsq_ne");
+    const gs_kv *cgls = tu_pc_extra(run.pc, "lsq_cgls"), *rel = tu_pc_extra(run.pc, "lsq_cgls_relres");
+    ck_assert_msg(heavy && heavy->num == 8 && ne && ne->num == A.n_rows - 8 && cgls && cgls->num == 8,
+                  "heavy %g ne %g cgls %g", heavy ? heavy->num : -1, ne ? ne->num : -1,
+                  cgls ? cgls->num : -1);
+    gs_csr M = {0}, MT = {0}, AT = {0};
+    tu_pc_saved_matrix(run.pc, "M", &M);
+    tu_pc_release(&run);
+    ck_assert(gs_csr_transpose(&M, &MT, &err) == GS_OK);
+    ck_assert(gs_csr_transpose(&A, &AT, &err) == GS_OK);
+    for (int32_t c = 0; c < A.n_rows; c++) {
+        double r = 0;
+        const double ratio = normal_residual(&AT, &MT, c, &r);
+        if (MT.row_ptr[c + 1] - MT.row_ptr[c] <= GS_SPAI_NE_MAX)
+            ck_assert_msg(ratio <= 1.0, "column %d: normal residual %.3g of its bound", c + 1, ratio);
+        else
+            ck_assert_msg(r <= 1.01 * rel->num + 1e-12, "CGLS column %d: %.3g, reported %.3g", c + 1,
+                          r, rel->num);
+    }
+    gs_csr_free(&M), gs_csr_free(&MT), gs_csr_free(&AT), gs_csr_free(&A);
+}
+END_TEST
+
 /* ---- convergence: fewer BiCGSTAB iterations than Jacobi (pattern of A) ---- */
 
 START_TEST(gspai_needs_fewer_iterations_than_jacobi)
@@ -291,6 +527,10 @@ int main(void)
     tcase_add_test(prop, gspai_property_on_real_matrices);
     tcase_add_test(prop, gspai_chooses_the_strategy_from_alpha_and_beta);
     tcase_add_test(prop, gspai_reports_its_stages);
+    tcase_add_test(prop, gspai_normal_equations_columns);
+    tcase_add_test(prop, gspai_normal_equations_reject_ill_conditioned_columns);
+    tcase_add_test(prop, gspai_cgls_columns_of_a_bordered_matrix);
+    tcase_add_test(prop, gspai_heavy_columns_of_a_bordered_matrix);
     TCase *conv = tu_add_tcase(s, "convergence", 120);
     tcase_add_test(conv, gspai_needs_fewer_iterations_than_jacobi);
     TCase *bad = tu_add_tcase(s, "bad input", 0);

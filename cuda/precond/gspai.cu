@@ -30,8 +30,8 @@ extern "C" int gs_gspai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     gs_dcsr AT = {}, MT = {};
     spai_lsq_sizes sizes = {};
     spai_lsq_report rep = {};
-    spai_lsq_options o = {1, 4, "gspai-opt", "--pattern-power 2 widens J", NULL};
-    long k;
+    spai_lsq_options o = {1, 4, "gspai-opt", "--pattern-power 2 widens J", NULL, GS_SPAI_QR_MAX_DEFAULT};
+    long k, qr_max;
     int alpha = 0, beta = 0;
     double t0;
     const char *strategy;
@@ -39,6 +39,8 @@ extern "C" int gs_gspai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     if (e->ops->kind != GS_ENGINE_CUDA) return gs_gspai_setup_cpu(pc, A, err);
     GS_TRY(gs_params_int(pc->params, gs_gspai_params, "pattern-power", &k, err));
     GS_TRY(gs_params_choice(pc->params, gs_gspai_params, "strategy", &strategy, err));
+    GS_TRY(gs_params_int(pc->params, gs_gspai_params, "qr-max", &qr_max, err));
+    o.qr_max = qr_max;
     if (A->n_rows != A->n_cols) {
         status = gs_error_set(err, GS_ERR_INPUT, "gspai-opt: A is %d x %d, not square",
                               (int)A->n_rows, (int)A->n_cols);
@@ -52,7 +54,7 @@ extern "C" int gs_gspai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
 
     t0 = gs_pc_stage_start(pc, "dimensions");    /* Pre-GSPAI */
-    GS_TRY(spai_lsq_sizes_compute(e, &AT, &MT, &sizes, &rep));
+    GS_TRY(spai_lsq_sizes_compute(e, &AT, &MT, o.qr_max, &sizes, &rep));
     o.strategy = gs_gspai_strategy(rep.n2max, rep.n2avg, strategy, &alpha, &beta);
     o.q = spai_lsq_s1_group(alpha);                /* (1)-(2), at least 4 lanes */
     GS_TRY(gs_pc_stage_end(pc, "dimensions", t0));

@@ -102,8 +102,9 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     spai_lsq_sizes sizes = {};
     spai_lsq_report rep = {};
     /* CW-SPAI: a warp (q = 32) a column, eight columns a block, for every column */
-    spai_lsq_options o = {1, 32, "spai", "a larger --tau widens J", NULL};
+    spai_lsq_options o = {1, 32, "spai", "a larger --tau widens J", NULL, GS_SPAI_QR_MAX_DEFAULT};
     double tau, t0;
+    long qr_max;
     int alpha = 0, beta = 0;
     const char *precision, *group;
     int status = GS_OK;
@@ -111,6 +112,8 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(gs_params_double(pc->params, gs_spai_params, "tau", &tau, err));
     GS_TRY(gs_params_choice(pc->params, gs_spai_params, "precond-precision", &precision, err));
     GS_TRY(gs_params_choice(pc->params, gs_spai_params, "group-size", &group, err));
+    GS_TRY(gs_params_int(pc->params, gs_spai_params, "qr-max", &qr_max, err));
+    o.qr_max = qr_max;
     if (A->n_rows != A->n_cols) {
         status = gs_error_set(err, GS_ERR_INPUT, "spai: A is %d x %d, not square",
                               (int)A->n_rows, (int)A->n_cols);
@@ -119,7 +122,7 @@ extern "C" int gs_spai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     t0 = gs_pc_stage_start(pc, "pattern");
     GS_TRY(spai_cuda_columns_of_A(pc, A, &AT));
     GS_TRY(spai_pattern(e, &AT, tau, &MT));
-    GS_TRY(spai_lsq_sizes_compute(e, &AT, &MT, &sizes, &rep));
+    GS_TRY(spai_lsq_sizes_compute(e, &AT, &MT, o.qr_max, &sizes, &rep));
     if (strcmp(group, "auto") == 0) {             /* gspai-opt's S1/S2 rule */
         o.strategy = gs_gspai_strategy(rep.n2max, rep.n2avg, "auto", &alpha, &beta);
         o.q = spai_lsq_s1_group(alpha);

@@ -21,7 +21,9 @@ typedef struct spai_lsq_options {
                       columns sorted by q_k descending, blocks of one q each */
     int q;         /* S1: the group size, a power of two in [4, 256] */
     const char *who, *hint; /* the failure message's prefix and hint (spai_common.h) */
-    gs_pc *pc;     /* NULL, or told of the library path's progress (gs_pc_stage_progress) */
+    gs_pc *pc;     /* NULL, or told of the library path's progress (gs_pc_stage_progress)
+                      and asked for the run's deadline (gs_pc_deadline) */
+    int64_t qr_max; /* the parameter --qr-max: the routes (gs_spai_route) */
 } spai_lsq_options;
 
 /* S1's group size from alpha (2^(alpha-1) < n2max <= 2^alpha, GSPAI-Opt
@@ -42,21 +44,24 @@ typedef struct spai_lsq_report {
     int global_slots;        /* columns of the global kernel solved at once */
     int64_t cusolver_columns; /* columns of the library path (cuSOLVER, one at a time) */
     int64_t cusolver_bytes;   /* its largest dense n1 x n2 matrix */
+    gs_spai_lsq_stats stats;  /* the routes (spai_common.h), as the CPU setup reports them */
 } spai_lsq_report;
 #define SPAI_LSQ_GLOBAL 7 /* index of the global-memory kernel in columns[] */
 
-/* Sizes of every column (Pre-GSPAI): n2_k, the candidates of I_k, n1_k, the
- * workspace each needs, and the report's n1max, n2max, n2avg. The device
+/* Sizes of every column (Pre-GSPAI): n2_k, the candidates of I_k, its route
+ * (gs_spai_route with qr_max), n1_k and the workspace QR needs for the
+ * columns QR takes, and the report's n1max, n2max, n2avg. The device
  * arrays in *sizes are freed by spai_lsq_sizes_free. AT: the columns of A as
  * rows (values); MT: the pattern (row k = J_k, sorted). Synchronises once. */
 typedef struct spai_lsq_sizes {
     int32_t n;
     int64_t *need;    /* device, n: workspace bytes of column k */
     uint8_t *cls;     /* device, n: log2(q_k) - 2 (q_k = 4 .. 256) */
+    uint8_t *route;   /* device, n: gs_spai_route of the column */
     int32_t *n1;      /* device, n: |I_k| */
     uint64_t stats[24];
 } spai_lsq_sizes;
-int spai_lsq_sizes_compute(gs_engine *e, const gs_dcsr *AT, const gs_dcsr *MT,
+int spai_lsq_sizes_compute(gs_engine *e, const gs_dcsr *AT, const gs_dcsr *MT, int64_t qr_max,
                            spai_lsq_sizes *sizes, spai_lsq_report *rep);
 void spai_lsq_sizes_free(gs_engine *e, spai_lsq_sizes *sizes);
 
@@ -67,6 +72,35 @@ void spai_lsq_sizes_free(gs_engine *e, spai_lsq_sizes *sizes);
  * reference's message for the lowest failing column. Synchronises. */
 int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_sizes *sizes,
                    const spai_lsq_options *o, spai_lsq_report *rep, gs_error *err);
+
+/* ---- the columns QR does not take (spai_large.cu) ---- */
+
+/* The heavy columns of A and their Gram matrix on the device, picked by the
+ * CPU reference's rule (gs_spai_heavy in spai_common.h). */
+typedef struct spai_heavy {
+    int32_t n, count;
+    int32_t *index; /* n: place among the heavy columns, or -1 */
+    int32_t *cols;  /* GS_SPAI_HEAVY_MAX */
+    double *gram;   /* count x count */
+} spai_heavy;
+int spai_heavy_build(gs_engine *e, const gs_dcsr *AT, spai_heavy *h);
+void spai_heavy_free(gs_engine *e, spai_heavy *h);
+
+/* The normal equations of the columns list[0..count) (device), a warp a
+ * column: m_k into MT, the reference's bits; n1_out[k] = 0; the lowest
+ * failing column's key into fail (spai_lsq.cu's record); the columns whose
+ * pivots failed the test into rejected (device, count entries), their
+ * number into *n_rejected (host). n2max: the largest n2 of the list. */
+int spai_ne_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_heavy *h,
+                  const int32_t *list, int64_t count, int32_t n2max, int32_t *n1_out,
+                  unsigned long long *fail, int32_t *rejected, int64_t *n_rejected);
+
+/* CGLS on the columns list[0..count) (device), all of a batch at once; the
+ * batch's worst relative residual and most iterations into rep->stats;
+ * the run's deadline asked between batches. */
+int spai_cgls_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const int32_t *list, int64_t count,
+                    int32_t *n1_out, unsigned long long *fail, gs_pc *pc, spai_lsq_report *rep,
+                    gs_error *err);
 
 /* ---- shared by both setups (spai_lsq.cu) ---- */
 

@@ -48,19 +48,31 @@ namespace cg = cooperative_groups;
 
 #define FULL_MASK 0xffffffffu
 #define SPAI_BLOCK 256         /* threads a block of the shared-memory kernels (nt) */
-#define SPAI_GLOBAL_BLOCK 256  /* threads a column in the global-memory kernel */
+#define SPAI_GLOBAL_BLOCK 256  /* threads a column in the global-memory kernel with markers */
+/* The global kernel without markers (QR's route: at most --qr-max dense entries, so few
+ * candidates, found by the shared kernels' binary searches) runs a warp a column, this many
+ * a multiprocessor: its work is serial per lane (a column's lanes, lane 0's norms), so
+ * columns in flight, not lanes, hide the latency (H200, gspai-opt on powerlaw:270000,
+ * 207,109 such columns: 256 threads and 4 slots a multiprocessor took most of 1.0 s) */
+#define SPAI_GLOBAL_WARPS_PER_SM 32
 #define SPAI_CLASSES 7         /* q = 4, 8, ..., 256 */
 #define SPAI_WS_HEADER 32
 #define SPAI_NONE 0x7f7f7f7f   /* an empty marker (cudaMemset byte 0x7f) */
 #define SPAI_SIZES_BLOCK 256   /* threads a block of the sizes kernel */
 #define SPAI_N1_FAST_LISTS 32  /* sizes: n1 counted in registers for n2 <= 32 lists */
 #define SPAI_N1_FAST_CHUNKS 8  /* and nc <= 8 x 32 candidates; else by binary searches */
-#define SPAI_N1_EXACT 4096     /* sizes: n1 counted exactly up to this many candidates */
-#define SPAI_N1_WORK (1 << 18) /* and while nc n2 (the binary searches' bound) stays below */
+#define SPAI_N1_EXACT GS_SPAI_N1_EXACT /* sizes: n1 counted exactly up to this many candidates */
+#define SPAI_N1_WORK GS_SPAI_N1_WORK   /* and while nc n2 (the binary searches' bound) stays below */
 #define SPAI_NO_FAIL (~0ull)
 /* stats words of spai_sizes_kernel */
 enum { ST_N2MAX = 0, ST_NCMAX, ST_N2SUM, ST_N1MAX, ST_NEEDMAX, ST_CLASS_NEED = 5,
-       ST_CLASS_COUNT = ST_CLASS_NEED + SPAI_CLASSES, ST_WORDS = ST_CLASS_COUNT + SPAI_CLASSES };
+       ST_CLASS_COUNT = ST_CLASS_NEED + SPAI_CLASSES, ST_NE_COUNT = ST_CLASS_COUNT + SPAI_CLASSES,
+       ST_NE_N2MAX, ST_CGLS_COUNT, ST_WORDS };
+/* to_global codes: the shared kernels take 0; global QR 1, cuSOLVER 2, the
+ * normal equations 3, CGLS 4 (spai_large.cu) */
+enum { ROUTE_SHARED = 0, ROUTE_GLOBAL = 1, ROUTE_LIBRARY = 2, ROUTE_NE = 3, ROUTE_CGLS = 4,
+       ROUTE_GLOBAL_MARKED = 5 /* the global kernel with row markers: the normal equations'
+                                  rejected columns, whose candidates may be many */ };
 
 /* Bytes of the integer part of a column's workspace (to 16 B), and of all. */
 static __host__ __device__ inline int64_t spai_ws_int_bytes(int64_t n2, int64_t nc)
@@ -69,7 +81,7 @@ static __host__ __device__ inline int64_t spai_ws_int_bytes(int64_t n2, int64_t 
 }
 static __host__ __device__ inline int64_t spai_ws_bytes(int64_t n2, int64_t nc, int64_t n1)
 {
-    return spai_ws_int_bytes(n2, nc) + 8 * n1 * (n2 + 1);
+    return gs_spai_qr_bytes(n2, nc, n1); /* the routes' model is this layout */
 }
 
 /* ------------------------------------------------------- thread groups */
@@ -367,7 +379,7 @@ __global__ void spai_lsq_block_kernel(int32_t count, const int32_t *__restrict__
     __shared__ int64_t scratch[32];
     spai_block_group g{scratch};
     char *ws = GLOBAL ? slots + (int64_t)blockIdx.x * stride : spai_smem;
-    int32_t *marker = GLOBAL ? markers + (int64_t)blockIdx.x * n : (int32_t *)NULL;
+    int32_t *marker = GLOBAL && markers ? markers + (int64_t)blockIdx.x * n : (int32_t *)NULL;
     for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
         const int32_t k = order ? order[begin + i] : (int32_t)(begin + i);
         if (!GLOBAL && to_global[k]) continue;    /* uniform over the block */
@@ -436,8 +448,9 @@ static __device__ int32_t spai_n1_registers(int lane, int32_t n2, int64_t nc, co
 __global__ void spai_sizes_kernel(int32_t n, const int64_t *__restrict__ at_rp,
                                   const int32_t *__restrict__ at_col,
                                   const int64_t *__restrict__ mt_rp,
-                                  const int32_t *__restrict__ mt_col, int64_t *__restrict__ need,
-                                  uint8_t *__restrict__ cls, int32_t *__restrict__ n1_out,
+                                  const int32_t *__restrict__ mt_col, int64_t qr_max,
+                                  int64_t *__restrict__ need, uint8_t *__restrict__ cls,
+                                  uint8_t *__restrict__ route, int32_t *__restrict__ n1_out,
                                   unsigned long long *stats)
 {
     const int lane = threadIdx.x & 31;
@@ -481,23 +494,34 @@ __global__ void spai_sizes_kernel(int32_t n, const int64_t *__restrict__ at_rp,
             for (int o = 16; o > 0; o >>= 1) count += __shfl_xor_sync(FULL_MASK, count, o);
             n1 = count;
         }
+        /* the route needs n1 exactly where GS_SPAI_N1_COUNTED, which the two
+         * paths above cover; the other routes form no I_k (n1 -1) */
+        const int how = gs_spai_route(n2, nc, n1, qr_max); /* uniform over the warp */
+        if (how != GS_SPAI_ROUTE_QR) n1 = -1;
         const int64_t bytes = spai_ws_bytes(n2, nc, n1 >= 0 ? n1 : nc);
         int c = 0;
         while (c < SPAI_CLASSES - 1 && (4 << c) < n2) c++;
         if (lane == 0) {
-            need[k] = bytes, cls[k] = (uint8_t)c, n1_out[k] = (int32_t)n1;
+            need[k] = bytes, cls[k] = (uint8_t)c, n1_out[k] = (int32_t)n1, route[k] = (uint8_t)how;
             s[ST_N2MAX] = max(s[ST_N2MAX], (unsigned long long)n2);
             s[ST_NCMAX] = max(s[ST_NCMAX], (unsigned long long)nc);
             s[ST_N2SUM] += (unsigned long long)n2;
-            if (n1 >= 0) s[ST_N1MAX] = max(s[ST_N1MAX], (unsigned long long)n1);
-            s[ST_NEEDMAX] = max(s[ST_NEEDMAX], (unsigned long long)bytes);
-            s[ST_CLASS_NEED + c] = max(s[ST_CLASS_NEED + c], (unsigned long long)bytes);
-            s[ST_CLASS_COUNT + c]++;
+            s[ST_CLASS_COUNT + c]++;                      /* every column: S2's sorted order */
+            if (how == GS_SPAI_ROUTE_QR) {
+                if (n1 >= 0) s[ST_N1MAX] = max(s[ST_N1MAX], (unsigned long long)n1);
+                s[ST_NEEDMAX] = max(s[ST_NEEDMAX], (unsigned long long)bytes);
+                s[ST_CLASS_NEED + c] = max(s[ST_CLASS_NEED + c], (unsigned long long)bytes);
+            } else if (how == GS_SPAI_ROUTE_NE) {
+                s[ST_NE_COUNT]++;
+                s[ST_NE_N2MAX] = max(s[ST_NE_N2MAX], (unsigned long long)n2);
+            } else {
+                s[ST_CGLS_COUNT]++;
+            }
         }
     }
     if (lane != 0) return;
     for (int w = 0; w < ST_WORDS; w++) {
-        const bool sum = w == ST_N2SUM || w >= ST_CLASS_COUNT;
+        const bool sum = w == ST_N2SUM || (w >= ST_CLASS_COUNT && w != ST_NE_N2MAX);
         if (s[w] == 0) continue;
         if (sum) atomicAdd(&stats[w], s[w]);
         else if (s[w] > *(volatile unsigned long long *)&stats[w]) atomicMax(&stats[w], s[w]);
@@ -513,8 +537,8 @@ typedef struct spai_strides {
  * their count, their largest need (gstats[0]), their count (gstats[1]). S1
  * (constant q) passes the same stride for every class. */
 __global__ void spai_route_kernel(int32_t n, const int64_t *__restrict__ need,
-                                  const uint8_t *__restrict__ cls, spai_strides strides,
-                                  uint8_t *__restrict__ to_global, int64_t *__restrict__ flags,
+                                  const uint8_t *__restrict__ cls, const uint8_t *__restrict__ route,
+                                  spai_strides strides, uint8_t *__restrict__ to_global,
                                   uint8_t *__restrict__ sort_key, unsigned long long *gstats,
                                   const int64_t *__restrict__ mt_rp,
                                   const int32_t *__restrict__ n1_of, double lib_work,
@@ -523,6 +547,12 @@ __global__ void spai_route_kernel(int32_t n, const int64_t *__restrict__ need,
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
     const int c = cls[k];
+    sort_key[k] = (uint8_t)(SPAI_CLASSES - 1 - c); /* S2: q_k descending */
+    if (route[k] != GS_SPAI_ROUTE_QR) {            /* spai_large.cu's, not a shared kernel's */
+        to_global[k] = route[k] == GS_SPAI_ROUTE_NE ? ROUTE_NE : ROUTE_CGLS;
+        atomicAdd(&gstats[2 + c], 1ull);
+        return;
+    }
     /* the library path: 2 n1 n2^2 flops above lib_work and n2 >= lib_min_n2,
      * from the sizes alone (never the strides), so that S1 and S2 route a
      * column alike. n1 unknown (-1): the candidates, from the workspace
@@ -535,9 +565,7 @@ __global__ void spai_route_kernel(int32_t n, const int64_t *__restrict__ need,
     }
     const bool lib = n2 >= lib_min_n2 && 2.0 * (double)n1 * (double)n2 * (double)n2 > lib_work;
     const bool global = !lib && need[k] > strides.of_class[c];
-    to_global[k] = lib ? 2 : global;              /* the shared kernels skip both */
-    flags[k] = global;
-    sort_key[k] = (uint8_t)(SPAI_CLASSES - 1 - c); /* S2: q_k descending */
+    to_global[k] = lib ? ROUTE_LIBRARY : global ? ROUTE_GLOBAL : ROUTE_SHARED; /* shared kernels skip 1, 2 */
     if (lib) {
         atomicAdd(lib_count, 1ull);
         atomicAdd(&gstats[2 + c], 1ull);          /* not the class's shared columns */
@@ -549,6 +577,14 @@ __global__ void spai_route_kernel(int32_t n, const int64_t *__restrict__ need,
     }
 }
 
+/* flags[k] = 1 where to_global[k] == code. */
+__global__ void spai_flag_kernel(int32_t n, const uint8_t *__restrict__ to_global, int code,
+                                 int64_t *__restrict__ flags)
+{
+    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) flags[k] = to_global[k] == code;
+}
+
 /* list[pos[k]] = k for the flagged columns (pos: exclusive scan of flags). */
 __global__ void spai_compact_kernel(int32_t n, const int64_t *__restrict__ flags,
                                     const int64_t *__restrict__ pos, int32_t *__restrict__ list)
@@ -557,20 +593,60 @@ __global__ void spai_compact_kernel(int32_t n, const int64_t *__restrict__ flags
     if (k < n && flags[k]) list[pos[k]] = (int32_t)k;
 }
 
+/* The columns the normal equations rejected go to QR: the library path
+ * above the work threshold, else the global kernel with row markers (their
+ * largest workspace need into *marked_need). */
+__global__ void spai_reroute_kernel(int64_t count, const int32_t *__restrict__ rejected,
+                                    const int64_t *__restrict__ need, const int64_t *__restrict__ mt_rp,
+                                    int32_t n, double lib_work, int32_t lib_min_n2,
+                                    uint8_t *__restrict__ to_global,
+                                    unsigned long long *marked_need, unsigned long long *lib_count)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    const int32_t k = rejected[i];
+    const int64_t n2 = mt_rp[k + 1] - mt_rp[k];
+    int64_t n1 = (need[k] - SPAI_WS_HEADER - 4 * (n2 + 1)) / (8 * (n2 + 2)); /* nc: a bound */
+    if (n1 > n) n1 = n;
+    const bool lib = n2 >= lib_min_n2 && 2.0 * (double)n1 * (double)n2 * (double)n2 > lib_work;
+    to_global[k] = lib ? ROUTE_LIBRARY : ROUTE_GLOBAL_MARKED;
+    if (lib) atomicAdd(lib_count, 1ull);
+    else atomicMax(marked_need, (unsigned long long)need[k]);
+}
+
+/* The columns whose to_global is code into list (device, n entries), their
+ * number into *count (one read-back). */
+static int spai_list_of(gs_engine *e, int32_t n, const uint8_t *to_global, int code, int64_t *flags,
+                        int64_t *pos, int32_t *list, int64_t *count)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const unsigned grid = gs_dblocks(n, 256);
+    int status = GS_OK;
+    GS_TRY(CUDA_LAUNCH(&e->err, spai_flag_kernel, grid, 256, 0, c->stream, n, to_global, code, flags));
+    GS_TRY(gs_dscan_exclusive(e, flags, pos, n));
+    GS_TRY(CUDA_LAUNCH(&e->err, spai_compact_kernel, grid, 256, 0, c->stream, n,
+                       (const int64_t *)flags, (const int64_t *)pos, list));
+    GS_TRY(gs_dread_int64(e, pos + n, count));
+cleanup:
+    return status;
+}
+
 __global__ void spai_iota_kernel(int32_t n, int32_t *__restrict__ out)
 {
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k < n) out[k] = (int32_t)k;
 }
 
-/* *out = max(v[0..n)) (v >= 0), one atomic a warp. */
+/* *out = max(v[k]) over the columns QR's route took (not those the normal
+ * equations sent back to QR: the CPU's n1max is its sizes pass's), one
+ * atomic a warp. */
 __global__ void spai_max_kernel(int32_t n, const int32_t *__restrict__ v,
-                                unsigned long long *out)
+                                const uint8_t *__restrict__ route, unsigned long long *out)
 {
     int32_t m = 0;
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n;
          k += (int64_t)gridDim.x * blockDim.x)
-        m = max(m, v[k]);
+        if (route[k] == GS_SPAI_ROUTE_QR) m = max(m, v[k]);
     for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(FULL_MASK, m, o));
     if ((threadIdx.x & 31) == 0 && m > 0) atomicMax(out, (unsigned long long)m);
 }
@@ -591,11 +667,12 @@ void spai_lsq_sizes_free(gs_engine *e, spai_lsq_sizes *s)
 {
     gs_cuda_free(e, s->need, (size_t)s->n * sizeof(int64_t));
     gs_cuda_free(e, s->cls, (size_t)s->n);
+    gs_cuda_free(e, s->route, (size_t)s->n);
     gs_cuda_free(e, s->n1, ((size_t)s->n + 2) * sizeof(int32_t));
-    s->need = NULL, s->cls = NULL, s->n1 = NULL;
+    s->need = NULL, s->cls = NULL, s->route = NULL, s->n1 = NULL;
 }
 
-int spai_lsq_sizes_compute(gs_engine *e, const gs_dcsr *AT, const gs_dcsr *MT,
+int spai_lsq_sizes_compute(gs_engine *e, const gs_dcsr *AT, const gs_dcsr *MT, int64_t qr_max,
                            spai_lsq_sizes *s, spai_lsq_report *rep)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -606,6 +683,7 @@ int spai_lsq_sizes_compute(gs_engine *e, const gs_dcsr *AT, const gs_dcsr *MT,
     s->n = n;
     GS_TRY(gs_cuda_alloc(e, &s->need, (size_t)n * sizeof(int64_t), "spai: workspace of each column"));
     GS_TRY(gs_cuda_alloc(e, &s->cls, (size_t)n, "spai: group class of each column"));
+    GS_TRY(gs_cuda_alloc(e, &s->route, (size_t)n, "spai: route of each column"));
     /* two spare entries: the failure read-back takes 8 bytes at any k */
     GS_TRY(gs_cuda_alloc(e, &s->n1, ((size_t)n + 2) * sizeof(int32_t), "spai: n1 of each column"));
     GS_TRY(gs_cuda_alloc(e, &d_stats, ST_WORDS * sizeof(uint64_t), "spai: size statistics"));
@@ -616,8 +694,8 @@ int spai_lsq_sizes_compute(gs_engine *e, const gs_dcsr *AT, const gs_dcsr *MT,
         const unsigned grid = (unsigned)(want < (int64_t)c->sm_count * 16 ? want : (int64_t)c->sm_count * 16);
         GS_TRY(CUDA_LAUNCH(&e->err, spai_sizes_kernel, grid, SPAI_SIZES_BLOCK, 0, c->stream, n,
                            (const int64_t *)AT->rp, (const int32_t *)AT->col,
-                           (const int64_t *)MT->rp, (const int32_t *)MT->col, s->need, s->cls,
-                           s->n1, d_stats));
+                           (const int64_t *)MT->rp, (const int32_t *)MT->col, qr_max, s->need,
+                           s->cls, s->route, s->n1, d_stats));
     }
     {
         const void *src[1] = {d_stats};
@@ -673,12 +751,12 @@ cleanup:
  * markers each, as many as a bounded budget allows (chunks of columns run
  * one after another through the same slots). */
 static int spai_launch_global(gs_engine *e, int32_t count, const int32_t *list, int64_t need_max,
-                              const spai_lsq_args &a, int32_t n, const char *who,
+                              int marked, const spai_lsq_args &a, int32_t n, const char *who,
                               spai_lsq_report *rep, gs_error *err)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int64_t stride = round16(need_max);
-    const int64_t per_slot = stride + 4 * (int64_t)n;
+    const int64_t per_slot = stride + (marked ? 4 * (int64_t)n : 0);
     size_t free_bytes = 0, total_bytes = 0;
     char *slots = NULL;
     int32_t *markers = NULL;
@@ -689,7 +767,7 @@ static int spai_launch_global(gs_engine *e, int32_t count, const int32_t *list, 
     {
         const int64_t budget = (int64_t)(free_bytes / 4 < ((size_t)1 << 30) ? free_bytes / 4 : ((size_t)1 << 30));
         n_slots = budget / per_slot;
-        const int64_t most = (int64_t)c->sm_count * 4;
+        const int64_t most = (int64_t)c->sm_count * (marked ? 4 : SPAI_GLOBAL_WARPS_PER_SM);
         if (n_slots > most) n_slots = most;
         if (n_slots > count) n_slots = count;
         if (n_slots < 1) n_slots = 1;
@@ -702,16 +780,18 @@ static int spai_launch_global(gs_engine *e, int32_t count, const int32_t *list, 
         goto cleanup;
     }
     GS_TRY(gs_cuda_alloc(e, &slots, (size_t)(n_slots * stride), "spai: global workspace of the large columns"));
-    GS_TRY(gs_cuda_alloc(e, &markers, (size_t)(n_slots * n) * sizeof(int32_t), "spai: row markers of the large columns"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(markers, 0x7f, (size_t)(n_slots * n) * sizeof(int32_t), c->stream)));
-    GS_TRY(CUDA_LAUNCH(&e->err, spai_lsq_block_kernel<true>, (unsigned)n_slots, SPAI_GLOBAL_BLOCK, 0,
-                       c->stream, count, list, (int32_t)0, (const uint8_t *)NULL, stride, slots,
-                       markers, n, a));
-    rep->global_slots = (int)n_slots;
-    rep->shared_bytes[SPAI_LSQ_GLOBAL] = stride;
+    if (marked) {
+        GS_TRY(gs_cuda_alloc(e, &markers, (size_t)(n_slots * n) * sizeof(int32_t), "spai: row markers of the large columns"));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(markers, 0x7f, (size_t)(n_slots * n) * sizeof(int32_t), c->stream)));
+    }
+    GS_TRY(CUDA_LAUNCH(&e->err, spai_lsq_block_kernel<true>, (unsigned)n_slots,
+                       marked ? SPAI_GLOBAL_BLOCK : 32, 0, c->stream, count, list, (int32_t)0,
+                       (const uint8_t *)NULL, stride, slots, markers, n, a));
+    if ((int)n_slots > rep->global_slots) rep->global_slots = (int)n_slots;
+    if (stride > rep->shared_bytes[SPAI_LSQ_GLOBAL]) rep->shared_bytes[SPAI_LSQ_GLOBAL] = stride;
 cleanup:
     gs_cuda_free(e, slots, (size_t)(n_slots * stride)); /* stream-ordered */
-    gs_cuda_free(e, markers, (size_t)(n_slots * n) * sizeof(int32_t));
+    if (markers) gs_cuda_free(e, markers, (size_t)(n_slots * n) * sizeof(int32_t));
     return status;
 }
 
@@ -1023,8 +1103,8 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     int32_t *list = NULL, *iota = NULL, *order = NULL;
     /* fail key, n1max, global stats (2 + classes), columns whose n1 differs */
     unsigned long long *d_words = NULL;
-    /* ..., library columns, cuSOLVER argument errors */
-    const int n_words = 7 + SPAI_CLASSES;
+    /* ..., library columns, cuSOLVER argument errors, the marked global columns' need */
+    const int n_words = 8 + SPAI_CLASSES;
     uint8_t *h_route = NULL;
     int32_t *h_lib = NULL;
     int64_t lib_count = 0;
@@ -1034,8 +1114,14 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     spai_strides strides = {};
     int status = GS_OK, q1_cls = 0;
     int64_t g_need = 0, g_count = 0;
+    const int64_t ne_count = (int64_t)s->stats[ST_NE_COUNT], cgls_count = (int64_t)s->stats[ST_CGLS_COUNT];
+    int32_t *rejected = NULL;
+    spai_heavy heavy = {};
     const unsigned grid = gs_dblocks(n, 256);
     spai_lsq_args a = spai_args(AT, MT, s->n1, NULL);
+    const long long forced = gs_cuda_debug(e)->spai_cusolver_work;
+    const double lib_work = forced > 0 ? (double)forced : SPAI_LIB_WORK;
+    const int32_t lib_min_n2 = forced > 0 ? 1 : SPAI_LIB_MIN_N2;
     if (n == 0) return GS_OK;
     GS_TRY(gs_cuda_alloc(e, &to_global, (size_t)n, "spai: columns for the global kernel"));
     GS_TRY(gs_cuda_alloc(e, &key, (size_t)n, "spai: sort keys"));
@@ -1057,29 +1143,23 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
     if (gs_cuda_debug(e)->spai_shared_cap == 1)   /* tests: every column global */
         for (int k = 0; k < SPAI_CLASSES; k++) strides.of_class[k] = 0;
     {
-        const long long forced = gs_cuda_debug(e)->spai_cusolver_work;
-        const double lib_work = forced > 0 ? (double)forced : SPAI_LIB_WORK;
-        const int32_t lib_min_n2 = forced > 0 ? 1 : SPAI_LIB_MIN_N2;
         GS_TRY(CUDA_LAUNCH(&e->err, spai_route_kernel, grid, 256, 0, c->stream, n,
-                           (const int64_t *)s->need, (const uint8_t *)s->cls, strides, to_global,
-                           flags, key, d_words + 2, (const int64_t *)MT->rp,
-                           (const int32_t *)s->n1, lib_work, lib_min_n2,
+                           (const int64_t *)s->need, (const uint8_t *)s->cls,
+                           (const uint8_t *)s->route, strides, to_global, key, d_words + 2,
+                           (const int64_t *)MT->rp, (const int32_t *)s->n1, lib_work, lib_min_n2,
                            d_words + 5 + SPAI_CLASSES));
     }
-    GS_TRY(gs_dscan_exclusive(e, flags, pos, n));
-    GS_TRY(CUDA_LAUNCH(&e->err, spai_compact_kernel, grid, 256, 0, c->stream, n,
-                       (const int64_t *)flags, (const int64_t *)pos, list));
     {
         const void *src[2] = {d_words + 2, d_words + 5 + SPAI_CLASSES};
         const int len[2] = {2 + SPAI_CLASSES, 1};
         GS_TRY(gs_dread_words(e, 2, src, len, w + 2)); /* w[4 + SPAI_CLASSES]: library */
     }
-    g_need = (int64_t)w[2], g_count = (int64_t)w[3], lib_count = (int64_t)w[4 + SPAI_CLASSES];
+    g_count = (int64_t)w[3], lib_count = (int64_t)w[4 + SPAI_CLASSES];
     a.fail = d_words;
     a.n1_differs = d_words + 4 + SPAI_CLASSES;
     if (o->strategy == 1) {
         GS_TRY(spai_launch_shared(e, q1_cls, n, NULL, 0, to_global, strides.of_class[0], a));
-        rep->columns[q1_cls] = n - g_count - lib_count;
+        rep->columns[q1_cls] = n - g_count - lib_count - ne_count - cgls_count;
         rep->shared_bytes[q1_cls] = strides.of_class[0];
     } else {                                      /* S2: columns sorted by q_k, descending */
         GS_TRY(gs_cuda_alloc(e, &iota, (size_t)n * sizeof(int32_t), "spai: column ids"));
@@ -1099,8 +1179,39 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
             begin += count;
         }
     }
-    rep->columns[SPAI_LSQ_GLOBAL] = g_count;
-    GS_TRY(spai_launch_global(e, (int32_t)g_count, list, g_need, a, n, o->who, rep, err));
+    rep->stats.qr = n - ne_count - cgls_count;
+    if (ne_count > 0) {                           /* the normal equations (spai_large.cu) */
+        int64_t listed = 0, rejected_count = 0;
+        GS_TRY(spai_heavy_build(e, AT, &heavy));
+        GS_TRY(spai_list_of(e, n, to_global, ROUTE_NE, flags, pos, list, &listed));
+        GS_TRY(gs_cuda_alloc(e, &rejected, (size_t)ne_count * sizeof(int32_t), "spai: rejected columns"));
+        GS_TRY(spai_ne_solve(e, AT, MT, &heavy, list, listed, (int32_t)s->stats[ST_NE_N2MAX], s->n1,
+                             d_words, rejected, &rejected_count));
+        rep->stats.ne = listed - rejected_count, rep->stats.ne_to_qr = rejected_count;
+        rep->stats.qr += rejected_count;
+        rep->stats.heavy = heavy.count;
+        if (rejected_count > 0) {                 /* back to QR: global kernel or library */
+            GS_TRY(CUDA_LAUNCH(&e->err, spai_reroute_kernel, gs_dblocks(rejected_count, 256), 256, 0,
+                               c->stream, rejected_count, (const int32_t *)rejected,
+                               (const int64_t *)s->need, (const int64_t *)MT->rp, n, lib_work,
+                               lib_min_n2, to_global, d_words + 7 + SPAI_CLASSES,
+                               d_words + 5 + SPAI_CLASSES));
+            const void *src[1] = {d_words + 5 + SPAI_CLASSES};
+            const int len[1] = {1};
+            GS_TRY(gs_dread_words(e, 1, src, len, w + 4 + SPAI_CLASSES));
+            lib_count = (int64_t)w[4 + SPAI_CLASSES];
+        }
+        GS_TRY(gs_pc_deadline(o->pc, "least squares", err));
+    }
+    for (int marked = 0; marked < 2; marked++) { /* QR's own global columns, then the rejected */
+        int64_t listed = 0;
+        GS_TRY(gs_dread_int64(e, (const int64_t *)(d_words + (marked ? 7 + SPAI_CLASSES : 2)),
+                              &g_need)); /* the columns' largest need */
+        GS_TRY(spai_list_of(e, n, to_global, marked ? ROUTE_GLOBAL_MARKED : ROUTE_GLOBAL, flags, pos,
+                            list, &listed));
+        rep->columns[SPAI_LSQ_GLOBAL] += listed;
+        GS_TRY(spai_launch_global(e, (int32_t)listed, list, g_need, marked, a, n, o->who, rep, err));
+    }
     if (lib_count > 0) {                          /* the library path, columns in order */
         h_route = (uint8_t *)gs_calloc((size_t)n, 1, "spai: routes of the columns", err);
         h_lib = (int32_t *)gs_calloc((size_t)lib_count, sizeof(int32_t), "spai: large columns", err);
@@ -1111,13 +1222,19 @@ int spai_lsq_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const spai_lsq_
         GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(h_route, to_global, (size_t)n,
                                                   cudaMemcpyDeviceToHost, c->stream)));
         GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
+        GS_TRY(gs_pc_deadline(o->pc, "least squares", err));
         int64_t m = 0;
         for (int32_t k = 0; k < n && m < lib_count; k++)
-            if (h_route[k] == 2) h_lib[m++] = k;
+            if (h_route[k] == ROUTE_LIBRARY) h_lib[m++] = k;
         GS_TRY(spai_launch_library(e, h_lib, m, a, n, d_words + 6 + SPAI_CLASSES, o, rep));
     }
+    if (cgls_count > 0) {                         /* CGLS (spai_large.cu) */
+        int64_t listed = 0;
+        GS_TRY(spai_list_of(e, n, to_global, ROUTE_CGLS, flags, pos, list, &listed));
+        GS_TRY(spai_cgls_solve(e, AT, MT, list, listed, s->n1, d_words, o->pc, rep, err));
+    }
     GS_TRY(CUDA_LAUNCH(&e->err, spai_max_kernel, gs_cuda_red_grid(e, n, 256), 256, 0, c->stream,
-                       n, (const int32_t *)s->n1, d_words + 1));
+                       n, (const int32_t *)s->n1, (const uint8_t *)s->route, d_words + 1));
     {
         const void *src[3] = {d_words, d_words + 4 + SPAI_CLASSES, d_words + 6 + SPAI_CLASSES};
         const int len[3] = {2, 1, 1};
@@ -1148,6 +1265,8 @@ cleanup:
     gs_cuda_free(e, order, (size_t)n * sizeof(int32_t));
     gs_cuda_free(e, d_words, (size_t)n_words * sizeof(uint64_t));
     gs_cuda_free(e, tmp, tmp_bytes);
+    gs_cuda_free(e, rejected, (size_t)ne_count * sizeof(int32_t));
+    spai_heavy_free(e, &heavy);
     free(h_route);
     free(h_lib);
     return status;
@@ -1278,7 +1397,17 @@ void spai_cuda_report(gs_pc *pc, const spai_lsq_report *rep)
                                used ? "," : "", (long long)rep->cusolver_columns);
         if (w > 0 && (size_t)w < sizeof kernels - used) used += (size_t)w;
     }
+    /* "ne:N" by the normal equations, a warp a column; "cgls:N" by CGLS */
+    const int64_t more[2] = {rep->stats.ne, rep->stats.cgls};
+    const char *more_name[2] = {"ne", "cgls"};
+    for (int i = 0; i < 2; i++) {
+        if (!more[i]) continue;
+        const int w = snprintf(kernels + used, sizeof kernels - used, "%s%s:%lld", used ? "," : "",
+                               more_name[i], (long long)more[i]);
+        if (w > 0 && (size_t)w < sizeof kernels - used) used += (size_t)w;
+    }
     gs_kv_str(&pc->extra, "kernels", kernels);
+    gs_spai_report_lsq(pc, &rep->stats);
     if (rep->cusolver_columns)
         gs_kv_num(&pc->extra, "cusolver_bytes_max", (double)rep->cusolver_bytes);
     if (rep->columns[SPAI_LSQ_GLOBAL]) {

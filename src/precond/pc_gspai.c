@@ -24,6 +24,7 @@ const gs_param_decl gs_gspai_params[] = {
                          "thread-group strategy; auto chooses from alpha, beta (paper Fig. 2), "
                          "s1/s2 force SPAI-Adaptive's constant or GSPAI-Adaptive's sorted "
                          "per-column groups"),
+    GS_SPAI_QR_MAX_PARAM,
     GS_PARAM_DECL_END,
 };
 
@@ -53,11 +54,11 @@ int gs_gspai_strategy(double n2max, double n2avg, const char *strategy_param, in
 }
 
 /* Pre-GSPAI: n1_k, n2_k, alpha, beta and the strategy, into the report. */
-static int gspai_dimensions(gs_pc *pc, const gs_csr *AT, const gs_csr *MT,
+static int gspai_dimensions(gs_pc *pc, const gs_csr *AT, const gs_csr *MT, int64_t qr_max,
                             const char *strategy_param, int *strategy_out, gs_error *err)
 {
     gs_spai_sizes sizes = {0};
-    int status = gs_spai_n1_sizes(AT, MT, &sizes, err);
+    int status = gs_spai_n1_sizes(AT, MT, qr_max, &sizes, err);
     if (status != GS_OK) return status;
     gs_spai_n2_sizes(MT, &sizes);
     int alpha, beta;
@@ -84,11 +85,12 @@ static int gspai_pattern(const gs_csr *AT, int k, gs_csr *MT, gs_error *err)
 int gs_gspai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
 {
     gs_csr AT = {0}, MT = {0};
-    long k;
+    long k, qr_max;
     const char *strategy;
     int chosen = 0;
     int status = GS_OK;
     GS_TRY(gs_params_int(pc->params, gs_gspai_params, "pattern-power", &k, err));
+    GS_TRY(gs_params_int(pc->params, gs_gspai_params, "qr-max", &qr_max, err));
     GS_TRY(gs_params_choice(pc->params, gs_gspai_params, "strategy", &strategy, err));
     if (A->n_rows != A->n_cols) {
         status = gs_error_set(err, GS_ERR_INPUT, "gspai-opt: A is %d x %d, not square",
@@ -102,11 +104,11 @@ int gs_gspai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
 
     t0 = gs_pc_stage_begin(pc);                               /* Pre-GSPAI */
-    GS_TRY(gspai_dimensions(pc, &AT, &MT, strategy, &chosen, err));
+    GS_TRY(gspai_dimensions(pc, &AT, &MT, qr_max, strategy, &chosen, err));
     GS_TRY(gs_pc_stage_end(pc, "dimensions", t0));
 
     /* Compute-GSPAI (least squares), Post-GSPAI (assemble), upload */
-    GS_TRY(gs_spai_finish(pc, &AT, &MT, GS_FP64, "gspai-opt", "--pattern-power 2 widens J",
+    GS_TRY(gs_spai_finish(pc, &AT, &MT, qr_max, GS_FP64, "gspai-opt", "--pattern-power 2 widens J",
                           "gpusolve gspai-opt: M ~ A^-1, by rows", err));
 
     snprintf(pc->description, sizeof pc->description, "pattern-power=%ld strategy=S%d (%s)", k,

@@ -25,6 +25,7 @@ const gs_param_decl gs_spai_params[] = {
                          "GPU setup: lanes a column; warp is CW-SPAI's (32, as the paper), auto "
                          "gspai-opt's rule from n2max and n2avg (measured faster); the same M "
                          "either way; the CPU setup ignores it"),
+    GS_SPAI_QR_MAX_PARAM,
     GS_PARAM_DECL_END,
 };
 
@@ -81,9 +82,11 @@ int gs_spai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     gs_csr AT = {0}, MT = {0};
     gs_spai_sizes sizes = {0};
     double tau;
+    long qr_max;
     const char *precision;
     int status = GS_OK;
     GS_TRY(gs_params_double(pc->params, gs_spai_params, "tau", &tau, err));
+    GS_TRY(gs_params_int(pc->params, gs_spai_params, "qr-max", &qr_max, err));
     GS_TRY(gs_params_choice(pc->params, gs_spai_params, "precond-precision", &precision, err));
     if (A->n_rows != A->n_cols) {
         status = gs_error_set(err, GS_ERR_INPUT, "spai: A is %d x %d, not square",
@@ -95,11 +98,11 @@ int gs_spai_setup_cpu(gs_pc *pc, const gs_csr *A, gs_error *err)
     double t0 = gs_pc_stage_begin(pc);
     GS_TRY(gs_csr_transpose(A, &AT, err));                    /* columns of A as rows */
     GS_TRY(spai_pattern(&AT, tau, &MT, err));
-    GS_TRY(gs_spai_n1_sizes(&AT, &MT, &sizes, err));
+    GS_TRY(gs_spai_n1_sizes(&AT, &MT, qr_max, &sizes, err));
     gs_spai_n2_sizes(&MT, &sizes);
     GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
 
-    GS_TRY(gs_spai_finish(pc, &AT, &MT, prec, "spai", "a larger --tau widens J",
+    GS_TRY(gs_spai_finish(pc, &AT, &MT, qr_max, prec, "spai", "a larger --tau widens J",
                           "gpusolve spai (SPAI-ME): M ~ A^-1, by rows", err));
 
     snprintf(pc->description, sizeof pc->description, "tau=%g precond-precision=%s", tau,

@@ -70,7 +70,31 @@ void gs_spai_n2_sizes(const gs_csr *MT, gs_spai_sizes *sizes)
     sizes->n2avg = MT->n_rows ? (double)MT->nnz / MT->n_rows : 0.0;
 }
 
-int gs_spai_n1_sizes(const gs_csr *AT, const gs_csr *MT, gs_spai_sizes *sizes, gs_error *err)
+/* nc_k: the candidates for I_k, sum over J_k of |A(:,j)|. */
+static int64_t column_candidates(const gs_csr *AT, const int32_t *J, int32_t n2)
+{
+    int64_t nc = 0;
+    for (int32_t a = 0; a < n2; a++) nc += AT->row_ptr[J[a] + 1] - AT->row_ptr[J[a]];
+    return nc;
+}
+
+/* gs_spai_route of column k (w: scratch to count n1 where the rule counts it). */
+static int column_route(const gs_csr *AT, const gs_csr *MT, int32_t k, int64_t qr_max,
+                        column_work *w)
+{
+    const int32_t n2 = (int32_t)(MT->row_ptr[k + 1] - MT->row_ptr[k]);
+    const int32_t *J = MT->col + MT->row_ptr[k];
+    const int64_t nc = column_candidates(AT, J, n2);
+    int64_t n1 = -1;
+    if (GS_SPAI_N1_COUNTED((int64_t)n2, nc)) {
+        n1 = row_set_build(AT, J, n2, w);
+        row_set_clear(w, (int32_t)n1);
+    }
+    return gs_spai_route(n2, nc, n1, qr_max);
+}
+
+int gs_spai_n1_sizes(const gs_csr *AT, const gs_csr *MT, int64_t qr_max, gs_spai_sizes *sizes,
+                     gs_error *err)
 {
     const int32_t n = MT->n_rows;
     int32_t n1max = 0;
@@ -85,6 +109,7 @@ int gs_spai_n1_sizes(const gs_csr *AT, const gs_csr *MT, gs_spai_sizes *sizes, g
                 nomem = 1;
                 continue;
             }
+            if (column_route(AT, MT, k, qr_max, &w) != GS_SPAI_ROUTE_QR) continue;
             const int32_t n2 = (int32_t)(MT->row_ptr[k + 1] - MT->row_ptr[k]);
             int32_t n1 = row_set_build(AT, MT->col + MT->row_ptr[k], n2, &w);
             if (n1 > n1max) n1max = n1;
@@ -165,30 +190,143 @@ static int failure_report(const column_failure *f, const char *who, const char *
     return gs_spai_column_failure(f->kind, f->k, f->n1, f->n2, f->a_col, who, hint, err);
 }
 
-int gs_spai_solve_columns(const gs_csr *AT, gs_csr *MT, const char *who, const char *hint,
+/* Per-thread scratch of every route. */
+typedef struct route_work {
+    column_work qr;
+    gs_spai_cgls_work cgls;
+    double *ne;      /* n2 (n2 + 1) doubles of the normal equations */
+    size_t ne_cap;
+    int ok;
+} route_work;
+
+static void route_work_init(route_work *w, int32_t n)
+{
+    memset(w, 0, sizeof *w);
+    w->ok = work_init(&w->qr, n) == 0 && gs_spai_cgls_work_init(&w->cgls, n) == 0;
+}
+
+static void route_work_free(route_work *w)
+{
+    work_free(&w->qr);
+    gs_spai_cgls_work_free(&w->cgls);
+    free(w->ne);
+}
+
+/* Column k by its route; f->kind on failure, the route's counters in st. */
+static void column_by_route(const gs_csr *AT, const gs_spai_heavy *heavy, gs_csr *MT, int32_t k,
+                            int64_t qr_max, route_work *w, column_failure *f,
+                            gs_spai_lsq_stats *st)
+{
+    const int64_t start = MT->row_ptr[k];
+    const int32_t n2 = (int32_t)(MT->row_ptr[k + 1] - start);
+    const int32_t *J = MT->col + start;
+    double *mk = MT->val + start;
+    const int route = column_route(AT, MT, k, qr_max, &w->qr);
+    f->n2 = n2;
+    if (route == GS_SPAI_ROUTE_NE) {
+        const size_t need = (size_t)n2 * ((size_t)n2 + 1);
+        if (need > w->ne_cap) {
+            free(w->ne);
+            w->ne = malloc(need * sizeof *w->ne);
+            w->ne_cap = w->ne ? need : 0;
+        }
+        const int rc = w->ne ? gs_spai_ne_column(AT, heavy, k, J, n2, mk, w->ne) : GS_SPAI_NE_NOMEM;
+        if (rc == GS_SPAI_NE_OK || rc == GS_SPAI_NE_ZERO || rc == GS_SPAI_NE_NOMEM) {
+            st->ne++;
+            f->kind = rc == GS_SPAI_NE_OK ? GS_SPAI_COLUMN_OK
+                      : rc == GS_SPAI_NE_ZERO ? GS_SPAI_COLUMN_ZERO : GS_SPAI_COLUMN_NOMEM;
+            return;
+        }
+        st->ne_to_qr++; /* rejected: QR below */
+    } else if (route == GS_SPAI_ROUTE_CGLS) {
+        int it = 0;
+        double relres = 0.0;
+        const int rc = gs_spai_cgls_column(AT, k, J, n2, mk, &w->cgls, &it, &relres);
+        st->cgls++;
+        if (it > st->cgls_iterations) st->cgls_iterations = it;
+        if (relres > st->cgls_relres) st->cgls_relres = relres;
+        f->kind = rc == GS_SPAI_NE_OK ? GS_SPAI_COLUMN_OK
+                  : rc == GS_SPAI_NE_ZERO ? GS_SPAI_COLUMN_ZERO : GS_SPAI_COLUMN_NOMEM;
+        return;
+    } else {
+        st->qr++;
+    }
+    f->kind = column_solve(AT, k, J, n2, mk, &w->qr, f);
+}
+
+/* Whether any column takes the normal equations (then the heavy columns'
+ * Gram matrix is worth its one-off cost). */
+static int any_normal_equations(const gs_csr *AT, const gs_csr *MT, int64_t qr_max)
+{
+    int any = 0;
+#pragma omp parallel reduction(| : any)
+    {
+        column_work w;
+        const int ok = work_init(&w, MT->n_rows) == 0;
+#pragma omp for schedule(dynamic, 256)
+        for (int32_t k = 0; k < MT->n_rows; k++)
+            any |= !ok || column_route(AT, MT, k, qr_max, &w) == GS_SPAI_ROUTE_NE;
+        work_free(&w);
+    }
+    return any;
+}
+
+int gs_spai_solve_columns(gs_pc *pc, const gs_csr *AT, gs_csr *MT, int64_t qr_max,
+                          const char *who, const char *hint, gs_spai_lsq_stats *stats,
                           gs_error *err)
 {
     const int32_t n = MT->n_rows;
     column_failure first = {INT32_MAX, GS_SPAI_COLUMN_OK, -1, 0, 0};
+    gs_spai_heavy heavy = {0};
+    gs_spai_lsq_stats total = {0};
+    int stop = 0, status = GS_OK;
+    if (any_normal_equations(AT, MT, qr_max)) GS_TRY(gs_spai_heavy_build(AT, &heavy, err));
+    total.heavy = heavy.count;
 #pragma omp parallel
     {
-        column_work w;
-        int ok = work_init(&w, n) == 0;
+        route_work w;
+        gs_spai_lsq_stats st = {0};
+        route_work_init(&w, n);
 #pragma omp for schedule(dynamic, 16)
         for (int32_t k = 0; k < n; k++) {
+            if (stop) continue; /* the deadline passed: skip what is left */
+            if ((k & 255) == 0 && gs_pc_past_deadline(pc)) stop = 1;
             column_failure f = {k, GS_SPAI_COLUMN_NOMEM, -1, 0, 0};
-            const int64_t start = MT->row_ptr[k];
-            const int32_t n2 = (int32_t)(MT->row_ptr[k + 1] - start);
-            if (ok) f.kind = column_solve(AT, k, MT->col + start, n2, MT->val + start, &w, &f);
+            if (w.ok) column_by_route(AT, &heavy, MT, k, qr_max, &w, &f, &st);
             if (f.kind != GS_SPAI_COLUMN_OK) {
 #pragma omp critical(gs_spai_first_failure)
                 if (k < first.k) first = f; /* the lowest column, whatever the schedule */
             }
         }
-        work_free(&w);
+#pragma omp critical(gs_spai_stats)
+        {
+            total.qr += st.qr, total.ne += st.ne, total.ne_to_qr += st.ne_to_qr;
+            total.cgls += st.cgls;
+            if (st.cgls_iterations > total.cgls_iterations) total.cgls_iterations = st.cgls_iterations;
+            if (st.cgls_relres > total.cgls_relres) total.cgls_relres = st.cgls_relres;
+        }
+        route_work_free(&w);
     }
-    if (first.k == INT32_MAX) return GS_OK;
-    return failure_report(&first, who, hint, err);
+    if (stats) *stats = total;
+    if (stop) GS_TRY(gs_pc_deadline(pc, "least squares", err));
+    if (first.k != INT32_MAX) GS_TRY(failure_report(&first, who, hint, err));
+cleanup:
+    gs_spai_heavy_free(&heavy);
+    return status;
+}
+
+void gs_spai_report_lsq(gs_pc *pc, const gs_spai_lsq_stats *st)
+{
+    if (!st->ne && !st->cgls && !st->ne_to_qr) return; /* QR alone: the papers' setup */
+    gs_kv_num(&pc->extra, "lsq_qr", (double)st->qr);
+    gs_kv_num(&pc->extra, "lsq_ne", (double)st->ne);
+    if (st->ne_to_qr) gs_kv_num(&pc->extra, "lsq_ne_to_qr", (double)st->ne_to_qr);
+    if (st->heavy) gs_kv_num(&pc->extra, "lsq_heavy", st->heavy);
+    if (st->cgls) {
+        gs_kv_num(&pc->extra, "lsq_cgls", (double)st->cgls);
+        gs_kv_num(&pc->extra, "lsq_cgls_iterations", st->cgls_iterations);
+        gs_kv_num(&pc->extra, "lsq_cgls_relres", st->cgls_relres);
+    }
 }
 
 int gs_spai_assemble(gs_csr *MT, gs_precision prec, gs_csr *M, gs_error *err)
@@ -266,13 +404,15 @@ void gs_spai_report_sizes(gs_pc *pc, const gs_spai_sizes *sizes)
     gs_kv_num(&pc->extra, "n2avg", sizes->n2avg);
 }
 
-int gs_spai_finish(gs_pc *pc, const gs_csr *AT, gs_csr *MT, gs_precision prec, const char *who,
-                   const char *hint, const char *save_comment, gs_error *err)
+int gs_spai_finish(gs_pc *pc, const gs_csr *AT, gs_csr *MT, int64_t qr_max, gs_precision prec,
+                   const char *who, const char *hint, const char *save_comment, gs_error *err)
 {
     gs_csr M = {0};
+    gs_spai_lsq_stats stats = {0};
     int status;
     double t0 = gs_pc_stage_start(pc, "least squares"); /* may be long: tell the hook */
-    GS_TRY(gs_spai_solve_columns(AT, MT, who, hint, err));
+    GS_TRY(gs_spai_solve_columns(pc, AT, MT, qr_max, who, hint, &stats, err));
+    gs_spai_report_lsq(pc, &stats);
     GS_TRY(gs_pc_stage_end(pc, "least squares", t0));
 
     t0 = gs_pc_stage_begin(pc);

@@ -8,8 +8,11 @@
  * rows longer than a warp and an arrow (a row of n entries); the batched
  * kernel alone on columns of every length class (1..32 in lane groups of
  * 4, 8, 16, 32; 33..128 in warps with 2 or 4 rows a lane; 129..4096 in
- * blocks with 1, 4 or 16 rows a thread; longer in the global-memory path),
- * both sides of each threshold; the apply (plain, sweeps, exact solves);
+ * blocks with 1, 4 or 16 rows a thread; longer in the sparse excess system),
+ * both sides of each threshold, the excess cut also moved down by the debug
+ * switch; dense rows and columns (an arrowhead, a bordered grid) whole,
+ * with the report's excess columns and entries; the --time-limit inside the
+ * generation; the apply (plain, sweeps, exact solves);
  * IDR(4) iterations; bad input (same status and message as the CPU: zero
  * and missing diagonals, zero pivots early and 2000 levels deep, a tiny
  * pivot that overflows). The
@@ -40,8 +43,15 @@
  *   entry (they inherit the factors' differences through small systems of
  *   modest condition). With T given (the kernel test) M_L is the
  *   reference's forward substitution in the same order: equal to 64 u;
- *   M_U's backward substitution sums its terms in the opposite order: the
- *   property bound above. */
+ *   M_U's backward substitution sums its terms in the opposite order, and
+ *   a column of the excess system (the sync-free triangular solve: each
+ *   row summed by lanes, with fused multiply-adds) in another order again:
+ *   1e-12 of the column's largest entry on those well-conditioned T (see
+ *   test_kernel_thresholds), and the property bound above, which the
+ *   sync-free solve meets as the substitution does (backward stable row by
+ *   row, each row's error within gamma of its length <= m).
+ * - the excess system's report (columns, entries) is integer work: equal to
+ *   the count from the reference's M and T. */
 #include <math.h>
 #include <string.h>
 
@@ -62,6 +72,7 @@
 #if GS_HAVE_CUDA
 
 static gs_engine *gpu;
+static int64_t excess_cut = 4096; /* the generation's cut (use_excess_cut) */
 
 static void poison_device_heap(void)
 {
@@ -83,7 +94,15 @@ typedef struct isai_out {
     gs_csr L, U, ML, MU; /* as saved (ML, MU empty with --trisolve exact) */
     char stages[512];
     double longest_L, longest_U;
+    /* the GPU's excess system (ML_excess_columns, ...); -1 where not reported */
+    double excess_L, excess_U, excess_nnz_L, excess_nnz_U;
 } isai_out;
+
+static double extra_or(const gs_pc *pc, const char *key, double none)
+{
+    const gs_kv *kv = tu_pc_extra(pc, key);
+    return kv ? kv->num : none;
+}
 
 static void isai_out_free(isai_out *o)
 {
@@ -116,6 +135,10 @@ static isai_out isai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
             tu_pc_saved_matrix(pc, "MU", &o.MU);
             o.longest_L = tu_pc_extra(pc, "ML_longest_column")->num;
             o.longest_U = tu_pc_extra(pc, "MU_longest_column")->num;
+            o.excess_L = extra_or(pc, "ML_excess_columns", -1);
+            o.excess_U = extra_or(pc, "MU_excess_columns", -1);
+            o.excess_nnz_L = extra_or(pc, "ML_excess_nnz", -1);
+            o.excess_nnz_U = extra_or(pc, "MU_excess_nnz", -1);
         }
         size_t used = 0;
         for (int i = 0; i < pc->stages.count; i++)
@@ -232,6 +255,35 @@ static void assert_ilu0_property(const gs_csr *A, const gs_csr *L, const gs_csr 
     gs_csr_free(&UT);
 }
 
+/* The excess system's size by the reference's M and T: the columns of M
+ * longer than cut, and the entries of T(J, J) on T's side over them. */
+static void excess_expected(const gs_csr *T, const gs_csr *M, int lower, int64_t cut,
+                            double *columns, double *nnz)
+{
+    gs_csr MT = {0};
+    gs_error err = {0};
+    ck_assert_int_eq(gs_csr_transpose(M, &MT, &err), GS_OK);
+    int64_t *pos = malloc((size_t)T->n_rows * sizeof *pos);
+    for (int32_t i = 0; i < T->n_rows; i++) pos[i] = -1;
+    *columns = 0, *nnz = 0;
+    for (int32_t j = 0; j < MT.n_rows; j++) {
+        const int64_t b = MT.row_ptr[j], m = MT.row_ptr[j + 1] - b;
+        if (m <= cut) continue;
+        *columns += 1;
+        for (int64_t q = 0; q < m; q++) pos[MT.col[b + q]] = q;
+        for (int64_t p = 0; p < m; p++) {
+            const int32_t r = MT.col[b + p];
+            for (int64_t a = T->row_ptr[r]; a < T->row_ptr[r + 1]; a++) {
+                const int64_t q = pos[T->col[a]];
+                if (q >= 0 && (lower ? q <= p : q >= p)) *nnz += 1;
+            }
+        }
+        for (int64_t q = 0; q < m; q++) pos[MT.col[b + q]] = -1;
+    }
+    free(pos);
+    gs_csr_free(&MT);
+}
+
 /* The GPU setup against the CPU one, and both properties on the GPU's. */
 static void check_against_cpu(const gs_csr *A, const char *const *kv, const char *what)
 {
@@ -263,6 +315,15 @@ static void check_against_cpu(const gs_csr *A, const char *const *kv, const char
         ck_assert_msg(got.longest_L == want.longest_L && got.longest_U == want.longest_U,
                       "%s: longest columns %g, %g; reference %g, %g", what, got.longest_L,
                       got.longest_U, want.longest_L, want.longest_U);
+        double cols, nnz; /* which columns the excess system took */
+        excess_expected(&want.L, &want.ML, 1, excess_cut, &cols, &nnz);
+        ck_assert_msg(got.excess_L == cols && got.excess_nnz_L == nnz,
+                      "%s: M_L excess %g columns, %g entries; expected %g, %g", what,
+                      got.excess_L, got.excess_nnz_L, cols, nnz);
+        excess_expected(&want.U, &want.MU, 0, excess_cut, &cols, &nnz);
+        ck_assert_msg(got.excess_U == cols && got.excess_nnz_U == nnz,
+                      "%s: M_U excess %g columns, %g entries; expected %g, %g", what,
+                      got.excess_U, got.excess_nnz_U, cols, nnz);
     }
     /* the stages are the reference's, after the GPU's own first one */
     const char *gs = strchr(got.stages, ';');
@@ -367,7 +428,29 @@ static gs_csr kernel_matrix(int32_t n, const int32_t *at, const int32_t *len, in
     return T;
 }
 
-/* The batched kernel alone: columns on both sides of every length class. */
+/* The generation's cut to the excess system: the debug switch (0: the
+ * default, ISAI_BLOCK_MAX = 4096), and the cut it gives. */
+static int64_t use_excess_cut(long long above)
+{
+    gs_debug dbg;
+    memset(&dbg, 0, sizeof dbg);
+    dbg.isai_excess_above = above;
+    gs_engine_cuda_set_debug(gpu, &dbg);
+    excess_cut = above > 0 && above < 4096 ? above : 4096;
+    return excess_cut;
+}
+
+/* The generation alone (batched kernels and excess system): columns on both
+ * sides of every length class, and of the cut to the excess system at its
+ * default (4097 and 5000 go there) and moved down by the switch to 40 and
+ * 300. Tolerance: with T given, a column the batch solves is the
+ * reference's substitution in the same order for L (64 u); the backward
+ * substitution of U, and any column the excess system solves (the sync-free
+ * solve sums each row by lanes, with fused multiply-adds), differ by
+ * rounding only: T here is diagonally dominant (diagonal 1 or 2, the rest
+ * of a column at most 0.3 + 0.4 / sqrt(len) x 3), so the substitution's
+ * error stays below m u |x|_max amplified by at most a few: 1e-12 of the
+ * column's largest entry, the columns being at most 5000 long. */
 START_TEST(test_kernel_thresholds)
 {
     /* each list's longest decides the lane-group size of the short columns */
@@ -375,58 +458,207 @@ START_TEST(test_kernel_thresholds)
         {3, 4, 0, 0},          {4, 5, 0, 0},          {7, 8, 0, 0},          {8, 9, 0, 0},
         {15, 16, 0, 0},        {16, 17, 0, 0},        {31, 32, 0, 0},        {32, 33, 0, 0},
         {33, 63, 64, 65},      {64, 127, 128, 129},   {128, 129, 255, 256},  {256, 257, 1023, 1024},
-        {1024, 1025, 4095, 4096}, {4096, 4097, 300, 5000},
+        {1024, 1025, 4095, 4096}, {4096, 4097, 300, 5000}, {39, 40, 41, 300}, {299, 300, 301, 3},
     };
-    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
-        int32_t at[4], len[4];
-        int count = 0, longest = 0;
-        for (int c = 0; c < 4; c++)
-            if (lens[t][c] > 0) {
-                at[count] = 37 + 311 * c, len[count] = lens[t][c];
-                longest = len[count] > longest ? len[count] : longest;
-                count++;
-            }
-        const int32_t n = longest + 37 + 311 * 4 + 50;
-        for (int lower = 1; lower >= 0; lower--)
-            for (int k = 1; k <= (longest <= 64 ? 2 : 1); k++) {
-                gs_csr T = kernel_matrix(n, at, len, count, lower), want = {0}, got = {0};
-                gs_error err = {0};
-                int64_t lw = 0, lg = 0;
-                int32_t bad = -1;
-                ck_assert_msg(gs_isai_generate(&T, lower, k, &want, &lw, &err) == GS_OK, "%s",
-                              err.msg);
-                ck_assert_msg(gs_isai_cuda_hook_generate(gpu, &T, lower, k, &got, &lg, &bad) ==
-                                  GS_OK,
-                              "%s", gpu->err.msg);
-                char what[96];
-                snprintf(what, sizeof what, "%s, k = %d, columns up to %d", lower ? "L" : "U", k,
-                         longest);
-                ck_assert_msg(bad == 0, "%s: column %d flagged", what, bad);
-                ck_assert_msg(lw == lg, "%s: longest %lld, reference %lld", what, (long long)lg,
-                              (long long)lw);
-                if (k == 1) ck_assert_msg(lg >= longest, "%s: longest %lld", what, (long long)lg);
-                assert_close(&want, &got, lower ? 64 * U64 : 1e-12, 1, what);
-                assert_isai_property(&T, &got, what);
-                gs_csr_free(&T), gs_csr_free(&want), gs_csr_free(&got);
-            }
+    static const long long cuts[] = {0, 40, 300};
+    for (size_t u = 0; u < sizeof cuts / sizeof cuts[0]; u++) {
+        const int64_t cut = use_excess_cut(cuts[u]);
+        for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+            int32_t at[4], len[4];
+            int count = 0, longest = 0;
+            for (int c = 0; c < 4; c++)
+                if (lens[t][c] > 0) {
+                    at[count] = 37 + 311 * c, len[count] = lens[t][c];
+                    longest = len[count] > longest ? len[count] : longest;
+                    count++;
+                }
+            const int32_t n = longest + 37 + 311 * 4 + 50;
+            for (int lower = 1; lower >= 0; lower--)
+                for (int k = 1; k <= (longest <= 64 ? 2 : 1); k++) {
+                    gs_csr T = kernel_matrix(n, at, len, count, lower), want = {0}, got = {0};
+                    gs_error err = {0};
+                    int64_t lw = 0, lg = 0;
+                    int32_t bad = -1;
+                    ck_assert_msg(gs_isai_generate(NULL, &T, lower, k, &want, &lw, &err) == GS_OK,
+                                  "%s", err.msg);
+                    ck_assert_msg(gs_isai_cuda_hook_generate(gpu, &T, lower, k, &got, &lg, &bad) ==
+                                      GS_OK,
+                                  "%s", gpu->err.msg);
+                    char what[128];
+                    snprintf(what, sizeof what, "%s, k = %d, columns up to %d, cut %lld",
+                             lower ? "L" : "U", k, longest, (long long)cut);
+                    ck_assert_msg(bad == 0, "%s: column %d flagged", what, bad);
+                    ck_assert_msg(lw == lg, "%s: longest %lld, reference %lld", what,
+                                  (long long)lg, (long long)lw);
+                    if (k == 1) ck_assert_msg(lg >= longest, "%s: longest %lld", what, (long long)lg);
+                    assert_close(&want, &got, lower && lw <= cut ? 64 * U64 : 1e-12, 1, what);
+                    assert_isai_property(&T, &got, what);
+                    gs_csr_free(&T), gs_csr_free(&want), gs_csr_free(&got);
+                }
+        }
     }
+    use_excess_cut(0);
 }
 END_TEST
 
-/* A zero on T's diagonal: the column that meets it is flagged. */
+/* A zero on T's diagonal: the column that meets it is flagged, whether the
+ * batch solves it or (cut 1: every column of 2 or more) the excess system. */
 START_TEST(test_kernel_zero_diagonal)
 {
     const int32_t at[1] = {5}, len[1] = {40};
-    gs_csr T = kernel_matrix(200, at, len, 1, 0), M = {0};
-    for (int64_t p = T.row_ptr[20]; p < T.row_ptr[21]; p++)
-        if (T.col[p] == 20) T.val[p] = 0.0;
-    int64_t longest = 0;
-    int32_t bad = 0;
-    ck_assert_msg(gs_isai_cuda_hook_generate(gpu, &T, 0, 1, &M, &longest, &bad) == GS_OK, "%s",
-                  gpu->err.msg);
-    /* columns 21 and 22 (1-based) meet row 21; column 21 first */
-    ck_assert_msg(bad == 21, "zero u_21,21: flagged column %d", bad);
-    gs_csr_free(&T), gs_csr_free(&M);
+    static const long long cuts[] = {0, 1};
+    for (size_t u = 0; u < 2; u++) {
+        use_excess_cut(cuts[u]);
+        gs_csr T = kernel_matrix(200, at, len, 1, 0), M = {0};
+        for (int64_t p = T.row_ptr[20]; p < T.row_ptr[21]; p++)
+            if (T.col[p] == 20) T.val[p] = 0.0;
+        int64_t longest = 0;
+        int32_t bad = 0;
+        ck_assert_msg(gs_isai_cuda_hook_generate(gpu, &T, 0, 1, &M, &longest, &bad) == GS_OK,
+                      "%s", gpu->err.msg);
+        /* columns 21 and 22 (1-based) meet row 21; column 21 first */
+        ck_assert_msg(bad == 21, "zero u_21,21, cut %lld: flagged column %d", cuts[u], bad);
+        gs_csr_free(&T), gs_csr_free(&M);
+    }
+    use_excess_cut(0);
+}
+END_TEST
+
+static gs_csr arrow(int32_t n);
+
+/* Dense rows and columns (issue 32): an arrowhead with a dense first row
+ * and column, as bloweybq (column 1 of L and M_L has n entries; row 1 of U
+ * has n, met by every column of M_U), and a 2D convection-diffusion grid
+ * bordered by `border` dense last rows and columns (the last columns of U
+ * and M_U have up to n entries; the last rows of L are dense). Non-positive
+ * off-diagonals and a row-dominant diagonal: M-matrices, ILU(0) exists. */
+static gs_csr arrowhead_first(int32_t n)
+{
+    const int64_t cap = 5 * (int64_t)n;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    int64_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double off = 0.0;
+        for (int32_t j = (i == 0 ? 0 : i - 1); j < (i == 0 ? n : i + 2) && j < n; j++) {
+            const double x = j == i - 1 || j == i + 1 ? -1.0 : i == 0 && j > 1 ? -1.0 / (1 + j % 5) : 0.0;
+            if (x != 0.0) ri[m] = i, ci[m] = j, v[m++] = x, off += -x;
+        }
+        if (i > 1) ri[m] = i, ci[m] = 0, v[m++] = -0.9, off += 0.9;
+        ri[m] = i, ci[m] = i, v[m++] = off + 1.0 + 0.01 * i;
+    }
+    gs_csr A = tu_from_triplets(n, n, m, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+static gs_csr bordered_grid(int32_t nx, int32_t border)
+{
+    const int32_t g = nx * nx, n = g + border;
+    const int64_t cap = (int64_t)g * (5 + border) + (int64_t)border * n;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v);
+    int64_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double off = 0.0;
+        if (i < g) { /* upwind: west -1.3, east -0.7, north and south -1 */
+            const int32_t x = i % nx, y = i / nx;
+            const int32_t nb[4] = {x > 0 ? i - 1 : -1, x + 1 < nx ? i + 1 : -1,
+                                   y > 0 ? i - nx : -1, y + 1 < nx ? i + nx : -1};
+            const double w[4] = {-1.3, -0.7, -1.0, -1.0};
+            for (int e = 0; e < 4; e++)
+                if (nb[e] >= 0) ri[m] = i, ci[m] = nb[e], v[m++] = w[e], off -= w[e];
+            for (int32_t b = 0; b < border; b++)
+                ri[m] = i, ci[m] = g + b, v[m++] = -0.5 / border, off += 0.5 / border;
+        } else {
+            for (int32_t j = 0; j < n; j++)
+                if (j != i) {
+                    const double x = j < g ? -1.0 / (1 + j % 7) : -0.3;
+                    ri[m] = i, ci[m] = j, v[m++] = x, off -= x;
+                }
+        }
+        ri[m] = i, ci[m] = i, v[m++] = off + 1.0;
+    }
+    gs_csr A = tu_from_triplets(n, n, m, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+/* Whole setups on dense rows and columns, the cut moved so that columns lie
+ * on both sides of it (64: the dense ones in the excess system; 8: also the
+ * bordered grid's columns of L of 9 to 11 entries; 1: every column of 2 or
+ * more), against the CPU reference (check_against_cpu: patterns exact,
+ * values within 1e-9 of the column's largest as for every setup, (T M - I)
+ * = 0 on the pattern within (2 m + 8) u (|T| |M|): the sync-free solve is
+ * backward stable row by row as the substitution is, its sums in another
+ * order, each row's error within gamma of its length <= m; and the
+ * report's excess columns and entries, counted from the reference's M).
+ * arrowhead 5000: column 1 of M_L past the default cut. */
+START_TEST(test_excess_setups)
+{
+    struct {
+        gs_csr A;
+        const char *what;
+        long long cuts[4];
+    } cases[] = {
+        {arrowhead_first(1500), "arrowhead 1500", {0, 64, 8, 1}},
+        {bordered_grid(30, 8), "bordered grid 30^2 + 8", {0, 64, 8, 1}},
+        {bordered_grid(10, 3), "bordered grid 10^2 + 3, ISAI(2)", {64, 8, 1, -1}},
+        {arrow(600), "arrow 600", {64, 1, -1, -1}},
+        {arrowhead_first(5000), "arrowhead 5000", {0, -1, -1, -1}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int isai2 = strstr(cases[c].what, "ISAI(2)") != NULL;
+        const char *kv[] = {"isai-power", isai2 ? "2" : "1", NULL};
+        for (int u = 0; u < 4 && cases[c].cuts[u] >= 0; u++) {
+            const int64_t cut = use_excess_cut(cases[c].cuts[u]);
+            char what[128];
+            snprintf(what, sizeof what, "%s, cut %lld", cases[c].what, (long long)cut);
+            check_against_cpu(&cases[c].A, kv, what);
+        }
+        gs_csr_free(&cases[c].A);
+    }
+    use_excess_cut(0);
+}
+END_TEST
+
+/* --time-limit inside the generation: the stage hook, told that the excess
+ * system starts, waits until the deadline has passed; the setup then stops
+ * with GS_ERR_TIME_LIMIT naming the stage, every device byte freed. */
+static void wait_past_deadline(void *ctx, const char *name)
+{
+    const double deadline = *(const double *)ctx;
+    if (strstr(name, "excess"))
+        while (gs_now() < deadline) {
+        }
+}
+
+START_TEST(test_excess_time_limit)
+{
+    gs_csr A = arrowhead_first(1500);
+    use_excess_cut(64);
+    const char *kv[] = {NULL};
+    gs_params p = tu_params(kv);
+    gs_mat *Ae = NULL;
+    gs_pc *pc = NULL;
+    gs_error err = {0};
+    poison_device_heap();
+    const size_t base = gpu->device_bytes_now;
+    ck_assert_int_eq(gpu->ops->mat_create(gpu, &A, GS_FP64, &Ae), GS_OK);
+    double deadline = gs_now() + 3.0; /* the stages before take milliseconds */
+    gs_pc_hook hook;
+    memset(&hook, 0, sizeof hook);
+    hook.stage_begin = wait_past_deadline, hook.ctx = &deadline, hook.deadline = deadline;
+    const int status = gs_pc_create_hooked(gs_pc_find("isai"), gpu, &p, &A, Ae, &hook, &pc, &err);
+    ck_assert_msg(status == GS_ERR_TIME_LIMIT && pc == NULL, "status %s: %s",
+                  gs_status_name(status), err.msg);
+    ck_assert_msg(strstr(err.msg, "'isai L'") != NULL, "%s", err.msg);
+    gpu->ops->mat_destroy(gpu, Ae);
+    ck_assert_msg(gpu->device_bytes_now == base, "device bytes leaked: %zu now, %zu before",
+                  gpu->device_bytes_now, base);
+    gs_error_clear(&gpu->err);
+    use_excess_cut(0);
+    gs_csr_free(&A);
 }
 END_TEST
 
@@ -683,6 +915,8 @@ static Suite *cuda_isai_suite(int have_gpu)
         tcase_add_unchecked_fixture(tc, gpu_up, gpu_down);
         tcase_add_test(tc, test_kernel_thresholds);
         tcase_add_test(tc, test_kernel_zero_diagonal);
+        tcase_add_test(tc, test_excess_setups);
+        tcase_add_test(tc, test_excess_time_limit);
         tcase_add_test(tc, test_generated);
         tcase_add_test(tc, test_ilu0_levels);
         tcase_add_test(tc, test_real);

@@ -1,12 +1,16 @@
 /* check_pc_isai.c - ILU(0) (src/sparse/ilu0.c) and the isai preconditioner
  * (src/precond/pc_isai.c), by their defining properties: (L U)_ij = a_ij on A's
  * pattern; (L M_L - I)_ij = 0 and (U M_U - I)_ij = 0 on the patterns of
- * |L|^k and |U|^k, also for columns longer than a warp; the scaled path acts
+ * |L|^k and |U|^k, also for columns longer than a warp and for dense rows
+ * and columns (an arrowhead, a bordered grid: the galloping merge gives the
+ * plain merge's values bit for bit); the --time-limit stops the column loop;
+ * the scaled path acts
  * on the original system; --trisolve exact is U^-1 L^-1 against a dense
  * solve; sweeps reduce the triangular residual; fewer IDR(4) iterations than
  * Jacobi; bad input and bad parameters named. */
 #include "gen.h"
 #include "ilu0.h"
+#include "isai.h"
 #include "testutil.h"
 
 #define EPS DBL_EPSILON
@@ -332,6 +336,167 @@ START_TEST(isai_long_columns)
         tu_pc_release(&r);
     }
     gs_csr_free(&A);
+}
+END_TEST
+
+/* Dense rows and columns (issue 32): an arrowhead with a dense first row
+ * and column, as bloweybq (column 1 of L, hence of M_L, has n entries; row
+ * 1 of U has n, so every column of M_U meets it), and a 2D grid bordered by
+ * `border` dense last rows and columns (column n of U and M_U has n
+ * entries; the last rows of L are dense). Non-positive off-diagonals and a
+ * row-dominant diagonal: M-matrices, so ILU(0) exists. */
+static gs_csr arrowhead_first(int32_t n)
+{
+    coo t = {0};
+    for (int32_t i = 0; i < n; i++) {
+        double off = 0.0;
+        for (int32_t j = 0; j < n; j++) {
+            double v = 0.0;
+            if (j == i - 1 || j == i + 1) v = -1.0;
+            else if (i == 0 && j > 1) v = -1.0 / (1 + j % 5);
+            else if (j == 0 && i > 1) v = -0.9;
+            if (v != 0.0) coo_add(&t, i, j, v), off += fabs(v);
+        }
+        coo_add(&t, i, i, off + 1.0 + 0.01 * i);
+    }
+    return coo_to_csr(&t, n);
+}
+
+static gs_csr bordered_grid(int32_t nx, int32_t border)
+{
+    const int32_t g = nx * nx, n = g + border;
+    coo t = {0};
+    for (int32_t i = 0; i < n; i++) {
+        double off = 0.0;
+        if (i < g) { /* upwind convection-diffusion: west -1.3, east -0.7, north, south -1 */
+            const int32_t x = i % nx, y = i / nx;
+            const int32_t nb[4] = {x > 0 ? i - 1 : -1, x + 1 < nx ? i + 1 : -1,
+                                   y > 0 ? i - nx : -1, y + 1 < nx ? i + nx : -1};
+            const double w[4] = {-1.3, -0.7, -1.0, -1.0};
+            for (int e = 0; e < 4; e++)
+                if (nb[e] >= 0) coo_add(&t, i, nb[e], w[e]), off += fabs(w[e]);
+            for (int32_t b = 0; b < border; b++)
+                coo_add(&t, i, g + b, -0.5 / border), off += 0.5 / border;
+        } else {
+            for (int32_t j = 0; j < n; j++)
+                if (j != i) {
+                    const double v = j < g ? -1.0 / (1 + j % 7) : -0.3;
+                    coo_add(&t, i, j, v), off += fabs(v);
+                }
+        }
+        coo_add(&t, i, i, off + 1.0);
+    }
+    return coo_to_csr(&t, n);
+}
+
+/* The reference's algorithm before galloping: row J_p merged with J one
+ * step at a time (O(|J|^2) a column). The galloping merge must give the
+ * same terms in the same order: the same bits. */
+static double plain_row(const gs_csr *T, const int32_t *rows, int64_t p, int64_t q0, int64_t q1,
+                        double rhs, const double *x)
+{
+    const int32_t r = rows[p];
+    double sum = rhs, diag = 0.0;
+    int64_t q = q0, a = T->row_ptr[r];
+    while (a < T->row_ptr[r + 1] && q <= q1) {
+        if (T->col[a] < rows[q]) a++;
+        else if (T->col[a] > rows[q]) q++;
+        else if (q == p) diag = T->val[a++], q++;
+        else sum -= T->val[a++] * x[q++];
+    }
+    return sum / diag;
+}
+
+static void plain_isai(const gs_csr *T, int lower, int k, gs_csr *M)
+{
+    gs_csr S, MT;
+    ck_assert(gs_csr_pattern_power(T, k, 0, &S, NULL) == GS_OK);
+    ck_assert(gs_csr_transpose(&S, &MT, NULL) == GS_OK);
+    MT.val = malloc((size_t)MT.nnz * sizeof(double) + 1);
+    for (int32_t j = 0; j < MT.n_rows; j++) {
+        const int64_t b = MT.row_ptr[j], m = MT.row_ptr[j + 1] - b;
+        const int32_t *rows = MT.col + b;
+        double *x = MT.val + b;
+        if (lower)
+            for (int64_t p = 0; p < m; p++) x[p] = plain_row(T, rows, p, 0, p, p == 0, x);
+        else
+            for (int64_t p = m - 1; p >= 0; p--) x[p] = plain_row(T, rows, p, p, m - 1, p == m - 1, x);
+    }
+    ck_assert(gs_csr_transpose(&MT, M, NULL) == GS_OK);
+    gs_csr_free(&S), gs_csr_free(&MT);
+}
+
+/* M_L and M_U of the factors of A against the plain merge, bit for bit, and
+ * (T M - I) = 0 on the pattern. */
+static void check_generate_plain(const gs_csr *A, int k, const char *what)
+{
+    gs_csr L, U;
+    gs_error err = {0};
+    ck_assert_msg(gs_ilu0(A, &L, &U, &err) == GS_OK, "%s: %s", what, err.msg);
+    for (int lower = 1; lower >= 0; lower--) {
+        const gs_csr *T = lower ? &L : &U;
+        gs_csr M = {0}, P = {0};
+        int64_t longest = 0;
+        char label[128];
+        snprintf(label, sizeof label, "%s, k = %d, M_%s", what, k, lower ? "L" : "U");
+        ck_assert_msg(gs_isai_generate(NULL, T, lower, k, &M, &longest, &err) == GS_OK, "%s: %s",
+                      label, err.msg);
+        plain_isai(T, lower, k, &P);
+        assert_same_pattern(&P, &M, label);
+        ck_assert_msg(memcmp(P.val, M.val, (size_t)M.nnz * sizeof(double)) == 0,
+                      "%s: values differ from the plain merge's", label);
+        check_isai(T, &M, k, label);
+        gs_csr_free(&M), gs_csr_free(&P);
+    }
+    gs_csr_free(&L), gs_csr_free(&U);
+}
+
+START_TEST(isai_dense_rows_and_columns)
+{
+    gs_csr A = arrowhead_first(2000), B = bordered_grid(40, 8), C = bordered_grid(12, 3);
+    check_generate_plain(&A, 1, "arrowhead 2000");
+    check_generate_plain(&B, 1, "bordered grid 40^2 + 8");
+    check_generate_plain(&C, 2, "bordered grid 12^2 + 3");
+    check_isai_on(&A, "1", "yes", "arrowhead 2000");
+    check_isai_on(&B, "1", "yes", "bordered grid 40^2 + 8");
+    check_isai_on(&C, "2", "no", "bordered grid 12^2 + 3");
+    const char *kv[] = {NULL};
+    gs_params p = tu_params(kv);
+    tu_pc_run r;
+    tu_pc_build_ok(&A, "isai", &p, &r);
+    ck_assert(tu_pc_extra(r.pc, "ML_longest_column")->num == 2000);
+    tu_pc_release(&r);
+    tu_pc_build_ok(&B, "isai", &p, &r);
+    ck_assert(tu_pc_extra(r.pc, "MU_longest_column")->num == 40 * 40 + 8);
+    tu_pc_release(&r);
+    gs_csr_free(&A), gs_csr_free(&B), gs_csr_free(&C);
+}
+END_TEST
+
+/* --time-limit in the column loop: a deadline already past stops it with
+ * GS_ERR_TIME_LIMIT naming the stage, M left empty. */
+START_TEST(isai_generate_time_limit)
+{
+    gs_csr A = arrowhead_first(500), L, U;
+    gs_error err = {0};
+    ck_assert(gs_ilu0(&A, &L, &U, &err) == GS_OK);
+    gs_pc pc;
+    memset(&pc, 0, sizeof pc);
+    pc.hook.deadline = DBL_MIN; /* the clock is past it */
+    for (int lower = 1; lower >= 0; lower--) {
+        gs_csr M = {0};
+        int64_t longest = -1;
+        gs_error_clear(&err);
+        ck_assert_int_eq(gs_isai_generate(&pc, lower ? &L : &U, lower, 1, &M, &longest, &err),
+                         GS_ERR_TIME_LIMIT);
+        ck_assert_msg(strstr(err.msg, lower ? "'isai L'" : "'isai U'") != NULL, "%s", err.msg);
+        ck_assert(M.row_ptr == NULL && M.val == NULL);
+    }
+    pc.hook.deadline = 0.0; /* no limit */
+    gs_csr M = {0};
+    int64_t longest = 0;
+    ck_assert(gs_isai_generate(&pc, &L, 1, 1, &M, &longest, &err) == GS_OK && longest == 500);
+    gs_csr_free(&M), gs_csr_free(&L), gs_csr_free(&U), gs_csr_free(&A);
 }
 END_TEST
 
@@ -772,6 +937,8 @@ int main(void)
     tcase_add_test(t, isai_generated_k1_k2);
     tcase_add_test(t, isai_real_k1_k2);
     tcase_add_test(t, isai_long_columns);
+    tcase_add_test(t, isai_dense_rows_and_columns);
+    tcase_add_test(t, isai_generate_time_limit);
     tcase_add_test(t, exact_trisolve_is_lu_inverse);
     tcase_add_test(t, isai_apply_is_mu_ml);
     tcase_add_test(t, scaling_gives_the_same_operator);

@@ -5,6 +5,7 @@
  * row sums (L D L^T e = A e) and omega = 0 (IC(0)) reproduces a_ii; the
  * apply solves M z = r; fewer CG iterations than Jacobi; bad input named. */
 #include "gen.h"
+#include "timer.h"
 #include "testutil.h"
 
 #define EPS DBL_EPSILON
@@ -575,6 +576,113 @@ START_TEST(allocation_failures_reported)
 }
 END_TEST
 
+/* ---- hub rows: the long pivot's sum and the searched rows (pc_mic.c) ---- */
+
+/* The 5-point Laplacian of an nx x nx grid and one hub node coupled (-1) to grid nodes 0,
+ * stride, 2 stride, ...; the hub is the last row (where = 'l'), the first ('f') or the
+ * middle one ('m'). Diagonals 4 (+1 where tied to the hub), the hub's its degree + 1: a
+ * diagonally dominant M-matrix. */
+static gs_csr hub_matrix(int32_t nx, int32_t stride, char where)
+{
+    const int32_t n = nx * nx + 1, hub = where == 'l' ? n - 1 : where == 'f' ? 0 : n / 2;
+    const int64_t cap = 7 * (int64_t)n;
+    int32_t *r = malloc(cap * sizeof *r), *c = malloc(cap * sizeof *c), degree = 0;
+    double *v = malloc(cap * sizeof *v);
+    int64_t m = 0;
+    ck_assert(r && c && v);
+#define ROW(g) ((g) + ((g) >= hub && where != 'l' ? 1 : 0))
+#define PUT(i, j, x) (r[m] = (i), c[m] = (j), v[m++] = (x))
+    for (int32_t g = 0; g < nx * nx; g++) {
+        const int32_t x = g % nx, y = g / nx, i = ROW(g);
+        double d = 4.0;
+        if (g % stride == 0) PUT(i, hub, -1.0), PUT(hub, i, -1.0), d += 1.0, degree++;
+        PUT(i, i, d);
+        if (x > 0) PUT(i, ROW(g - 1), -1.0);
+        if (x < nx - 1) PUT(i, ROW(g + 1), -1.0);
+        if (y > 0) PUT(i, ROW(g - nx), -1.0);
+        if (y < nx - 1) PUT(i, ROW(g + nx), -1.0);
+    }
+    PUT(hub, hub, degree + 1.0);
+#undef PUT
+#undef ROW
+    gs_csr A = tu_from_triplets(n, n, m, r, c, v);
+    free(r), free(c), free(v);
+    return A;
+}
+
+/* The dropped fill updates of the pairwise elimination: for each pivot k, the pairs
+ * i > j > k of A's row k (its pattern is that of R's row k throughout) with (j, i)
+ * outside A's pattern. */
+static double dropped_pairs(const gs_csr *A)
+{
+    double dropped = 0;
+    for (int32_t k = 0; k < A->n_rows; k++)
+        for (int64_t p = A->row_ptr[k]; p < A->row_ptr[k + 1]; p++)
+            for (int64_t q = p + 1; q < A->row_ptr[k + 1]; q++)
+                if (A->col[p] > k && gs_csr_find(A, A->col[p], A->col[q]) < 0) dropped++;
+    return dropped;
+}
+
+/* The hub last, first and in the middle, its degree below and above the long pivot's
+ * threshold (256 entries) and the searched rows' ratio: the defining identities, the row
+ * sums (MIC) and the dropped fill counted pair by pair. */
+START_TEST(hub_rows)
+{
+    const struct {
+        int32_t nx, stride;
+    } sizes[] = {{20, 13}, {30, 3}, {60, 5}};
+    const char where[] = {'l', 'f', 'm'};
+    for (int s = 0; s < 3; s++)
+        for (int w = 0; w < 3; w++) {
+            gs_csr A = hub_matrix(sizes[s].nx, sizes[s].stride, where[w]);
+            char what[64];
+            snprintf(what, sizeof what, "hub %c, %d x %d grid, every %d", where[w],
+                     (int)sizes[s].nx, (int)sizes[s].nx, (int)sizes[s].stride);
+            check_mic_on(&A, "1", "0", what);
+            check_mic_on(&A, "0", "0", what);
+            gs_params none = {0};
+            tu_pc_run r;
+            tu_pc_build_ok(&A, "mic", &none, &r);
+            ck_assert_msg(extra_num(r.pc, "dropped_fill") == dropped_pairs(&A),
+                          "%s: dropped fill %g, pairs %g", what, extra_num(r.pc, "dropped_fill"),
+                          dropped_pairs(&A));
+            tu_pc_release(&r);
+            gs_csr_free(&A);
+        }
+}
+END_TEST
+
+static void note_stage(void *ctx, const char *name)
+{
+    if (strcmp(name, "factorisation") == 0) *(int *)ctx = 1;
+}
+
+/* --time-limit inside the factorisation: a deadline already past stops it between pivots
+ * (every 4096), before its stage ends, with GS_ERR_TIME_LIMIT naming the stage. */
+START_TEST(time_limit_inside_factorisation)
+{
+    gs_csr A = hub_matrix(70, 20, 'f'); /* 4901 rows */
+    gs_engine *e = NULL;
+    gs_mat *Ae = NULL;
+    gs_pc *pc = NULL;
+    gs_error err = {0};
+    int ended = 0;
+    gs_pc_hook hook = {0};
+    hook.stage_done = note_stage, hook.ctx = &ended, hook.deadline = gs_now() - 1.0;
+    gs_params none = {0};
+    ck_assert_int_eq(gs_engine_cpu_create(&e, &err), GS_OK);
+    ck_assert_int_eq(e->ops->mat_create(e, &A, GS_FP64, &Ae), GS_OK);
+    const int status = gs_pc_create_hooked(gs_pc_find("mic"), e, &none, &A, Ae, &hook, &pc, &err);
+    ck_assert_msg(status == GS_ERR_TIME_LIMIT, "status %d: %s", status, err.msg);
+    ck_assert_msg(strstr(err.msg, "'factorisation'") != NULL, "%s", err.msg);
+    ck_assert_msg(!ended, "the factorisation stage ended: the deadline was not asked inside");
+    gs_pc_destroy(pc);
+    e->ops->mat_destroy(e, Ae);
+    gs_engine_destroy(e);
+    gs_csr_free(&A);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pc_mic");
@@ -592,5 +700,7 @@ int main(void)
     tcase_add_test(t, report_items);
     tcase_add_test(t, cpu_substitution_timed_when_asked);
     tcase_add_test(t, allocation_failures_reported);
+    tcase_add_test(t, hub_rows);
+    tcase_add_test(t, time_limit_inside_factorisation);
     return tu_run_suite(s);
 }

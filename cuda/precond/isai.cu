@@ -12,7 +12,8 @@
  *   ilu0       ILU(0) in place on S A S: our level-scheduled IKJ (--ilu exact),
  *              cuSPARSE csrilu02 (--ilu cusparse) or
  *              Chow-Patel sweeps (--ilu sweeps:N); L, U split (toolkit)
- *   isai L     M_L on |L|^k, the batched kernel (isai_generate.cu)
+ *   isai L     M_L on |L|^k, the batched kernel, the long columns in one
+ *              sparse excess system (isai_generate.cu)
  *   isai U     M_U on |U|^k
  *   upload     the engine matrices the apply uses (L, U with triangular-solve
  *              data for sweeps and --trisolve exact; M_L, M_U)
@@ -141,14 +142,16 @@ static int isai_factor(gs_pc *pc, const gs_csr *A, const gs_isai_options *o, con
     gs_engine *e = pc->eng;
     gs_dcsr W = {};
     int64_t *diag = NULL;
+    const char *scheme = NULL;
     int bad = 0, status = GS_OK;
     double t0 = gs_pc_stage_begin(pc);
     GS_TRY(isai_cuda_scale(e, dA, o->scale, &W, s, &diag, &bad));
     if (bad) GS_TRY(isai_factor_failure(A, o, bad, "a missing or zero diagonal entry", err));
     if (o->scale) GS_TRY(gs_pc_stage_end(pc, "scaling", t0));
     t0 = o->scale ? gs_pc_stage_begin(pc) : t0;
-    GS_TRY(isai_cuda_ilu0(e, &W, diag, o->ilu_sweeps, o->ilu_cusparse, &bad));
+    GS_TRY(isai_cuda_ilu0(pc, &W, diag, o->ilu_sweeps, o->ilu_cusparse, &scheme, &bad, err));
     if (bad) GS_TRY(isai_factor_failure(A, o, bad, "a zero pivot or an overflow", err));
+    if (scheme) gs_kv_str(&pc->extra, "ilu_scheme", scheme); /* syncfree | levels (exact ILU) */
     GS_TRY(gs_dcsr_split_lu(e, &W, L, U));
     GS_TRY(gs_pc_stage_end(pc, "ilu0", t0));
 cleanup:
@@ -157,23 +160,27 @@ cleanup:
     return status;
 }
 
-/* M ~ T^-1 and its stage; the reference's message for a non-finite column. */
+/* M ~ T^-1 and its stage; the reference's message for a non-finite column.
+ * Report items: the longest column, and the columns the excess system took
+ * (longer than the batched kernels' cut) with that system's entries. */
 static int isai_inverse(gs_pc *pc, const gs_dcsr *T, int lower, long k, gs_dcsr *M,
                         gs_error *err)
 {
-    int64_t longest = 0;
-    int32_t bad = 0;
+    isai_generate_info info = {};
     int status = GS_OK;
-    const double t0 = gs_pc_stage_begin(pc);
-    GS_TRY(isai_cuda_generate(pc->eng, T, lower, (int)k, M, &longest, &bad));
-    if (bad)
+    const double t0 = gs_pc_stage_start(pc, lower ? "isai L" : "isai U");
+    GS_TRY(isai_cuda_generate(pc->eng, pc, T, lower, (int)k, M, &info, err));
+    if (info.bad_column)
         GS_TRY(gs_error_set(err, GS_ERR_NUMERIC,
                             "ISAI: column %d of M_%s is not finite (that column's small "
                             "triangular system of %s overflows: the factor is too "
                             "ill-conditioned)",
-                            (int)bad, lower ? "L" : "U", lower ? "L" : "U"));
+                            (int)info.bad_column, lower ? "L" : "U", lower ? "L" : "U"));
     GS_TRY(gs_pc_stage_end(pc, lower ? "isai L" : "isai U", t0));
-    gs_kv_num(&pc->extra, lower ? "ML_longest_column" : "MU_longest_column", (double)longest);
+    gs_kv_num(&pc->extra, lower ? "ML_longest_column" : "MU_longest_column", (double)info.longest);
+    gs_kv_num(&pc->extra, lower ? "ML_excess_columns" : "MU_excess_columns",
+              (double)info.excess_columns);
+    gs_kv_num(&pc->extra, lower ? "ML_excess_nnz" : "MU_excess_nnz", (double)info.excess_nnz);
 cleanup:
     return status;
 }
@@ -344,7 +351,11 @@ extern "C" int gs_isai_cuda_hook_generate(gs_engine *e, const gs_csr *T, int low
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(poison, 0xFF, poison_bytes, gs_cuda_of(e)->stream)));
     gs_cuda_free(e, poison, poison_bytes);
     poison = NULL;
-    GS_TRY(isai_cuda_generate(e, &dT, lower, k, &dM, longest, bad_column));
+    {
+        isai_generate_info info = {};
+        GS_TRY(isai_cuda_generate(e, NULL, &dT, lower, k, &dM, &info, &e->err));
+        *longest = info.longest, *bad_column = info.bad_column;
+    }
     GS_TRY(gs_dcsr_download(e, &dM, M));
 cleanup:
     gs_cuda_free(e, poison, poison_bytes);

@@ -17,8 +17,10 @@ extern "C" {
 /* Column lengths the generation kernels take (isai_generate.cu): up to
  * ISAI_GROUP_MAX one group of lanes of a warp (4, 8, 16 or 32 lanes), up to
  * ISAI_BLOCK_MAX one 256-thread block with each thread's rows in registers
- * and x_q broadcast through shared memory, longer columns one block with the
- * substitution's state in global memory (any length). */
+ * and x_q broadcast through shared memory. Longer columns (or longer than
+ * gs_debug.isai_excess_above) form one block-diagonal sparse "excess"
+ * system T(J_b, J_b) x_b = e, solved by the toolkit's sync-free triangular
+ * solve: cost O(nnz(T(J_b, J_b))), not O(|J_b|^2). */
 #define ISAI_GROUP_MAX 32
 #define ISAI_BLOCK_THREADS 256
 #define ISAI_BLOCK_ROWS_MAX 16 /* rows a thread holds in the register path */
@@ -56,20 +58,35 @@ static __device__ inline unsigned isai_group_mask()
 int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, double **s,
                     int64_t **diag, int *bad);
 
-/* ILU(0) in place on W's values (sorted rows): sweeps fixed-point sweeps
- * (sweeps > 0; Chow-Patel, Jacobi order, the CPU reference's arithmetic),
- * else exact: cuSPARSE's csrilu02 (cusparse) or our level-scheduled IKJ,
- * the reference's operations per entry in its order. *bad = the lowest
- * 1-based row with a non-finite factor entry or a zero pivot, 0 if none
- * (one host round trip). */
-int isai_cuda_ilu0(gs_engine *e, gs_dcsr *W, const int64_t *diag, int sweeps, int cusparse,
-                   int *bad);
+/* ILU(0) in place on W's values (sorted rows) on pc's engine: sweeps
+ * fixed-point sweeps (sweeps > 0; Chow-Patel, Jacobi order, the CPU
+ * reference's arithmetic), else exact: cuSPARSE's csrilu02 (cusparse) or our
+ * IKJ, the reference's operations per entry in its order, scheduled by L's
+ * levels: one sync-free launch or a launch a level (*scheme = "syncfree" or
+ * "levels", by the rule of isai_ilu0.cu or the engine's debug.factor_scheme;
+ * NULL for sweeps and cuSPARSE). *bad = the lowest 1-based row with a
+ * non-finite factor entry or a zero pivot, 0 if none (one host round trip).
+ * GS_ERR_TIME_LIMIT (err names the stage "ilu0") once pc's deadline has
+ * passed: with a launch a level, asked every 256 launches (the host's clock
+ * only, no added wait); else the stage's end asks. */
+int isai_cuda_ilu0(gs_pc *pc, gs_dcsr *W, const int64_t *diag, int sweeps, int cusparse,
+                   const char **scheme, int *bad, gs_error *err);
+
+/* What one generation did: the longest column of M; the columns solved in
+ * the excess system and its entries (sum of nnz(T(J_b, J_b))); the lowest
+ * 1-based column with a non-finite value, 0 if none. */
+typedef struct isai_generate_info {
+    int64_t longest, excess_columns, excess_nnz;
+    int32_t bad_column;
+} isai_generate_info;
 
 /* M ~ T^-1 on the pattern of |T|^k (T = L unit lower with its diagonal
  * stored, lower = 1; or U, lower = 0), one small triangular solve per
- * column. *longest = the longest column of M; *bad_column = the lowest
- * 1-based column with a non-finite value, 0 if none. M allocated here. */
-int isai_cuda_generate(gs_engine *e, const gs_dcsr *T, int lower, int k, gs_dcsr *M,
-                       int64_t *longest, int32_t *bad_column);
+ * column. M allocated here. pc (may be NULL: no limit) gives the run's
+ * --time-limit, asked where the host waits for the device anyway: past it,
+ * GS_ERR_TIME_LIMIT in err (device failures go to e->err), naming stage
+ * "isai L" or "isai U"; everything allocated here is freed. */
+int isai_cuda_generate(gs_engine *e, gs_pc *pc, const gs_dcsr *T, int lower, int k, gs_dcsr *M,
+                       isai_generate_info *info, gs_error *err);
 
 #endif

@@ -5,7 +5,8 @@
  * Stages, named as the CPU setup's where they do the same work:
  *   csr of A / transfer  A's CSR on the device (the engine's copy, or uploaded)
  *   factorisation        checks, L's and L^T's patterns, L's levels (device analysis), the
- *                        level-scheduled elimination (mic_factor.cu), retried with the
+ *                        elimination scheduled by them, one sync-free launch or a launch a
+ *                        level (mic_factor.cu; report item factor_scheme), retried with the
  *                        shift sequence of the reference (gs_mic_next_shift)
  *   transpose            L's values gathered from L^T's (the elimination writes L^T)
  *   layout               the substitutions: L^T's levels and the choice of scheme, or
@@ -36,6 +37,7 @@ typedef struct mic_cuda_data {
     gs_vec *t, *u, *w; /* exact: L \ r, D^-1 (also for a fused kernel), D^-1 (L \ r) */
     double omega, shift;
     int tries;
+    int on_host;       /* the factorisation ran on the host (gs_dfactor_on_host) */
 } mic_cuda_data;
 
 static void mic_cuda_destroy(gs_pc *pc)
@@ -147,10 +149,9 @@ cleanup:
 static int mic_factorise_shifted(gs_pc *pc, const gs_dcsr *dA, mic_cuda_data *m, int fixed,
                                  gs_error *err)
 {
-    gs_engine *e = pc->eng;
     int status = GS_OK;
     for (m->tries = 1;; m->tries++) {
-        GS_TRY(mic_cuda_factorise(e, dA, m->shift, m->omega, &m->f));
+        GS_TRY(mic_cuda_factorise(pc, dA, m->shift, m->omega, &m->f, err)); /* and the deadline */
         if (m->f.fail_row == m->f.n) return GS_OK;
         const double next = fixed ? 0.0 : gs_mic_next_shift(m->shift);
         if (next == 0.0) break;
@@ -164,6 +165,38 @@ static int mic_factorise_shifted(gs_pc *pc, const gs_dcsr *dA, mic_cuda_data *m,
         gs_error_prefix(err, "%d shifts up to alpha = %g tried (the bound is %g), the last: ",
                         m->tries, m->shift, 1e3);
 cleanup:
+    return status;
+}
+
+/* The factorisation where the device's would be latency-bound (gs_dfactor_on_host: thin
+ * levels, or a hub's long row of L): the reference's code on the host (gs_mic_factor_host,
+ * its shifts and messages), L^T's values and D uploaded into the device's arrays (the same
+ * pattern, triu(A)'s rows: mic_pattern_kernel). */
+static int mic_factorise_host(gs_pc *pc, const gs_csr *A, mic_cuda_data *m, int fixed,
+                              gs_error *err)
+{
+    gs_engine *e = pc->eng;
+    cudaStream_t s = gs_cuda_of(e)->stream;
+    const int32_t n = m->f.n;
+    gs_csr LT = {};
+    gs_mic_stats st = {0, 0.0};
+    int status = GS_OK;
+    double *d = (double *)gs_malloc(((size_t)n + 1) * sizeof(double), "mic: D on the host", err);
+    if (!d) return GS_ERR_NOMEM;
+    GS_TRY(gs_mic_factor_host(pc, A, m->omega, fixed, &m->shift, &LT, d, &m->tries, &st, err));
+    if (LT.nnz != m->f.U.nnz)
+        GS_TRY(gs_error_set(err, GS_ERR_INTERNAL, "the host's L^T has %lld entries, the device's "
+                            "pattern %lld", (long long)LT.nnz, (long long)m->f.U.nnz));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->f.U.val, LT.val, (size_t)LT.nnz * sizeof(double),
+                                              cudaMemcpyHostToDevice, s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(m->f.d, d, (size_t)n * sizeof(double),
+                                              cudaMemcpyHostToDevice, s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s))); /* LT and d are freed below */
+    m->f.fail_row = n, m->f.fail_pivot = 0.0;
+    m->f.dropped = st.dropped, m->f.min_ratio = st.min_ratio;
+cleanup:
+    gs_csr_free(&LT);
+    free(d);
     return status;
 }
 
@@ -207,11 +240,22 @@ cleanup:
 }
 
 /* --trisolve auto: levels first (bounded by the number of levels), then the sync-free
- * scheme with its repeats skipped once it is clearly the slower; the faster is kept. */
+ * scheme with its repeats skipped once it is clearly the slower; the faster is kept.
+ * Where the levels are thin (fewer than MIC_TIMED_ROWS_PER_LEVEL rows a level on the
+ * mean) the level scheme's launch a level cannot win, and timing the two cost most of the
+ * setup (H200: 0.73 s of a 20,000-level chain's 0.84 s, one sync-free apply alone 96 ms):
+ * the sync-free scheme is taken untimed (no fbs_*_ms items then). */
+#define MIC_TIMED_ROWS_PER_LEVEL 64
 static int mic_choose(gs_pc *pc, mic_cuda_data *m, const gs_vec *r, gs_vec *z)
 {
     float ms[2] = {0.0f, 0.0f};
     int status = GS_OK;
+    const double rows_per_level = (double)m->f.n / (m->upper.n_levels > 0 ? m->upper.n_levels : 1);
+    if (rows_per_level < MIC_TIMED_ROWS_PER_LEVEL) { /* thin levels: sync-free, untimed */
+        m->how = GS_DTRI_SYNCFREE;
+        (void)r, (void)z;
+        goto cleanup;
+    }
     m->how = GS_DTRI_LEVELS;
     GS_TRY(mic_time_apply(pc, r, z, 1e3f, &ms[1]));
     m->how = GS_DTRI_SYNCFREE;
@@ -325,6 +369,7 @@ static void mic_cuda_describe(gs_pc *pc, const mic_cuda_data *m)
     gs_kv_num(&pc->extra, "shift", m->shift);
     gs_kv_num(&pc->extra, "shift_tries", m->tries);
     gs_kv_num(&pc->extra, "levels_L", m->f.lower.n_levels);
+    gs_kv_str(&pc->extra, "factor_scheme", m->on_host ? "host" : m->f.syncfree ? "syncfree" : "levels");
     if (!m->exact) gs_kv_num(&pc->extra, "levels_LT", m->upper.n_levels);
 }
 
@@ -337,7 +382,13 @@ static int mic_cuda_build(gs_pc *pc, const gs_csr *A, const gs_dcsr *dA, mic_cud
     int status = GS_OK;
     double t0 = gs_pc_stage_begin(pc);
     GS_TRY(mic_cuda_patterns(e, A, dA, &m->f, err));
-    GS_TRY(mic_factorise_shifted(pc, dA, m, fixed, err));
+    /* thin levels only: a hub's long row of L costs the device's columns no wait of their
+     * own (mic_factor.cu: a lane an entry; H200, hub:450: device 0.0175 s, host 0.0215 s) */
+    m->on_host = gs_dfactor_on_host(e, &m->f.lower, 0);
+    if (m->on_host)
+        GS_TRY(mic_factorise_host(pc, A, m, fixed, err));
+    else
+        GS_TRY(mic_factorise_shifted(pc, dA, m, fixed, err));
     GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     t0 = gs_pc_stage_begin(pc);
     GS_TRY(mic_cuda_gather_L(e, &m->f));

@@ -24,6 +24,9 @@ typedef struct mic_factor {
     double *a_diag;    /* n: (1 + alpha) a_kk of the current try */
     double *d;         /* n: D */
     gs_dtri lower;     /* L's levels: the factorisation's schedule and the forward solve's */
+    double *tsum;      /* n: sum_{j > m} l_jm of each long column m of L (mic_factor.cu) */
+    unsigned *ticket;  /* 1: the sync-free factorisation's block ticket */
+    int syncfree;      /* the last try's scheme: 1 one sync-free launch, 0 a launch a level */
     /* of the last try: the lowest row with a non-positive pivot (n: none),
      * its pivot, min d_k / a_kk, the dropped fill updates */
     int32_t fail_row;
@@ -37,9 +40,14 @@ typedef struct mic_factor {
 int mic_cuda_patterns(gs_engine *e, const gs_csr *A, const gs_dcsr *dA, mic_factor *f,
                       gs_error *err);
 /* One factorisation of A + alpha diag(A) with omega: U's values, d, and the
- * try's record (fail_row = n when every pivot is positive). Synchronises. */
-int mic_cuda_factorise(gs_engine *e, const gs_dcsr *dA, double alpha, double omega,
-                       mic_factor *f);
+ * try's record (fail_row = n when every pivot is positive), by one sync-free
+ * launch or a launch a level (f->syncfree says which: the rule of
+ * mic_factor.cu, or the engine's debug.factor_scheme). Synchronises.
+ * GS_ERR_TIME_LIMIT (err names the stage) once pc's deadline has passed:
+ * asked on entry and, with a launch a level, every 256 launches (the host's
+ * clock only, no added wait). */
+int mic_cuda_factorise(gs_pc *pc, const gs_dcsr *dA, double alpha, double omega,
+                       mic_factor *f, gs_error *err);
 /* L's values from U's (the "transpose"), unit diagonal. */
 int mic_cuda_gather_L(gs_engine *e, mic_factor *f);
 void mic_factor_free(gs_engine *e, mic_factor *f);

@@ -174,6 +174,19 @@ typedef struct gs_dtri {
  * the level pointers come to the host). */
 int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, const int32_t *col,
                     int upper, gs_dtri *t);
+
+/* Whether a factorisation scheduled by the levels of t (ILU(0), MIC(0): a row waits for the
+ * rows its L-part names) is latency-bound on the device, so that the host's sequential code
+ * is faster: the levels thin (fewer than GS_DFACTOR_HOST_ROWS_PER_LEVEL rows a level on the
+ * mean: a dependent trip to L2 or a launch a level against the host's nanoseconds a row), or
+ * a row of L longer than GS_DFACTOR_HOST_LONG_ROW (its eliminations one after another on one
+ * warp). Measured on an H200 against the 16-core host (docs/perf-notes.md, issue 32). The
+ * engine's debug.factor_scheme forces either way (GS_DEBUG_SCHEME_HOST: host; levels or
+ * syncfree: the device). longest_row: the longest row of L's strict lower part (0: not a
+ * criterion, where the factorisation spreads a long row over lanes: mic). */
+#define GS_DFACTOR_HOST_ROWS_PER_LEVEL 16
+#define GS_DFACTOR_HOST_LONG_ROW 4096
+int gs_dfactor_on_host(gs_engine *e, const gs_dtri *t, int64_t longest_row);
 void gs_dtri_free(gs_engine *e, gs_dtri *t); /* NULL-safe, zeroes t */
 
 typedef enum gs_dtri_scheme {

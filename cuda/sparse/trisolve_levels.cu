@@ -273,6 +273,14 @@ cleanup:
     return status;
 }
 
+int gs_dfactor_on_host(gs_engine *e, const gs_dtri *t, int64_t longest_row)
+{
+    const int force = gs_cuda_debug(e)->factor_scheme;
+    if (force) return force == GS_DEBUG_SCHEME_HOST;
+    return (double)t->n < (double)GS_DFACTOR_HOST_ROWS_PER_LEVEL * t->n_levels ||
+           longest_row > GS_DFACTOR_HOST_LONG_ROW;
+}
+
 void gs_dtri_free(gs_engine *e, gs_dtri *t)
 {
     if (!t) return;

@@ -43,6 +43,12 @@ void gs_debug_from_env(gs_debug *d)
     }
     v = getenv("GS_FUSED_STAGE");
     if (v && strcmp(v, "off") == 0) d->fused_stage = GS_DEBUG_FORCE_OFF;
+    v = getenv("GS_ISAI_EXCESS_ABOVE");
+    if (v && atoll(v) > 0) d->isai_excess_above = atoll(v);
+    v = getenv("GS_FACTOR_SCHEME");
+    if (v && strcmp(v, "levels") == 0) d->factor_scheme = GS_DEBUG_SCHEME_LEVELS;
+    if (v && strcmp(v, "syncfree") == 0) d->factor_scheme = GS_DEBUG_SCHEME_SYNCFREE;
+    if (v && strcmp(v, "host") == 0) d->factor_scheme = GS_DEBUG_SCHEME_HOST;
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

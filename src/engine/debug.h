@@ -59,6 +59,19 @@ typedef struct gs_debug {
     /* GS_SPMV_LONG_MIN=N (N > 0): rows of at least N entries are long,
      * instead of the rule's max(128, 16 x mean row length); 0: the rule */
     long long spmv_long_min;
+    /* GS_ISAI_EXCESS_ABOVE=N (N > 0): isai's GPU generation solves the
+     * columns of M_L, M_U longer than N entries in its sparse excess system
+     * instead of the default cut, 4096 (cuda/precond/isai_generate.cu), so
+     * that small inputs reach it (tests); 0: the default */
+    long long isai_excess_above;
+    /* GS_FACTOR_SCHEME=levels|syncfree|host: mic's factorisation and isai's
+     * exact ILU(0) in the CUDA setup (cuda/precond/mic*.cu, isai_ilu0.cu)
+     * run a launch per level of L (levels), one synchronisation-free launch
+     * (syncfree) or the host reference's code on the downloaded values
+     * (host) whatever their rule says (tests hold the device schemes to the
+     * same bits and the host's to the reference, timings compare them); 0:
+     * the rule (rows a level, the longest row of L: gs_factor_rule.h) */
+    int factor_scheme;
 } gs_debug;
 
 #define GS_DEBUG_PLAN_HOST 1
@@ -70,6 +83,9 @@ typedef struct gs_debug {
 #define GS_DEBUG_LONG_MERGE 3
 #define GS_DEBUG_SYNC_GRID 1
 #define GS_DEBUG_SYNC_CLUSTER 2
+#define GS_DEBUG_SCHEME_LEVELS 1
+#define GS_DEBUG_SCHEME_SYNCFREE 2
+#define GS_DEBUG_SCHEME_HOST 3
 
 /* d from the environment variables above; unset or malformed ones keep
  * the default. For main only: library code reads the structure it is given. */

@@ -51,8 +51,11 @@ void gs_isai_describe(gs_pc *pc, const gs_isai_data *d, const gs_isai_sizes *s);
 int gs_isai_host_factor_check(const gs_csr *A, const gs_isai_options *o, gs_error *err);
 /* The reference's generation: M ~ T^-1 on the pattern of |T|^k (T lower with
  * lower = 1, else upper; its diagonal stored), *longest its longest column;
- * GS_ERR_NUMERIC naming the first non-finite column. */
-int gs_isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
+ * GS_ERR_NUMERIC naming the first non-finite column. Each column costs
+ * O(nnz(T(J, J)) log |J|), whatever |J|. pc (may be NULL) gives the run's
+ * --time-limit: past it, GS_ERR_TIME_LIMIT naming stage "isai L" or
+ * "isai U", M left empty. */
+int gs_isai_generate(gs_pc *pc, const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
                      gs_error *err);
 int gs_isai_vectors(gs_pc *pc, gs_isai_data *d, int32_t n);
 

@@ -43,21 +43,44 @@ typedef gs_isai_options isai_options;
 
 /* ---- generation: one small triangular solve per column ---- */
 
+/* The first position in [lo, hi) of the ascending a with a[pos] >= key (hi
+ * if none), galloping from lo: probes lo, lo + 1, lo + 3, ... then a binary
+ * search in the last bracket, O(log d) for an answer d places on (a merge
+ * step that moves one place costs one probe, as a linear merge does). */
+static int64_t gallop(const int32_t *a, int64_t lo, int64_t hi, int32_t key)
+{
+    int64_t bound = 1;
+    while (lo + bound - 1 < hi && a[lo + bound - 1] < key) bound *= 2;
+    int64_t left = lo + bound / 2, right = lo + bound - 1 < hi ? lo + bound - 1 : hi;
+    while (left < right) {
+        const int64_t mid = left + (right - left) / 2;
+        if (a[mid] < key) left = mid + 1;
+        else right = mid;
+    }
+    return left;
+}
+
 /* Row p of the substitution on T(J, J): (rhs - sum_q t_{J_p J_q} x_q) /
  * t_{J_p J_p} over q in [q0, q1] (q = p gives the diagonal), T(J_p, J_q)
- * found by merging row J_p of T with J (both sorted). A zero diagonal
- * gives Inf, which the caller catches. */
+ * found by merging row J_p of T with J (both sorted). The merge gallops on
+ * whichever side is behind, so a row costs O(min(nnz(T(J_p, :)), |J|) log)
+ * and a column O(nnz(T(J, J)) log |J|) (a plain merge walks all of J for
+ * every row: O(|J|^2), 5e7 steps for bloweybq's column of 10001, and all
+ * of a dense row of T for every short column that meets it). The terms are
+ * the plain merge's, subtracted in the same order: the same values to the
+ * bit. A zero diagonal gives Inf, which the caller catches. */
 static double isai_solve_row(const gs_csr *T, const int32_t *rows, int64_t p, int64_t q0,
                              int64_t q1, double rhs, const double *x)
 {
     const int32_t r = rows[p];
+    const int64_t end = T->row_ptr[r + 1];
     double sum = rhs, diag = 0.0;
     int64_t q = q0, a = T->row_ptr[r];
-    while (a < T->row_ptr[r + 1] && q <= q1) {
+    while (a < end && q <= q1) {
         if (T->col[a] < rows[q])
-            a++;
+            a = gallop(T->col, a + 1, end, rows[q]);
         else if (T->col[a] > rows[q])
-            q++;
+            q = gallop(rows, q + 1, q1 + 1, T->col[a]);
         else if (q == p)
             diag = T->val[a++], q++;
         else
@@ -83,12 +106,14 @@ static void isai_column_upper(const gs_csr *T, const int32_t *rows, int64_t m, d
 
 /* M ~ T^-1 on the pattern of |T|^k, T triangular with its diagonal stored.
  * Columns are independent (the paper's batch): OpenMP over columns. The
- * columns are built as the rows of M^T, then transposed. */
-int gs_isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
+ * columns are built as the rows of M^T, then transposed. --time-limit:
+ * every 16th column asks; a thread that finds it past sets stop and every
+ * thread skips the columns it has left. */
+int gs_isai_generate(gs_pc *pc, const gs_csr *T, int lower, int k, gs_csr *M, int64_t *longest,
                      gs_error *err)
 {
     gs_csr S = {0}, MT = {0};
-    int status = GS_OK;
+    int status = GS_OK, stop = 0;
     GS_TRY(gs_csr_pattern_power(T, k, 0, &S, err));
     GS_TRY(gs_csr_transpose(&S, &MT, err));                 /* row j of MT: column j of S */
     MT.val = gs_malloc((size_t)MT.nnz * sizeof(double) + 1, "ISAI values", err);
@@ -97,6 +122,15 @@ int gs_isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *long
     int32_t bad = MT.n_rows;
 #pragma omp parallel for schedule(dynamic, 64) reduction(max : lmax) reduction(min : bad)
     for (int32_t j = 0; j < MT.n_rows; j++) {
+        int stopped;
+#pragma omp atomic read
+        stopped = stop;
+        if (stopped) continue;
+        if ((j & 15) == 0 && gs_pc_past_deadline(pc)) {
+#pragma omp atomic write
+            stop = 1;
+            continue;
+        }
         const int64_t b = MT.row_ptr[j], m = MT.row_ptr[j + 1] - b;
         if (lower)
             isai_column_lower(T, MT.col + b, m, MT.val + b);
@@ -106,6 +140,7 @@ int gs_isai_generate(const gs_csr *T, int lower, int k, gs_csr *M, int64_t *long
         for (int64_t p = 0; p < m; p++)
             if (!isfinite(MT.val[b + p]) && j < bad) bad = j;
     }
+    if (stop) GS_TRY(gs_pc_deadline(pc, lower ? "isai L" : "isai U", err));
     *longest = lmax;
     if (bad < MT.n_rows)
         GS_TRY(gs_error_set(err, GS_ERR_NUMERIC,
@@ -289,6 +324,12 @@ cleanup:
     return status;
 }
 
+/* --time-limit for gs_ilu0_bounded (ctx: the gs_pc). */
+static int isai_past_deadline(const void *pc)
+{
+    return gs_pc_past_deadline((const gs_pc *)pc);
+}
+
 /* ILU(0) (of S A S when scaling), then ISAI of both factors, then back to A. */
 static int isai_build_host(gs_pc *pc, const gs_csr *A, const isai_options *o, isai_data *d,
                            gs_error *err)
@@ -306,17 +347,20 @@ static int isai_build_host(gs_pc *pc, const gs_csr *A, const isai_options *o, is
         GS_TRY(gs_pc_stage_end(pc, "scaling", t0));
     }
     t0 = gs_pc_stage_begin(pc);
-    if (o->ilu_sweeps > 0)
+    if (o->ilu_sweeps > 0) {
         GS_TRY(gs_ilu0_sweeps(o->scale ? &As : A, o->ilu_sweeps, &d->L, &d->U, err));
-    else
-        GS_TRY(gs_ilu0(o->scale ? &As : A, &d->L, &d->U, err));
+    } else {
+        status = gs_ilu0_bounded(o->scale ? &As : A, isai_past_deadline, pc, &d->L, &d->U, err);
+        if (status == GS_ERR_TIME_LIMIT) status = gs_pc_deadline(pc, "ilu0", err);
+        GS_TRY(status);
+    }
     GS_TRY(gs_pc_stage_end(pc, "ilu0", t0));
     if (!o->exact) {
         t0 = gs_pc_stage_begin(pc);
-        GS_TRY(gs_isai_generate(&d->L, 1, (int)o->power, &d->ML, &longest_L, err));
+        GS_TRY(gs_isai_generate(pc, &d->L, 1, (int)o->power, &d->ML, &longest_L, err));
         GS_TRY(gs_pc_stage_end(pc, "isai L", t0));
         t0 = gs_pc_stage_begin(pc);
-        GS_TRY(gs_isai_generate(&d->U, 0, (int)o->power, &d->MU, &longest_U, err));
+        GS_TRY(gs_isai_generate(pc, &d->U, 0, (int)o->power, &d->MU, &longest_U, err));
         GS_TRY(gs_pc_stage_end(pc, "isai U", t0));
         gs_kv_num(&pc->extra, "ML_longest_column", (double)longest_L);
         gs_kv_num(&pc->extra, "MU_longest_column", (double)longest_U);

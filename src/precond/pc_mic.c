@@ -27,6 +27,12 @@
 
 #define MIC_SHIFT_START 1e-3 /* the first alpha tried after a breakdown */
 #define MIC_SHIFT_MAX 1e3    /* alpha beyond which the setup gives up: M ~ (1 + alpha) diag(A) */
+/* Pivot rows with more entries off the diagonal take mic_eliminate_long (a sum instead of
+ * m^2/2 pairs); a row j of a pair more than this ratio longer than the pairs it meets is
+ * searched, not scattered; the deadline is asked every MIC_CHECK_PIVOTS pivots. */
+#define MIC_LONG_PIVOT 256
+#define MIC_SEARCH_RATIO 8
+#define MIC_CHECK_PIVOTS 4096
 
 const gs_param_decl gs_mic_params[] = {
     GS_PARAM_DOUBLE_DECL("omega", 0, 1, "1",
@@ -71,46 +77,148 @@ static int mic_upper(const gs_csr *A, double shift, gs_csr *R, gs_error *err)
     return GS_OK;
 }
 
-/* Step k of the elimination on R's values: row k of R holds column k of the
- * active submatrix. pos scatters row j of R (-1 elsewhere). */
-static int64_t mic_eliminate(gs_csr *R, int32_t k, double omega, int64_t *pos)
+/* The place of column i in R's columns [*lo, hi) (sorted), or -1; *lo moves to
+ * the first column >= i, so that ascending i's search a shrinking range. */
+static int64_t mic_search(const int32_t *col, int64_t *lo, int64_t hi, int32_t i)
+{
+    int64_t a = *lo, b = hi;
+    while (a < b) {
+        const int64_t mid = a + (b - a) / 2;
+        if (col[mid] < i) a = mid + 1;
+        else b = mid;
+    }
+    *lo = a;
+    return a < hi && col[a] == i ? a : -1;
+}
+
+/* Step k of the elimination on R's values, pair by pair: row k of R holds column
+ * k of the active submatrix. Row j of a pair is scattered into pos (-1
+ * elsewhere), or searched where it is far longer than the pairs it meets (a
+ * hub's row): the same decisions and the same updates either way. */
+static int64_t mic_eliminate_pairs(gs_csr *R, int32_t k, double omega, int64_t *pos)
 {
     const int64_t pk = R->row_ptr[k], end = R->row_ptr[k + 1];
     const double dk = R->val[pk];
     int64_t dropped = 0;
     for (int64_t p = pk + 1; p < end; p++) {
         const int32_t j = R->col[p];
-        for (int64_t q = R->row_ptr[j]; q < R->row_ptr[j + 1]; q++) pos[R->col[q]] = q;
+        const int64_t j0 = R->row_ptr[j], j1 = R->row_ptr[j + 1];
+        const int scatter = j1 - j0 <= MIC_SEARCH_RATIO * (end - p);
+        int64_t lo = j0;
+        if (scatter)
+            for (int64_t q = j0; q < j1; q++) pos[R->col[q]] = q;
         for (int64_t q = p; q < end; q++) {                 /* i = col[q] >= j */
             const double u = R->val[p] * R->val[q] / dk;    /* l_jk d_k l_ik */
             const int32_t i = R->col[q];
-            if (pos[i] >= 0) {
-                R->val[pos[i]] -= u;                        /* a_ji -= l_jk d_k l_ik */
+            const int64_t at = scatter ? pos[i] : mic_search(R->col, &lo, j1, i);
+            if (at >= 0) {
+                R->val[at] -= u;                            /* a_ji -= l_jk d_k l_ik */
             } else {                                        /* dropped fill at (j, i) */
-                R->val[R->row_ptr[j]] -= omega * u;         /* a_jj -= omega u */
+                R->val[j0] -= omega * u;                    /* a_jj -= omega u */
                 R->val[R->row_ptr[i]] -= omega * u;         /* a_ii -= omega u */
                 dropped++;
             }
         }
-        for (int64_t q = R->row_ptr[j]; q < R->row_ptr[j + 1]; q++) pos[R->col[q]] = -1;
+        if (scatter)
+            for (int64_t q = j0; q < j1; q++) pos[R->col[q]] = -1;
     }
+    return dropped;
+}
+
+/* One pair (j, i) of the long step inside the pattern: a_ji at `at` (row j), l_ik d_k at
+ * `from` and l_jk d_k at p (row k); inpat sums each entry's partners inside the pattern. */
+static void mic_long_pair(gs_csr *R, int64_t pk, int64_t p, int64_t at, int64_t from, double dk,
+                          double *inpat)
+{
+    R->val[at] -= R->val[p] * R->val[from] / dk;            /* a_ji -= l_jk d_k l_ik */
+    inpat[p - pk - 1] += R->val[from];
+    inpat[from - pk - 1] += R->val[p];
+}
+
+/* Step k for a long pivot row (a hub's, a dense first row): its m entries make m(m-1)/2
+ * pairs, nearly all dropped fill, so the pairs are not visited one by one. The pairs inside
+ * the pattern are found from the shorter side (row j of R walked with row k scattered into
+ * pos, or row k's rest searched in row j) and updated as the pairwise step updates them, to
+ * the bit. With r_i = a_ki (= l_ik d_k), T = sum_i r_i and inpat_j = the sum of r_i over
+ * the partners i of j inside the pattern, the fill dropped at j's pairs is
+ *   sum_{i != j, (j,i) not in A} r_j r_i / d_k = r_j (T - r_j - inpat_j) / d_k,
+ * taken off a_jj (times omega) at once: the pairwise step's sum, rounded once instead of
+ * once a pair (the same first-order error bound, u times sum_i |r_j r_i| / d_k up to a
+ * factor of the row length). inpat: scratch of at least m doubles. */
+static int64_t mic_eliminate_long(gs_csr *R, int32_t k, double omega, int64_t *pos,
+                                  double *inpat)
+{
+    const int64_t pk = R->row_ptr[k], end = R->row_ptr[k + 1], m = end - pk - 1;
+    const double dk = R->val[pk];
+    double total = 0.0;
+    int64_t inside = 0; /* pairs i > j inside the pattern */
+    for (int64_t q = pk + 1; q < end; q++) {
+        pos[R->col[q]] = q;
+        inpat[q - pk - 1] = 0.0;
+        total += R->val[q];
+    }
+    for (int64_t p = pk + 1; p < end; p++) {
+        const int32_t j = R->col[p];
+        const int64_t j0 = R->row_ptr[j], j1 = R->row_ptr[j + 1];
+        R->val[j0] -= R->val[p] * R->val[p] / dk;           /* a_jj -= l_jk d_k l_jk */
+        if (j1 - j0 - 1 <= end - p - 1) {                   /* row j's upper part */
+            for (int64_t r = j0 + 1; r < j1; r++) {
+                if (pos[R->col[r]] < 0) continue;
+                mic_long_pair(R, pk, p, r, pos[R->col[r]], dk, inpat);
+                inside++;
+            }
+        } else {                                            /* row k's rest, searched in row j */
+            int64_t lo = j0 + 1;
+            for (int64_t q = p + 1; q < end; q++) {
+                const int64_t at = mic_search(R->col, &lo, j1, R->col[q]);
+                if (at >= 0) mic_long_pair(R, pk, p, at, q, dk, inpat), inside++;
+            }
+        }
+    }
+    for (int64_t p = pk + 1; p < end; p++) {
+        const double rest = total - R->val[p] - inpat[p - pk - 1]; /* r_i over j's fill */
+        R->val[R->row_ptr[R->col[p]]] -= omega * (R->val[p] * rest / dk);
+        pos[R->col[p]] = -1;
+    }
+    return m * (m - 1) / 2 - inside;
+}
+
+/* Step k of the elimination: the pairs of row k updated, then l_jk = a_kj / d_k. */
+static int64_t mic_eliminate(gs_csr *R, int32_t k, double omega, int64_t *pos, double *inpat)
+{
+    const int64_t pk = R->row_ptr[k], end = R->row_ptr[k + 1];
+    const double dk = R->val[pk];
+    const int64_t dropped = end - pk - 1 > MIC_LONG_PIVOT
+                                ? mic_eliminate_long(R, k, omega, pos, inpat)
+                                : mic_eliminate_pairs(R, k, omega, pos);
     for (int64_t p = pk + 1; p < end; p++) R->val[p] /= dk; /* l_jk = a_kj / d_k */
     R->val[pk] = 1.0;                                       /* l_kk = 1 */
     return dropped;
 }
 
-/* L D L^T: R becomes L^T (unit diagonal stored), d gets D. */
-static int mic_factorise(gs_pc *pc, gs_csr *R, double *d, double omega, gs_error *err)
+/* L D L^T: R becomes L^T (unit diagonal stored), d gets D. Stops with
+ * GS_ERR_TIME_LIMIT once pc's deadline has passed (asked every 4096 pivots). */
+static int mic_factorise(gs_pc *pc, gs_csr *R, double *d, double omega, gs_mic_stats *st,
+                         gs_error *err)
 {
     const int32_t n = R->n_rows;
     int64_t *pos = gs_malloc((size_t)n * sizeof *pos + 1, "mic scatter", err), dropped = 0;
-    if (!pos) return GS_ERR_NOMEM;
+    double *inpat = gs_malloc((size_t)n * sizeof *inpat + 1, "mic pattern sums", err);
+    if (!pos || !inpat) {
+        free(pos);
+        free(inpat);
+        return GS_ERR_NOMEM;
+    }
     for (int32_t j = 0; j < n; j++) pos[j] = -1;
     double min_ratio = INFINITY;
     int status = GS_OK;
     for (int32_t i = 0; i < n; i++) d[i] = R->val[R->row_ptr[i]]; /* a_ii (shifted) */
     for (int32_t k = 0; k < n && status == GS_OK; k++) {
         const double pivot = R->val[R->row_ptr[k]];
+        if (k % MIC_CHECK_PIVOTS == MIC_CHECK_PIVOTS - 1 && gs_pc_past_deadline(pc)) {
+            status = gs_pc_deadline(pc, "factorisation", err);
+            break;
+        }
         if (!(pivot > 0.0) || !isfinite(pivot)) {
             status = gs_error_set(err, GS_ERR_NUMERIC,
                                   "non-positive pivot d = %g in row %d (A is not positive "
@@ -121,13 +229,11 @@ static int mic_factorise(gs_pc *pc, gs_csr *R, double *d, double omega, gs_error
         }
         min_ratio = fmin(min_ratio, pivot / d[k]);          /* d_k / a_kk */
         d[k] = pivot;
-        dropped += mic_eliminate(R, k, omega, pos);
+        dropped += mic_eliminate(R, k, omega, pos, inpat);
     }
     free(pos);
-    if (status == GS_OK) {
-        gs_kv_num(&pc->extra, "dropped_fill", (double)dropped);
-        gs_kv_num(&pc->extra, "min_pivot_ratio", min_ratio); /* min d_k / a_kk */
-    }
+    free(inpat);
+    st->dropped = dropped, st->min_ratio = min_ratio; /* min d_k / a_kk */
     return status;
 }
 
@@ -163,24 +269,37 @@ double gs_mic_next_shift(double alpha)
  * and a pivot is not positive, the next shift (gs_mic_next_shift) until
  * one factorises or the bound is passed (then the last breakdown's
  * message, with the shifts tried). m->shift, m->tries: what was used. */
-static int mic_factorise_shifted(gs_pc *pc, const gs_csr *A, mic_data *m, int fixed,
-                                 gs_error *err)
+int gs_mic_factor_host(gs_pc *pc, const gs_csr *A, double omega, int fixed, double *shift,
+                       gs_csr *LT, double *d, int *tries, gs_mic_stats *st, gs_error *err)
 {
     int status;
-    for (m->tries = 1;; m->tries++) {
-        status = mic_upper(A, m->shift, &m->LT, err);
-        if (status == GS_OK) status = mic_factorise(pc, &m->LT, m->d, m->omega, err);
+    for (*tries = 1;; (*tries)++) {
+        status = mic_upper(A, *shift, LT, err);
+        if (status == GS_OK) status = mic_factorise(pc, LT, d, omega, st, err);
         if (status != GS_ERR_NUMERIC || fixed) return status;
-        const double next = gs_mic_next_shift(m->shift);
-        gs_csr_free(&m->LT);
+        const double next = gs_mic_next_shift(*shift);
+        gs_csr_free(LT);
         if (next == 0.0) {
             gs_error_prefix(err, "%d shifts up to alpha = %g tried (the bound is %g), the last: ",
-                            m->tries, m->shift, MIC_SHIFT_MAX);
+                            *tries, *shift, MIC_SHIFT_MAX);
             return status;
         }
         gs_error_clear(err);
-        m->shift = next;
+        *shift = next;
     }
+}
+
+static int mic_factorise_shifted(gs_pc *pc, const gs_csr *A, mic_data *m, int fixed,
+                                 gs_error *err)
+{
+    gs_mic_stats st = {0, 0.0};
+    const int status = gs_mic_factor_host(pc, A, m->omega, fixed, &m->shift, &m->LT, m->d,
+                                          &m->tries, &st, err);
+    if (status == GS_OK) {
+        gs_kv_num(&pc->extra, "dropped_fill", (double)st.dropped);
+        gs_kv_num(&pc->extra, "min_pivot_ratio", st.min_ratio);
+    }
+    return status;
 }
 
 static int mic_apply(gs_pc *pc, const gs_vec *r, gs_vec *z)

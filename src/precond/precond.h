@@ -29,6 +29,10 @@ typedef struct gs_pc_hook {
     void (*stage_done)(void *ctx, const char *name);
     void *ctx;
     void (*stage_begin)(void *ctx, const char *name);
+    /* gs_now() past which the setup stops with GS_ERR_TIME_LIMIT (the run's
+     * --time-limit): at the end of a stage (gs_pc_stage_end) and between
+     * chunks of a long one (gs_pc_deadline); 0: no limit. */
+    double deadline;
 } gs_pc_hook;
 
 /* Builds pc->data and sets pc->apply (and optionally the other hooks) for A

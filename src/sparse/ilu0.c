@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Step k of row i walks row k's upper part unless it is more than this many
+ * times longer than row i's rest; then it searches row k instead (log). */
+#define ILU0_SEARCH_RATIO 8
+
 /* Position of a_ii in each row; GS_ERR_INPUT naming the first row without. */
 static int ilu0_diagonal_positions(const gs_csr *A, int64_t *diag, gs_error *err)
 {
@@ -19,9 +23,27 @@ static int ilu0_diagonal_positions(const gs_csr *A, int64_t *diag, gs_error *err
     return GS_OK;
 }
 
+/* The position of column j in col[*lo, hi) (sorted), or -1; *lo moves to the
+ * first column >= j, so that ascending j's search a shrinking range. */
+static int64_t ilu0_search(const int32_t *col, int64_t *lo, int64_t hi, int32_t j)
+{
+    int64_t a = *lo, b = hi;
+    while (a < b) {
+        const int64_t mid = a + (b - a) / 2;
+        if (col[mid] < j) a = mid + 1;
+        else b = mid;
+    }
+    *lo = a;
+    return a < hi && col[a] == j ? a : -1;
+}
+
 /* Row i of the IKJ loop, in place on w (A's values): for k < i in row i,
  * l_ik = w_ik / u_kk, then w_ij -= l_ik u_kj for j > k kept in row i.
- * pos[j] is the index of column j in row i (-1 outside the pattern). */
+ * pos[j] is the index of column j in row i (-1 outside the pattern). Step k
+ * meets the columns j > k of both rows by walking the shorter side: row k's
+ * upper part with pos, or (row k far longer: a hub's row, a dense first
+ * row) row i's rest with a search of row k, so that no step costs the long
+ * row's length; either way each w_ij gets the same one update. */
 static int ilu0_row(const gs_csr *A, const int64_t *diag, int32_t i, int64_t *pos, double *w,
                     gs_error *err)
 {
@@ -29,9 +51,18 @@ static int ilu0_row(const gs_csr *A, const int64_t *diag, int32_t i, int64_t *po
     for (int64_t p = begin; p < end; p++) pos[A->col[p]] = p;
     for (int64_t p = begin; p < end && A->col[p] < i; p++) {
         const int32_t k = A->col[p];
+        const int64_t u0 = diag[k] + 1, u1 = A->row_ptr[k + 1];
         w[p] /= w[diag[k]];                                 /* l_ik = a_ik / u_kk */
-        for (int64_t q = diag[k] + 1; q < A->row_ptr[k + 1]; q++)
-            if (pos[A->col[q]] >= 0) w[pos[A->col[q]]] -= w[p] * w[q]; /* a_ij -= l_ik u_kj */
+        if (u1 - u0 <= ILU0_SEARCH_RATIO * (end - p)) {
+            for (int64_t q = u0; q < u1; q++)
+                if (pos[A->col[q]] >= 0) w[pos[A->col[q]]] -= w[p] * w[q]; /* a_ij -= l_ik u_kj */
+        } else {
+            int64_t lo = u0;
+            for (int64_t r = p + 1; r < end; r++) {
+                const int64_t q = ilu0_search(A->col, &lo, u1, A->col[r]);
+                if (q >= 0) w[r] -= w[p] * w[q];            /* a_ij -= l_ik u_kj */
+            }
+        }
     }
     for (int64_t p = begin; p < end; p++) pos[A->col[p]] = -1;
     for (int64_t p = begin; p < end; p++)
@@ -142,27 +173,65 @@ cleanup:
     return status;
 }
 
-int gs_ilu0(const gs_csr *A, gs_csr *L, gs_csr *U, gs_error *err)
+/* The IKJ rows of A's values w in place; diag: the diagonal's places. */
+static int ilu0_rows(const gs_csr *A, const int64_t *diag, double *w, int (*past)(const void *ctx),
+                     const void *ctx, gs_error *err)
 {
-    int64_t *diag = NULL, *pos = NULL;
+    const int32_t n = A->n_rows;
+    int64_t *pos = gs_malloc((size_t)n * sizeof *pos + 1, "ILU(0) row scatter", err);
+    int status = GS_OK;
+    if (!pos) return GS_ERR_NOMEM;
+    for (int32_t j = 0; j < n; j++) pos[j] = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (past && i % GS_ILU0_CHECK_ROWS == GS_ILU0_CHECK_ROWS - 1 && past(ctx))
+            GS_TRY(GS_ERR_TIME_LIMIT);
+        GS_TRY(ilu0_row(A, diag, i, pos, w, err));
+    }
+cleanup:
+    free(pos);
+    return status;
+}
+
+static int ilu0_square(const gs_csr *A, gs_error *err)
+{
+    if (A->n_rows != A->n_cols)
+        return gs_error_set(err, GS_ERR_INPUT, "ILU(0): the matrix is %d x %d, not square",
+                            (int)A->n_rows, (int)A->n_cols);
+    return GS_OK;
+}
+
+int gs_ilu0_in_place(const gs_csr *A, double *w, int (*past)(const void *ctx), const void *ctx,
+                     gs_error *err)
+{
+    int status = ilu0_square(A, err);
+    if (status != GS_OK) return status;
+    int64_t *diag = gs_malloc((size_t)A->n_rows * sizeof *diag + 1, "ILU(0) diagonal positions", err);
+    if (!diag) return GS_ERR_NOMEM;
+    GS_TRY(ilu0_diagonal_positions(A, diag, err));
+    GS_TRY(ilu0_rows(A, diag, w, past, ctx, err));
+cleanup:
+    free(diag);
+    return status;
+}
+
+int gs_ilu0_bounded(const gs_csr *A, int (*past)(const void *ctx), const void *ctx, gs_csr *L,
+                    gs_csr *U, gs_error *err)
+{
+    int64_t *diag = NULL;
     double *w = NULL;
     int status = GS_OK;
     memset(L, 0, sizeof *L);
     memset(U, 0, sizeof *U);
-    if (A->n_rows != A->n_cols)
-        return gs_error_set(err, GS_ERR_INPUT, "ILU(0): the matrix is %d x %d, not square",
-                            (int)A->n_rows, (int)A->n_cols);
+    GS_TRY(ilu0_square(A, err));
     if (!A->val)
         return gs_error_set(err, GS_ERR_INPUT, "ILU(0): the matrix has no values (a pattern)");
     const int32_t n = A->n_rows;
     diag = gs_malloc((size_t)n * sizeof *diag + 1, "ILU(0) diagonal positions", err);
-    pos = gs_malloc((size_t)n * sizeof *pos + 1, "ILU(0) row scatter", err);
     w = gs_malloc((size_t)A->nnz * sizeof *w + 1, "ILU(0) values", err);
-    if (!diag || !pos || !w) GS_TRY(GS_ERR_NOMEM);
+    if (!diag || !w) GS_TRY(GS_ERR_NOMEM);
     GS_TRY(ilu0_diagonal_positions(A, diag, err));
     memcpy(w, A->val, (size_t)A->nnz * sizeof *w);
-    for (int32_t j = 0; j < n; j++) pos[j] = -1;
-    for (int32_t i = 0; i < n; i++) GS_TRY(ilu0_row(A, diag, i, pos, w, err));
+    GS_TRY(ilu0_rows(A, diag, w, past, ctx, err));
     GS_TRY(ilu0_split(A, diag, w, L, U, err));
 cleanup:
     if (status != GS_OK) {
@@ -170,7 +239,11 @@ cleanup:
         gs_csr_free(U);
     }
     free(diag);
-    free(pos);
     free(w);
     return status;
+}
+
+int gs_ilu0(const gs_csr *A, gs_csr *L, gs_csr *U, gs_error *err)
+{
+    return gs_ilu0_bounded(A, NULL, NULL, L, U, err);
 }

@@ -17,6 +17,22 @@
  * names the row (1-based). On failure L and U are left empty. */
 int gs_ilu0(const gs_csr *A, gs_csr *L, gs_csr *U, gs_error *err);
 
+/* gs_ilu0 that can be stopped: every GS_ILU0_CHECK_ROWS rows it calls
+ * past(ctx) and, once that returns nonzero, stops with GS_ERR_TIME_LIMIT and
+ * sets no message (the caller names its stage: the run's --time-limit).
+ * past NULL: gs_ilu0. */
+#define GS_ILU0_CHECK_ROWS 4096
+int gs_ilu0_bounded(const gs_csr *A, int (*past)(const void *ctx), const void *ctx, gs_csr *L,
+                    gs_csr *U, gs_error *err);
+
+/* The factorisation of gs_ilu0_bounded in place: w (A->nnz values in A's
+ * pattern, A->val ignored) becomes L (strictly below the diagonal, unit
+ * diagonal implied) and U (on and above it), the layout the CUDA setup keeps
+ * them in. The CUDA setup calls it where its device factorisation would be
+ * latency-bound (cuda/precond/isai_ilu0.cu). Same errors and stops. */
+int gs_ilu0_in_place(const gs_csr *A, double *w, int (*past)(const void *ctx), const void *ctx,
+                     gs_error *err);
+
 /* The fine-grained fixed-point ILU(0) (E. Chow, A. Patel, "Fine-grained
  * parallel incomplete LU factorization", SIAM J. Sci. Comput. 37(2) 2015):
  * starting from the values of A, each sweep updates every stored entry from

@@ -25,7 +25,11 @@
  *   with u32.
  * - diag(G A G^T) = I: as check_pc_fsai.c, the rounding of one quadratic
  *   form (2 (2 (m + r) + 6) u |g|^T |A| |g|), plus 4 u32 |g|^T |A| |g| for
- *   values stored in fp32. */
+ *   values stored in fp32.
+ * - --max-row: which entries a long row keeps is integer work on keys both
+ *   setups compute with one expression (gs_fsai_cap_key): the capped
+ *   patterns equal exactly, and so do the report items max_row and
+ *   capped_rows. */
 #include <math.h>
 #include <string.h>
 
@@ -61,6 +65,9 @@ static void reset_debug(void)
 static int a_mode;
 static double worst64, worst32; /* largest max |g_gpu - g_cpu| / ||g|| seen, per precision */
 static const char *gather_mode; /* the setups' --gather (NULL: the default, fused) */
+/* the setups' --max-row (NULL: the default); "0" where a test wants the
+ * huge local systems the default cap would cut */
+static const char *max_row_mode;
 
 /* --------------------------------------------------------------- setups */
 
@@ -69,6 +76,7 @@ typedef struct fsai_out {
     gs_error err;
     gs_csr G;
     double mu_hat, mu, m_max;
+    double max_row, capped; /* report items: S's longest row before --max-row, rows cut */
     char stages[512];
     char plan[GS_KV_STR_LEN]; /* factor_plan (CUDA setups that factor systems), else "" */
 } fsai_out;
@@ -124,6 +132,8 @@ static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
         o.mu_hat = extra(pc, "mu_G_hat");
         o.mu = extra(pc, "mu_G");
         o.m_max = extra(pc, "local_m_max");
+        o.max_row = extra(pc, "max_row");
+        o.capped = extra(pc, "capped_rows");
         const gs_kv *kv = tu_pc_extra(pc, "factor_plan");
         if (kv) snprintf(o.plan, sizeof o.plan, "%s", kv->str);
         size_t used = 0;
@@ -268,22 +278,30 @@ static void check_case(const gs_csr *A, double tau, long k, double delta, const 
     tu_fsai_args a;
     const gs_params *p = tu_fsai_args_make(&a, tau, k, delta, prec);
     if (gather_mode) tu_fsai_arg_set(&a, "gather", gather_mode);
-    snprintf(label, sizeof label, "%s tau=%g k=%ld delta=%g %s gather=%s", what, tau, k, delta,
-             prec ? prec : "double", gather_mode ? gather_mode : "fused");
+    if (max_row_mode) tu_fsai_arg_set(&a, "max-row", max_row_mode);
+    snprintf(label, sizeof label, "%s tau=%g k=%ld delta=%g %s gather=%s max-row=%s", what, tau,
+             k, delta, prec ? prec : "double", gather_mode ? gather_mode : "fused",
+             max_row_mode ? max_row_mode : "default");
     fsai_out g = fsai_on(gpu, A, p), c = fsai_on(NULL, A, p);
     ck_assert_msg(c.status == GS_OK, "%s: CPU: %s", label, c.err.msg);
     ck_assert_msg(g.status == GS_OK, "%s: GPU: %s", label, g.err.msg);
     ck_assert_msg(g.mu_hat == c.mu_hat, "%s: mu_G_hat %.17g (GPU) vs %.17g", label, g.mu_hat,
                   c.mu_hat);
     ck_assert_msg(g.m_max == c.m_max, "%s: local_m_max %g vs %g", label, g.m_max, c.m_max);
-    /* m_max = 1 exactly when Ã is diagonal: then G = diag(A)^-1/2 directly */
-    ck_assert_msg(strstr(g.stages, c.m_max == 1 ? "csr of A;prefilter;factorisation;layout"
+    ck_assert_msg(g.max_row == c.max_row && g.capped == c.capped,
+                  "%s: max_row %g, capped_rows %g (GPU) vs %g, %g", label, g.max_row, g.capped,
+                  c.max_row, c.capped);
+    /* S's longest row is 1 exactly when Ã is diagonal: then G = diag(A)^-1/2
+     * directly (--max-row 1 makes every m_i 1 through the whole setup) */
+    ck_assert_msg(strstr(g.stages, c.max_row == 1 ? "csr of A;prefilter;factorisation;layout"
                                                 : "csr of A;prefilter;pattern;gather;"
                                                   "factorisation;postfilter;transpose;layout") != NULL,
                   "%s: stages %s", label, g.stages);
     gs_csr Ghat = {0};
     if (delta > 0) {
-        fsai_out h = fsai_on(NULL, A, tu_fsai_args_make(&a, tau, k, 0.0, NULL));
+        tu_fsai_args_make(&a, tau, k, 0.0, NULL);
+        if (max_row_mode) tu_fsai_arg_set(&a, "max-row", max_row_mode);
+        fsai_out h = fsai_on(NULL, A, &a.p);
         ck_assert_int_eq(h.status, GS_OK);
         Ghat = h.G;
     }
@@ -550,6 +568,7 @@ END_TEST
 
 START_TEST(test_one_huge_system)
 {
+    max_row_mode = "0"; /* systems of every size: the default cap would cut the row of 2000 */
     const int32_t sizes[] = {600, 2000};
     for (int t = 0; t < 2; t++) {
         const int32_t n = sizes[t];
@@ -558,6 +577,7 @@ START_TEST(test_one_huge_system)
         if (t) check_case(&A, 0.0, 1, 0.0, "single", "arrowhead:2000");
         gs_csr_free(&A);
     }
+    max_row_mode = NULL;
 }
 END_TEST
 
@@ -595,6 +615,7 @@ START_TEST(test_many_chunks)
 {
     debug_switches.fsai_chunk_bytes = 65536;
     use_debug();
+    max_row_mode = "0"; /* the arrowhead's whole row, whatever the default cap */
     gs_csr A = tu_generated("poisson3d27:9");
     gs_csr H = arrowhead(600, 600.0, 0.1, 0.5, 13);
     const char *modes[] = {NULL, "separate"};
@@ -605,9 +626,151 @@ START_TEST(test_many_chunks)
         check_case(&H, 0.0, 1, 0.0, NULL, "arrowhead:600, chunks of 64 KiB");
     }
     gather_mode = NULL;
+    max_row_mode = NULL;
     reset_debug();
     gs_csr_free(&A);
     gs_csr_free(&H);
+}
+END_TEST
+
+/* A hub graph's Laplacian + I (check_pc_fsai.c's): a path (weight 1) and
+ * `hubs` nodes joined to every `stride`-th node, weight w_hub (equal keys:
+ * ties) or random in [0.5, 1.5) (w_hub = 0). With k >= 2 the hubs' rows
+ * fill in (keys 0, all tied). */
+static gs_csr hub_laplacian(int32_t n, int hubs, int32_t stride, double w_hub, uint64_t seed)
+{
+    tu_rng r = tu_rng_seed(seed);
+    const int64_t cap = 2 * (int64_t)n + 2 * (int64_t)hubs * (n / stride + 1) + n;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v), *deg = calloc((size_t)n, sizeof *deg);
+    ck_assert(ri && ci && v && deg);
+    int64_t q = 0;
+    for (int32_t i = 0; i + 1 < n; i++) {
+        ri[q] = i, ci[q] = i + 1, v[q++] = -1.0;
+        ri[q] = i + 1, ci[q] = i, v[q++] = -1.0;
+        deg[i] += 1.0, deg[i + 1] += 1.0;
+    }
+    for (int h = 0; h < hubs; h++) {
+        const int32_t hub = (int32_t)((2 * (int64_t)h + 1) * n / (2 * hubs));
+        for (int32_t j = h % stride; j < n; j += stride) {
+            if (j == hub || j == hub - 1 || j == hub + 1) continue;
+            const double w = w_hub > 0 ? w_hub : 0.5 + tu_uniform(&r);
+            ri[q] = hub, ci[q] = j, v[q++] = -w;
+            ri[q] = j, ci[q] = hub, v[q++] = -w;
+            deg[hub] += w, deg[j] += w;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) ri[q] = i, ci[q] = i, v[q++] = deg[i] + 1.0;
+    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
+    free(ri), free(ci), free(v), free(deg);
+    return A;
+}
+
+/* --max-row: the device's cut (fsai_pattern.cu: a block a long row, radix
+ * select, ordered compaction; short rows copied) against the reference's,
+ * pattern exactly and values as everywhere. Caps on both sides of rows of
+ * every length the block kernel treats differently: a compaction pass of
+ * 256 entries (rows of 100 to 2000 entries), 1 (the diagonal alone), 2,
+ * and around a warp; k = 1 (S = L_1, no product: its longest row from the
+ * prefilter) and k = 2, 3; distinct keys (random SPD), ties and fill (hub
+ * Laplacians with equal weights), fp32, the separate gather, and a cut
+ * arrowhead row of 2000. max_row and capped_rows equal the reference's. */
+START_TEST(test_max_row)
+{
+    tu_rng r = tu_rng_seed(32);
+    gs_csr R = tu_random_spd(&r, 600, 0.02);
+    const char *caps[] = {"1", "2", "31", "32", "33", "100", "257", "0"};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        max_row_mode = caps[c];
+        check_case(&R, 0.0, 1, 0.0, NULL, "random:600");
+        check_case(&R, 0.001, 2, 0.0, NULL, "random:600");
+        check_case(&R, 0.001, 2, 0.0035, NULL, "random:600");
+    }
+    max_row_mode = "40";
+    check_case(&R, 0.01, 3, 0.0035, "single", "random:600");
+    gather_mode = "separate";
+    check_case(&R, 0.001, 2, 0.0, NULL, "random:600");
+    gather_mode = NULL;
+    gs_csr_free(&R);
+    /* hub rows of S: 836 entries with k = 1; with k = 2 (3, random weights)
+     * 1501 (1500) rows longer than 33, up to 2501 (2000) entries; the caps
+     * keep the reference's factorisation cheap (k = 2, --max-row 300: 1.3e10
+     * flops) */
+    gs_csr H = hub_laplacian(3000, 3, 3, 1.0, 1), W = hub_laplacian(2000, 2, 2, 0.0, 2);
+    const char *hub_caps[] = {"2", "33", "100", "300", "500"};
+    for (size_t c = 0; c < sizeof hub_caps / sizeof hub_caps[0]; c++) {
+        max_row_mode = hub_caps[c];
+        check_case(&H, 0.0, 1, 0.0, NULL, "hub Laplacian:3000, equal weights");
+        if (c < 4) check_case(&H, 0.0, 2, 0.0, NULL, "hub Laplacian:3000, equal weights");
+        if (c < 3) check_case(&W, 0.0, 3, 0.0035, NULL, "hub Laplacian:2000, random weights");
+    }
+    gs_csr_free(&H), gs_csr_free(&W);
+    gs_csr A = arrowhead(2000, 2000.0, 0.1, 0.5, 11);
+    max_row_mode = "1000";
+    check_case(&A, 0.0, 1, 0.0, NULL, "arrowhead:2000");
+    gs_csr_free(&A);
+    max_row_mode = NULL;
+}
+END_TEST
+
+/* --time-limit inside the GPU setup: a deadline already past stops it at
+ * its first stage end; one that passes during a long factorisation (the
+ * arrow of check_pc_fsai.c with 3000 rows and k = 2: S is the whole lower
+ * triangle, 6.8e12 flops of local systems in chunks, the largest class cut
+ * into pieces of 2e11 flops because a deadline is set) stops it between
+ * pieces or chunks, long before the stage would end. Either way
+ * GS_ERR_TIME_LIMIT naming the stage, no preconditioner, every device byte
+ * given back. */
+static gs_csr arrow(int32_t n)
+{
+    int32_t *ri = malloc(5 * (size_t)n * sizeof *ri), *ci = malloc(5 * (size_t)n * sizeof *ci);
+    double *v = malloc(5 * (size_t)n * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t q = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ri[q] = ci[q] = i, v[q++] = i == 0 ? (double)n : 4.0;
+        if (i + 1 < n) ri[q] = i, ci[q] = i + 1, v[q++] = -1.0, ri[q] = i + 1, ci[q] = i, v[q++] = -1.0;
+        if (i >= 2) ri[q] = 0, ci[q] = i, v[q++] = -0.5, ri[q] = i, ci[q] = 0, v[q++] = -0.5;
+    }
+    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+START_TEST(test_time_limit)
+{
+    gs_csr T = arrow(3000);
+    const double limits[] = {-1.0, 0.3};
+    for (int t = 0; t < 2; t++) {
+        gs_mat *Ae = NULL;
+        gs_pc *pc = NULL;
+        gs_error err = {0};
+        tu_fsai_args a;
+        tu_fsai_args_make(&a, 0.0, 2, 0.0, NULL);
+        tu_fsai_arg_set(&a, "max-row", "0");
+        poison_device_heap();
+        const size_t base = gpu->device_bytes_now;
+        ck_assert(gpu->ops->mat_create(gpu, &T, GS_FP64, &Ae) == GS_OK);
+        gs_pc_hook hook;
+        memset(&hook, 0, sizeof hook);
+        const double t0 = gs_now();
+        hook.deadline = t0 + limits[t];
+        const int status = gs_pc_create_hooked(gs_pc_find("fsai"), gpu, &a.p, &T, Ae, &hook, &pc,
+                                               &err);
+        const double took = gs_now() - t0;
+        ck_assert_msg(status == GS_ERR_TIME_LIMIT, "limit %g: %s: %s", limits[t],
+                      gs_status_name(status), err.msg);
+        ck_assert_ptr_null(pc);
+        ck_assert_msg(strstr(err.msg, "setup stage") != NULL, "limit %g: '%s'", limits[t], err.msg);
+        ck_assert_msg(t == 0 || strstr(err.msg, "factorisation") || strstr(err.msg, "gather"),
+                      "limit %g: '%s'", limits[t], err.msg);
+        ck_assert_msg(t == 0 || took < 3.0, "stopped after %.3g s", took);
+        gpu->ops->mat_destroy(gpu, Ae);
+        ck_assert_msg(gpu->device_bytes_now == base, "device bytes leaked: %zu now, %zu before",
+                      gpu->device_bytes_now, base);
+        gs_error_clear(&gpu->err);
+    }
+    gs_csr_free(&T);
 }
 END_TEST
 
@@ -956,7 +1119,9 @@ START_TEST(test_bad_input)
     const int32_t sizes[] = {150, 2000};
     for (int t = 0; t < 2; t++) {
         gs_csr H = arrowhead(sizes[t], 1.0, 0.5, 0.9, 17);
-        same_failure(&H, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), GS_ERR_NUMERIC,
+        tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL);
+        tu_fsai_arg_set(&a, "max-row", "0"); /* the whole system, whatever the default cap */
+        same_failure(&H, &a.p, GS_ERR_NUMERIC,
                      t ? "indefinite arrowhead 2000" : "indefinite arrowhead 150");
         if (t == 0) {
             tu_fsai_arg_set(&a, "gather", "separate");
@@ -967,7 +1132,11 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
-static void reset_gather_mode(void) { gather_mode = NULL; } /* after a failed test, too */
+static void reset_gather_mode(void) /* after a failed test, too */
+{
+    gather_mode = NULL;
+    max_row_mode = NULL;
+}
 
 static Suite *cuda_fsai_suite(int have_gpu)
 {
@@ -993,6 +1162,8 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_apply);
         tcase_add_test(tc, test_cg_iterations);
         tcase_add_test(tc, test_bad_input);
+        tcase_add_test(tc, test_max_row);
+        tcase_add_test(tc, test_time_limit);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -453,6 +453,293 @@ START_TEST(fsai_properties_on_real_spd_matrices)
 }
 END_TEST
 
+/* ---- --max-row: the cap on the pattern ---- */
+
+/* A hub graph's Laplacian + I: a path 0 - 1 - ... - n-1 (weight 1) and
+ * `hubs` nodes joined to every `stride`-th node (weight w_hub, or random in
+ * [0.5, 1.5) when w_hub = 0). Equal weights give equal keys |a_ij| /
+ * sqrt(a_ii a_jj) between nodes of equal degree (ties), and with k >= 2 the
+ * hubs' rows fill in (entries outside A: key 0, all tied). */
+static gs_csr hub_laplacian(int32_t n, int hubs, int32_t stride, double w_hub, uint64_t seed)
+{
+    tu_rng r = tu_rng_seed(seed);
+    const int64_t cap = 2 * (int64_t)n + 2 * (int64_t)hubs * (n / stride + 1) + n;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v), *deg = calloc((size_t)n, sizeof *deg);
+    ck_assert(ri && ci && v && deg);
+    int64_t q = 0;
+    for (int32_t i = 0; i + 1 < n; i++) {
+        ri[q] = i, ci[q] = i + 1, v[q++] = -1.0;
+        ri[q] = i + 1, ci[q] = i, v[q++] = -1.0;
+        deg[i] += 1.0, deg[i + 1] += 1.0;
+    }
+    for (int h = 0; h < hubs; h++) {
+        const int32_t hub = (int32_t)((2 * (int64_t)h + 1) * n / (2 * hubs));
+        for (int32_t j = h % stride; j < n; j += stride) {
+            if (j == hub || j == hub - 1 || j == hub + 1) continue; /* no duplicate edges */
+            const double w = w_hub > 0 ? w_hub : 0.5 + tu_uniform(&r);
+            ri[q] = hub, ci[q] = j, v[q++] = -w;
+            ri[q] = j, ci[q] = hub, v[q++] = -w;
+            deg[hub] += w, deg[j] += w;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) ri[q] = i, ci[q] = i, v[q++] = deg[i] + 1.0; /* L + I */
+    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
+    free(ri), free(ci), free(v), free(deg);
+    return A;
+}
+
+/* G, max_row and capped_rows of fsai on A (tau, k, delta, --max-row N;
+ * N < 0: the default). */
+static gs_csr fsai_capped(const gs_csr *A, double tau, long k, double delta, long N,
+                          double *max_row, double *capped)
+{
+    tu_fsai_args a;
+    char text[32];
+    tu_fsai_args_make(&a, tau, k, delta, NULL);
+    if (N >= 0) snprintf(text, sizeof text, "%ld", N), tu_fsai_arg_set(&a, "max-row", text);
+    tu_pc_run run;
+    gs_csr G = tu_pc_saved_factor(A, "fsai", &a.p, "G", &run);
+    const gs_kv *mr = tu_pc_extra(run.pc, "max_row"), *cr = tu_pc_extra(run.pc, "capped_rows");
+    ck_assert(mr && cr);
+    if (max_row) *max_row = mr->num;
+    if (capped) *capped = cr->num;
+    tu_pc_release(&run);
+    return G;
+}
+
+/* The kept off-diagonal columns of a long row i of S as documented, ranked
+ * here without the setup's integer key: entries of A before entries outside
+ * it, then larger |a_ij| / (sqrt(a_ii) sqrt(a_jj)), then smaller column.
+ * out: the first N - 1, sorted by column. */
+typedef struct ranked_entry {
+    int in_a;
+    double c;
+    int32_t col;
+} ranked_entry;
+
+static int compare_documented(const void *x, const void *y)
+{
+    const ranked_entry *a = x, *b = y;
+    if (a->in_a != b->in_a) return b->in_a - a->in_a;
+    if (a->c != b->c) return a->c < b->c ? 1 : -1;
+    return (a->col > b->col) - (a->col < b->col);
+}
+
+static int compare_col(const void *x, const void *y)
+{
+    const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+static void expected_capped_row(const gs_csr *A, const gs_csr *S, int32_t i, long N, int32_t *out)
+{
+    const int64_t p0 = S->row_ptr[i], len = S->row_ptr[i + 1] - p0;
+    ranked_entry *e = malloc((size_t)len * sizeof *e);
+    ck_assert_ptr_nonnull(e);
+    const double aii = A->val[gs_csr_find(A, i, i)];
+    int64_t m = 0;
+    for (int64_t t = 0; t < len; t++) {
+        const int32_t j = S->col[p0 + t];
+        if (j == i) continue;
+        const int64_t q = gs_csr_find(A, i, j);
+        const double ajj = A->val[gs_csr_find(A, j, j)];
+        e[m].in_a = q >= 0;
+        e[m].c = q >= 0 ? fabs(A->val[q]) / (sqrt(aii) * sqrt(ajj)) : 0.0;
+        e[m++].col = j;
+    }
+    qsort(e, (size_t)m, sizeof *e, compare_documented);
+    for (long t = 0; t < N - 1; t++) out[t] = e[t].col;
+    qsort(out, (size_t)(N - 1), sizeof *out, compare_col);
+    free(e);
+}
+
+/* fsai with --max-row N against the uncapped setup and the recursion S:
+ * rows of S within N give the same row of G to the bit (same P_i); longer
+ * rows have exactly N entries, their diagonal last and the N - 1 entries
+ * ranked first by the documented key; (3.4) and diag(G A G^T) = I hold on
+ * the capped pattern; the report names S's longest row and the rows cut. */
+static void check_cap(const gs_csr *A, double tau, long k, long N, const char *what)
+{
+    char label[200];
+    snprintf(label, sizeof label, "%s tau=%g k=%ld max-row=%ld", what, tau, k, N);
+    gs_csr S = expected_pattern(A, tau, k);
+    double max_row = 0, capped = 0, max_row0 = 0, capped0 = 0;
+    gs_csr G = fsai_capped(A, tau, k, 0.0, N, &max_row, &capped);
+    gs_csr G0 = fsai_capped(A, tau, k, 0.0, 0, &max_row0, &capped0);
+    int32_t *want = malloc(((size_t)N + 1) * sizeof *want);
+    ck_assert_ptr_nonnull(want);
+    int64_t longest = 0, cut = 0;
+    for (int32_t i = 0; i < A->n_rows; i++) {
+        const int64_t len = S.row_ptr[i + 1] - S.row_ptr[i], g0 = G.row_ptr[i];
+        const int64_t glen = G.row_ptr[i + 1] - g0;
+        if (len > longest) longest = len;
+        if (len <= N) {
+            ck_assert_msg(glen == len, "%s: row %d (%lld <= N entries) has %lld in G", label,
+                          (int)i + 1, (long long)len, (long long)glen);
+            for (int64_t t = 0; t < len; t++)
+                ck_assert_msg(G.col[g0 + t] == G0.col[G0.row_ptr[i] + t] &&
+                                  G.val[g0 + t] == G0.val[G0.row_ptr[i] + t],
+                              "%s: row %d within the cap differs from the uncapped G at "
+                              "entry %lld", label, (int)i + 1, (long long)t + 1);
+            continue;
+        }
+        cut++;
+        ck_assert_msg(glen == N, "%s: row %d (%lld entries in S) has %lld in G, want %ld",
+                      label, (int)i + 1, (long long)len, (long long)glen, N);
+        ck_assert_msg(G.col[g0 + N - 1] == i, "%s: row %d lost its diagonal", label, (int)i + 1);
+        expected_capped_row(A, &S, i, N, want);
+        for (long t = 0; t < N - 1; t++)
+            ck_assert_msg(G.col[g0 + t] == want[t],
+                          "%s: row %d keeps column %d where the documented ranking keeps %d",
+                          label, (int)i + 1, (int)G.col[g0 + t] + 1, (int)want[t] + 1);
+    }
+    ck_assert_msg(max_row == (double)longest && max_row0 == (double)longest,
+                  "%s: max_row %g (uncapped %g), S's longest row %lld", label, max_row, max_row0,
+                  (long long)longest);
+    ck_assert_msg(capped == (double)cut && capped0 == 0.0, "%s: capped_rows %g, want %lld",
+                  label, capped, (long long)cut);
+    check_unit_diagonal(A, &G, label);
+    check_local_systems(A, &G, label);
+    free(want);
+    gs_csr_free(&S), gs_csr_free(&G), gs_csr_free(&G0);
+}
+
+START_TEST(fsai_max_row_keeps_the_strongest_couplings)
+{
+    tu_rng r = tu_rng_seed(4662);
+    gs_csr R = tu_random_spd(&r, 160, 0.03);             /* distinct keys, dense rows */
+    gs_csr H = hub_laplacian(200, 3, 3, 1.0, 1);         /* ties: equal weights */
+    gs_csr W = hub_laplacian(240, 2, 2, 0.0, 2);         /* random hub weights */
+    const long caps[] = {1, 2, 3, 7, 20, 45};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        check_cap(&R, 0.0, 1, caps[c], "random SPD");
+        check_cap(&R, 0.001, 2, caps[c], "random SPD");
+        check_cap(&H, 0.0, 1, caps[c], "hub Laplacian, equal weights");
+        check_cap(&H, 0.0, 2, caps[c], "hub Laplacian, equal weights");
+        check_cap(&W, 0.0, 3, caps[c], "hub Laplacian, random weights");
+    }
+    gs_csr_free(&R), gs_csr_free(&H), gs_csr_free(&W);
+}
+END_TEST
+
+/* --max-row 0 is no cap: the same G to the bit as a cap above every row,
+ * and S is the recursion's pattern; --max-row 1 keeps the diagonal alone,
+ * G = diag(A)^-1/2 (Jacobi). With the postfilter, the capped G still has
+ * diag(G A G^T) = I. */
+START_TEST(fsai_max_row_zero_and_one)
+{
+    tu_rng r = tu_rng_seed(77);
+    gs_csr A = tu_random_spd(&r, 150, 0.03);
+    double max_row = 0, capped = 0;
+    gs_csr G0 = fsai_capped(&A, 0.001, 2, 0.0, 0, &max_row, &capped);
+    ck_assert(max_row > 20 && capped == 0);
+    gs_csr Gbig = fsai_capped(&A, 0.001, 2, 0.0, (long)max_row, NULL, &capped);
+    ck_assert(capped == 0);
+    tu_assert_same_csr(&G0, &Gbig, "--max-row 0 against a cap at the longest row");
+    gs_csr S = expected_pattern(&A, 0.001, 2);
+    check_same_pattern(&S, &G0, "--max-row 0");
+    gs_csr G1 = fsai_capped(&A, 0.001, 2, 0.0, 1, NULL, &capped);
+    ck_assert_int_eq(G1.nnz, A.n_rows);
+    ck_assert(capped > 0);
+    for (int32_t i = 0; i < A.n_rows; i++)
+        ck_assert_double_eq_tol(G1.val[i], 1.0 / sqrt(A.val[gs_csr_find(&A, i, i)]),
+                                4 * U_ROUND * G1.val[i]);
+    gs_csr Gf = fsai_capped(&A, 0.001, 2, 0.0035, 10, NULL, &capped);
+    check_unit_diagonal(&A, &Gf, "--max-row 10 with the postfilter");
+    for (int32_t i = 0; i < A.n_rows; i++) ck_assert(Gf.row_ptr[i + 1] - Gf.row_ptr[i] <= 10);
+    gs_csr_free(&G0), gs_csr_free(&Gbig), gs_csr_free(&S), gs_csr_free(&G1), gs_csr_free(&Gf);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* The default cap is above S's longest row on the paper's kind of problem
+ * with its Table 5 settings (docs/fsai.md, "Capping the pattern"): S's
+ * longest row (max_row, reported before the cap; --max-row 1 keeps the
+ * setup cheap) against the declared default. */
+START_TEST(fsai_max_row_default_spares_the_papers_settings)
+{
+    const gs_param_decl *d = gs_param_find(gs_fsai_params, "max-row");
+    ck_assert_ptr_nonnull(d);
+    const double cap = atof(d->default_value);
+    const struct {
+        const char *spec;
+        double tau;
+        long k;
+    } cases[] = {{"poisson3d:20", 0.01, 9},  {"poisson3d:20", 0.025, 6}, {"poisson3d:20", 0.02, 7},
+                 {"poisson3d:20", 0.05, 5},  {"aniso3d:20", 0.01, 9}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gs_csr A = tu_generated(cases[c].spec);
+        double max_row = 0;
+        gs_csr G = fsai_capped(&A, cases[c].tau, cases[c].k, 0.0, 1, &max_row, NULL);
+        ck_assert_msg(max_row <= cap, "%s tau=%g k=%ld: S's longest row %g > the default cap %g",
+                      cases[c].spec, cases[c].tau, cases[c].k, max_row, cap);
+        gs_csr_free(&G);
+        gs_csr_free(&A);
+    }
+}
+END_TEST
+
+/* ---- --time-limit inside the setup ---- */
+
+/* Arrow n x n: diagonal 4 (a_11 = n), couplings -1 to the neighbours and
+ * -1/2 between row 1 and every other row (diagonally dominant, SPD). With
+ * k = 2, S is the whole lower triangle: row i has i local unknowns. */
+static gs_csr arrow(int32_t n)
+{
+    int32_t *ri = malloc(5 * (size_t)n * sizeof *ri), *ci = malloc(5 * (size_t)n * sizeof *ci);
+    double *v = malloc(5 * (size_t)n * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t q = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ri[q] = ci[q] = i, v[q++] = i == 0 ? (double)n : 4.0;
+        if (i + 1 < n) ri[q] = i, ci[q] = i + 1, v[q++] = -1.0, ri[q] = i + 1, ci[q] = i, v[q++] = -1.0;
+        if (i >= 2) ri[q] = 0, ci[q] = i, v[q++] = -0.5, ri[q] = i, ci[q] = 0, v[q++] = -0.5;
+    }
+    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
+/* A deadline already past stops the setup at its first stage end; one that
+ * passes during the factorisation stops it there, within a row or so per
+ * thread, long before the stage would end (the arrow's rows hold up to 1000
+ * unknowns: the whole factorisation is about 1000^4 / 12 = 8e10 flops,
+ * several seconds on these cores; one row 3e8). Either way:
+ * GS_ERR_TIME_LIMIT naming the stage, no preconditioner, and (under ASan)
+ * nothing leaked. */
+START_TEST(fsai_stops_at_the_time_limit)
+{
+    gs_csr T = arrow(1000);
+    const double limits[] = {-1.0, 0.2};
+    for (int t = 0; t < 2; t++) {
+        gs_engine *e = NULL;
+        gs_mat *Ae = NULL;
+        gs_pc *pc = NULL;
+        gs_error err = {0};
+        tu_fsai_args a;
+        tu_fsai_args_make(&a, 0.0, 2, 0.0, NULL);
+        tu_fsai_arg_set(&a, "max-row", "0");
+        ck_assert(gs_engine_cpu_create(&e, NULL) == GS_OK);
+        ck_assert(e->ops->mat_create(e, &T, GS_FP64, &Ae) == GS_OK);
+        gs_pc_hook hook = {0};
+        const double t0 = gs_now();
+        hook.deadline = t0 + limits[t];
+        const int status = gs_pc_create_hooked(gs_pc_find("fsai"), e, &a.p, &T, Ae, &hook, &pc, &err);
+        const double took = gs_now() - t0;
+        ck_assert_msg(status == GS_ERR_TIME_LIMIT, "limit %g: %s: %s", limits[t],
+                      gs_status_name(status), err.msg);
+        ck_assert_ptr_null(pc);
+        ck_assert_msg(strstr(err.msg, t ? "factorisation" : "prefilter") != NULL,
+                      "limit %g: '%s'", limits[t], err.msg);
+        ck_assert_msg(t == 0 || took < 2.0, "stopped after %.3g s, not within the stage", took);
+        e->ops->mat_destroy(e, Ae);
+        gs_engine_destroy(e);
+    }
+    gs_csr_free(&T);
+}
+END_TEST
+
 /* ---- apply, precision, report ---- */
 
 /* z = G^T (G r) through the engine against the host product; the apply's
@@ -695,6 +982,8 @@ START_TEST(fsai_rejects_bad_input)
         {"tau", "1.5", NULL},    {"k", "0", NULL},
         {"k", "31", NULL},       {"delta", "2", NULL},
         {"k", "two", "two"},     {"precond-precision", "half", NULL},
+        {"max-row", "-1", "-1"}, {"max-row", "2.5", NULL},
+        {"max-row", "3000000000", NULL}, {"max-row", "many", "many"},
         {"restart-fsai", "1", NULL}, {NULL, NULL, NULL}};
     gs_csr P = tu_generated("poisson3d:4");
     tu_pc_expect_bad_params(&P, "fsai", bad);
@@ -738,6 +1027,8 @@ START_TEST(fsai_survives_allocation_failures)
     tu_fsai_args a;
     const gs_params *p = tu_fsai_args_make(&a, 0.02, 2, 0.05, NULL);
     tu_assert_allocation_failures("poisson3d:5", "fsai", p, 10);
+    tu_fsai_arg_set(&a, "max-row", "4"); /* the cap's allocations too (rows of up to 13 cut) */
+    tu_assert_allocation_failures("poisson3d:5", "fsai", &a.p, 12);
 }
 END_TEST
 
@@ -754,6 +1045,11 @@ int main(void)
     tcase_add_test(prop, fsai_properties_on_real_spd_matrices);
     tcase_add_test(prop, fsai_apply_is_gt_g);
     tcase_add_test(prop, fsai_reports_what_it_built);
+    TCase *cap = tu_add_tcase(s, "max_row", 120);
+    tcase_add_test(cap, fsai_max_row_keeps_the_strongest_couplings);
+    tcase_add_test(cap, fsai_max_row_zero_and_one);
+    tcase_add_test(cap, fsai_max_row_default_spares_the_papers_settings);
+    tcase_add_test(cap, fsai_stops_at_the_time_limit);
     TCase *conv = tu_add_tcase(s, "convergence", 120);
     tcase_add_test(conv, fsai_needs_fewer_iterations_than_jacobi);
     TCase *bad = tu_add_tcase(s, "bad_input", 60);

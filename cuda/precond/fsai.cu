@@ -14,7 +14,8 @@
  *                  copy
  *   prefilter      input checks (symmetry, positive diagonal), Ã (3.8), L_1,
  *                  Ã's lower bandwidth (the pattern's window)
- *   pattern        L_{p+1} = Low(L_p Ã), k - 1 warp-centric products (fsai_pattern.cu)
+ *   pattern        L_{p+1} = Low(L_p Ã), k - 1 warp-centric products, then
+ *                  --max-row's cut of the rows longer than N (fsai_pattern.cu)
  *   gather         A[P_i,P_i], one thread per element        (fsai_factor.cu)
  *   factorisation  batched Cholesky, g_i = w / sqrt(w_m)      (fsai_factor.cu)
  *   postfilter     (3.11)-(3.13), scaled by the computed z^T A z as the reference
@@ -87,9 +88,10 @@ __global__ void fsai_check_kernel(int32_t n, const int64_t *__restrict__ rp,
 
 /* One warp per row: Ã keeps a_ij with |a_ij| > tau sqrt(a_ii) sqrt(a_jj)
  * (the reference's expression and order), the diagonal always; L_1 = its
- * j <= i part. COUNT: lengths into at_rp[i + 1], l_rp[i + 1], and the lower
- * bandwidth of Ã, max_i (i - its first kept column), into *bw (the pattern's
- * window, fsai_pattern.cu); else fill. */
+ * j <= i part. COUNT: lengths into at_rp[i + 1], l_rp[i + 1], the lower
+ * bandwidth of Ã, max_i (i - its first kept column), into bw[0] (the
+ * pattern's window, fsai_pattern.cu) and the longest row of L_1 into bw[1]
+ * (S's longest row when no product runs, for --max-row); else fill. */
 template <bool FILL>
 __global__ void fsai_prefilter_kernel(int32_t n, const int64_t *__restrict__ rp,
                                       const int32_t *__restrict__ col,
@@ -127,12 +129,13 @@ __global__ void fsai_prefilter_kernel(int32_t n, const int64_t *__restrict__ rp,
         /* a plain read first: on banded matrices nearly every row finds the
          * maximum already there and skips the atomic */
         if (i - first > *(volatile int *)bw) atomicMax(bw, i - first);
+        if (nl > *(volatile int *)(bw + 1)) atomicMax(bw + 1, (int)nl);
     }
 }
 
 /* info = {the input check's flag, nnz(Ã), nnz(L_1), the lower bandwidth of
- * Ã}: what the prefilter needs on the host, read in one round trip. flags =
- * {check flag, bandwidth}. */
+ * Ã, the longest row of L_1}: what the prefilter needs on the host, read in
+ * one round trip. flags = {check flag, bandwidth, longest row of L_1}. */
 __global__ void fsai_prefilter_info_kernel(const int *flags, const int64_t *at_rp,
                                            const int64_t *l_rp, int32_t n, int64_t *info)
 {
@@ -140,26 +143,29 @@ __global__ void fsai_prefilter_info_kernel(const int *flags, const int64_t *at_r
     info[1] = at_rp[n];
     info[2] = l_rp[n];
     info[3] = flags[1];
+    info[4] = flags[2];
 }
 
-/* Checks, diag(A), Ã and L_1, and *bw = the lower bandwidth of Ã. A failed
- * device check hands over to the host reference for the message (it finds
- * the same first offence). One host round trip: the flag, both sizes and the
- * bandwidth are read together, after the counts (the kernels that follow a
- * failed check only see finite garbage). */
+/* Checks, diag(A) (*diag_out, n + 1 doubles, the caller frees it), Ã and
+ * L_1, *bw = the lower bandwidth of Ã, *l1_max = the longest row of L_1. A
+ * failed device check hands over to the host reference for the message (it
+ * finds the same first offence). One host round trip: the flag, both sizes,
+ * the bandwidth and the longest row are read together, after the counts
+ * (the kernels that follow a failed check only see finite garbage). */
 static int fsai_prefilter(gs_engine *e, const gs_csr *A, const gs_dcsr *dA, double tau,
-                          gs_dcsr *At, gs_dcsr *L1, int64_t *bw, gs_error *err)
+                          gs_dcsr *At, gs_dcsr *L1, int64_t *bw, int64_t *l1_max,
+                          double **diag_out, gs_error *err)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t n = dA->n;
     const unsigned grid = gs_dblocks(n, ROW_WARPS);
     double *diag = NULL, *host_diag = NULL;
-    int *d_flags = NULL, status = GS_OK; /* the check's flag, the bandwidth */
-    int64_t *d_info = NULL, info[4] = {0, 0, 0, 0};
+    int *d_flags = NULL, status = GS_OK; /* the check's flag, the bandwidth, L_1's longest row */
+    int64_t *d_info = NULL, info[5] = {0, 0, 0, 0, 0};
     GS_TRY(gs_cuda_alloc(e, &diag, ((size_t)n + 1) * sizeof(double), "fsai: diagonal of A"));
-    GS_TRY(gs_cuda_alloc(e, &d_flags, 2 * sizeof(int), "fsai: input check flag"));
+    GS_TRY(gs_cuda_alloc(e, &d_flags, 3 * sizeof(int), "fsai: input check flag"));
     GS_TRY(gs_cuda_alloc(e, &d_info, sizeof info, "fsai: prefilter sizes"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_flags, 0, 2 * sizeof(int), c->stream)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_flags, 0, 3 * sizeof(int), c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_check_kernel, grid, 32 * ROW_WARPS, 0, c->stream, n,
                        (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, diag, d_flags));
@@ -183,16 +189,19 @@ static int fsai_prefilter(gs_engine *e, const gs_csr *A, const gs_dcsr *dA, doub
         GS_TRY(gs_fsai_check_input(A, host_diag, err));
     }
     *bw = info[3];
+    *l1_max = info[4];
     GS_TRY(gs_dcsr_alloc_entries(e, At, info[1], 0, "fsai: prefiltered A"));
     GS_TRY(gs_dcsr_alloc_entries(e, L1, info[2], 0, "fsai: L_1"));
     GS_TRY(CUDA_LAUNCH(&e->err, fsai_prefilter_kernel<true>, grid, 32 * ROW_WARPS, 0, c->stream,
                        n, (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const double *)dA->val, (const double *)diag, tau, At->rp, At->col,
                        L1->rp, L1->col, (int *)NULL));
+    *diag_out = diag;
+    diag = NULL;
 cleanup:
     /* stream-ordered frees: after the kernels that use them */
     gs_cuda_free(e, diag, ((size_t)n + 1) * sizeof(double));
-    gs_cuda_free(e, d_flags, 2 * sizeof(int));
+    gs_cuda_free(e, d_flags, 3 * sizeof(int));
     gs_cuda_free(e, d_info, sizeof info);
     free(host_diag);
     return status;
@@ -611,20 +620,23 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     gs_cuda_sell_plan plan_storage[2] = {}, *plan_g = NULL, *plan_gt = NULL;
     if (o->prec == GS_FP64) plan_g = &plan_storage[0], plan_gt = &plan_storage[1];
     gs_cuda_csr_view viewA = {};
-    int64_t m_max = 0, m_known = -1, nnz_hat = 0, bw = 0;
+    double *diag = NULL; /* diag(A) on the device, for --max-row's keys */
+    int64_t m_max = 0, m_known = -1, nnz_hat = 0, bw = 0, l1_max = 1, max_row = 1, capped = 0;
     int plan_on_device = -1; /* -1: no systems factored (Ã diagonal) */
     unsigned long long *factor_fail = NULL;
     int status = GS_OK;
     double t0 = 0.0;
     GS_TRY(fsai_device_A(pc, A, &dA, &viewA));
     t0 = gs_pc_stage_begin(pc);
-    GS_TRY(fsai_prefilter(e, A, &dA, o->tau, &At, &L1, &bw, err));
+    GS_TRY(fsai_prefilter(e, A, &dA, o->tau, &At, &L1, &bw, &l1_max, &diag, err));
     GS_TRY(gs_pc_stage_end(pc, "prefilter", t0));
     if (L1.nnz == L1.n) {
         /* Ã is diagonal (the default tau on the 27-point stencil): no
          * pattern, no systems to gather, nothing to filter or transpose */
         gs_dcsr_free(e, &At);
         gs_dcsr_free(e, &L1);
+        gs_cuda_free(e, diag, ((size_t)A->n_rows + 1) * sizeof(double)); /* no cap to key */
+        diag = NULL;
         t0 = gs_pc_stage_begin(pc);
         GS_TRY(fsai_diagonal(e, &dA, o->prec, &G, &GT));
         m_max = 1;
@@ -635,9 +647,17 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
         t0 = gs_pc_stage_begin(pc);
         GS_TRY(fsai_cuda_pattern(e, &At, &L1, o->k, bw, &S, &m_known));
         gs_dcsr_free(e, &At);
+        /* S's longest row: read by the last product, or S = L_1 (no product) */
+        max_row = m_known >= 0 ? m_known : l1_max;
+        if (o->max_row > 0 && max_row > o->max_row) { /* rows within N: no work at all */
+            GS_TRY(fsai_cuda_cap(e, &dA, diag, o->max_row, &S, &capped));
+            m_known = o->max_row; /* the cut rows now have N entries, the others fewer */
+        }
+        gs_cuda_free(e, diag, ((size_t)A->n_rows + 1) * sizeof(double)); /* stream-ordered */
+        diag = NULL;
         GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
         GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, m_known, &m_max,
-                                &plan_on_device, &factor_fail)); /* gather, factorisation */
+                                &plan_on_device, &factor_fail, err)); /* gather, factorisation */
         nnz_hat = S.nnz;
         t0 = gs_pc_stage_begin(pc);
         if (o->prec == GS_FP32)
@@ -664,10 +684,13 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     gs_kv_num(&pc->extra, "mu_G_hat", (double)nnz_hat / (double)A->nnz);
     gs_kv_num(&pc->extra, "mu_G", (double)pc->nnz / (double)A->nnz);
     gs_kv_num(&pc->extra, "local_m_max", (double)m_max);
+    gs_kv_num(&pc->extra, "max_row", (double)max_row); /* S's longest row, before the cap */
+    gs_kv_num(&pc->extra, "capped_rows", (double)capped);
     if (plan_on_device >= 0) gs_kv_str(&pc->extra, "factor_plan", plan_on_device ? "device" : "host");
 cleanup:
     if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
     gs_dcsr_release_A(e, &dA, &viewA);
+    gs_cuda_free(e, diag, ((size_t)A->n_rows + 1) * sizeof(double));
     gs_dcsr_free(e, &At);
     gs_dcsr_free(e, &L1);
     gs_dcsr_free(e, &S);
@@ -691,9 +714,10 @@ extern "C" int gs_fsai_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     pc->destroy = gs_fsai_destroy;
     GS_TRY(gs_fsai_read_options(pc, &o, err));
     if (A->n_rows != A->n_cols || !A->val) GS_TRY(gs_fsai_check_input(A, NULL, err));
-    snprintf(pc->description, sizeof pc->description, "tau=%g k=%ld delta=%g precision=%s gather=%s",
-             o.tau, o.k, o.delta, o.prec == GS_FP32 ? "single" : "double",
-             o.fused_gather ? "fused" : "separate");
+    snprintf(pc->description, sizeof pc->description,
+             "tau=%g k=%ld delta=%g precision=%s gather=%s max-row=%ld", o.tau, o.k, o.delta,
+             o.prec == GS_FP32 ? "single" : "double", o.fused_gather ? "fused" : "separate",
+             o.max_row);
     GS_TRY(fsai_cuda_build(pc, A, &o, d, err));
     pc->apply = gs_fsai_apply;
     pc->apply_dot = gs_fsai_apply_dot;

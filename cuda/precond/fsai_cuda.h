@@ -85,6 +85,16 @@ static __device__ __forceinline__ int64_t fsai_warp_inclusive_scan(int64_t v)
 int fsai_cuda_pattern(gs_engine *e, const gs_dcsr *At, gs_dcsr *L1, long k, int64_t bw,
                       gs_dcsr *S, int64_t *m_max);
 
+/* --max-row N >= 1 (docs/fsai.md, "Capping the pattern"), called where S
+ * has a row longer than N: every such row keeps its diagonal and the N - 1
+ * off-diagonal entries of largest gs_fsai_cap_key (of equal keys the
+ * smaller columns), in column order; rows of at most N entries are copied
+ * unchanged. S (rows sorted) is replaced. A: A's CSR (rows sorted), diag:
+ * diag(A), both on the device. *capped: the rows cut, read back with the
+ * new size in one host round trip. */
+int fsai_cuda_cap(gs_engine *e, const gs_dcsr *A, const double *diag, int64_t N, gs_dcsr *S,
+                  int64_t *capped);
+
 /* Ĝ on the pattern S: row i solves A[P_i,P_i] w = e_m (3.6) and keeps
  * g = w / sqrt(w_m) (3.7); S->val then holds the values (float for
  * GS_FP32, else double) and S->vsize their size. Times the stages "gather"
@@ -96,10 +106,13 @@ int fsai_cuda_pattern(gs_engine *e, const gs_dcsr *At, gs_dcsr *L1, long k, int6
  * (device, the caller frees it, 8 bytes):
  * ~0, or (row << 32 | pivot) of the smallest row whose system had a pivot
  * that is not positive; it is not read here, so that the postfilter's one
- * host read takes it along (fsai_factor_failure words the error). */
+ * host read takes it along (fsai_factor_failure words the error).
+ * --time-limit: checked at each chunk's end and, where a deadline is set,
+ * between pieces of a class with much work (GS_ERR_TIME_LIMIT, err naming
+ * the stage). */
 int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
                      int fused, int64_t m_known, int64_t *m_max, int *plan_on_device,
-                     unsigned long long **fail);
+                     unsigned long long **fail, gs_error *err);
 
 /* GS_ERR_NUMERIC in err for the failure record key of fsai_cuda_factor,
  * naming the row (1-based) as the CPU reference does. */

@@ -1126,10 +1126,57 @@ cleanup:
     return status;
 }
 
+/* Systems [a, z) of size class k (largest m: mc), as factor_run launches them. */
+template <typename T>
+static int factor_launch_class(gs_engine *e, int k, int32_t a, int32_t z, const int32_t *bk,
+                               int32_t chunk0, const factor_plan *p, const gs_dcsr *A,
+                               const gs_dcsr *S, T *buf, T *g, unsigned long long *fail,
+                               int64_t mc, bool pdl)
+{
+    if (k == 0) return factor_launch_rows<T, 32>(e, a, z, bk, chunk0, p, A, S, buf, g, fail, pdl);
+    if (k == 1) return factor_launch_rows<T, 64>(e, a, z, bk, chunk0, p, A, S, buf, g, fail, pdl);
+    if (k == 2) /* m <= 96: four blocks a multiprocessor (registers capped) */
+        return factor_launch_block<T, 128, 4>(e, a, z, bk, chunk0, p, A, S, buf, g, fail, mc,
+                                              true, pdl);
+    if (k == 3)
+        return factor_launch_block<T, 128, 1>(e, a, z, bk, chunk0, p, A, S, buf, g, fail, mc,
+                                              true, pdl);
+    return factor_launch_block<T, 256, 1>(e, a, z, bk, chunk0, p, A, S, buf, g, fail, mc, k == 4,
+                                          pdl);
+}
+
+/* --time-limit inside a chunk. The stage end of each chunk (where the host
+ * waits for it anyway) stops the setup once the deadline has passed
+ * (gs_pc_stage_end), so the remaining chunks are never launched. But one
+ * chunk can hold minutes of work (every system gathered fused is in it,
+ * however many), so where a deadline is set a class of the host plan whose
+ * systems may take more than FACTOR_DEADLINE_FLOPS (mc^3 / 3 each, mc its
+ * largest m) goes in pieces of about that much, the host waiting for each
+ * and asking the deadline: a wait every 2e11 flops (tens of milliseconds
+ * at the few TFlop/s these kernels reach), and none at all without a
+ * deadline, for small classes or with the device plan (at most 16k systems
+ * of at most 225 rows: about 6e10 flops in all). */
+#define FACTOR_DEADLINE_FLOPS 2e11
+static int32_t factor_piece(const gs_pc *pc, const factor_plan *p, int64_t mc, int32_t count)
+{
+    if (pc->hook.deadline <= 0.0 || p->bounds) return count;
+    const double piece = FACTOR_DEADLINE_FLOPS / ((double)mc * (double)mc * (double)mc / 3.0 + 1.0);
+    return piece >= (double)count ? count : piece < 1.0 ? 1 : (int32_t)piece;
+}
+
+/* Wait for the piece just launched; GS_ERR_TIME_LIMIT (err naming the
+ * stage) once the deadline has passed. */
+static int factor_wait_deadline(gs_pc *pc, gs_error *err)
+{
+    gs_engine *e = pc->eng;
+    const int status = CUDA_CALL(&e->err, cudaStreamSynchronize(gs_cuda_of(e)->stream));
+    return status != GS_OK ? status : gs_pc_deadline(pc, "factorisation", err);
+}
+
 /* Gather and factor the chunks: stages "gather" and "factorisation". */
 template <typename T>
 static int factor_run(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const factor_plan *p,
-                      T *g, unsigned long long *fail)
+                      T *g, unsigned long long *fail, gs_error *err)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -1175,21 +1222,16 @@ static int factor_run(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const facto
                                  : j1 < class_start[k + 1] ? j1 : class_start[k + 1];
             if (a >= z) continue;
             const int64_t mc = p->counts[FACTOR_CLASSES + 1 + k];
-            if (k == 0)
-                GS_TRY((factor_launch_rows<T, 32>(e, a, z, bk, j0, p, A, S, buf, g, fail, pdl)));
-            else if (k == 1)
-                GS_TRY((factor_launch_rows<T, 64>(e, a, z, bk, j0, p, A, S, buf, g, fail, pdl)));
-            else if (k == 2) /* m <= 96: four blocks a multiprocessor (registers capped) */
-                GS_TRY((factor_launch_block<T, 128, 4>(e, a, z, bk, j0, p, A, S, buf, g, fail, mc,
-                                                         true, pdl)));
-            else if (k == 3)
-                GS_TRY((factor_launch_block<T, 128, 1>(e, a, z, bk, j0, p, A, S, buf, g, fail, mc,
-                                                         true, pdl)));
-            else
-                GS_TRY((factor_launch_block<T, 256, 1>(e, a, z, bk, j0, p, A, S, buf, g, fail, mc,
-                                                         k == 4, pdl)));
-            pdl = true;
+            const int32_t piece = factor_piece(pc, p, mc, z - a); /* z - a: no deadline */
+            for (int32_t a0 = a; a0 < z; a0 += piece) {
+                const int32_t z0 = z - a0 > piece ? a0 + piece : z;
+                GS_TRY(factor_launch_class<T>(e, k, a0, z0, bk, j0, p, A, S, buf, g, fail, mc,
+                                              pdl));
+                pdl = true;
+                if (piece < z - a) GS_TRY(factor_wait_deadline(pc, err));
+            }
         }
+        /* past the deadline: GS_ERR_TIME_LIMIT here, the next chunks never launched */
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     }
 cleanup:
@@ -1220,7 +1262,7 @@ cleanup:
 
 int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
                      int fused, int64_t m_known, int64_t *m_max, int *plan_on_device,
-                     unsigned long long **fail)
+                     unsigned long long **fail, gs_error *err)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -1240,8 +1282,8 @@ int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
     GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof *d_fail, "fsai factor: failure record"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_fail, 0xff, sizeof *d_fail, c->stream))); /* ~0 */
     GS_TRY(gs_pc_stage_end(pc, "gather", t0));
-    if (prec == GS_FP32) GS_TRY(factor_run<float>(pc, A, S, &p, (float *)g, d_fail));
-    else GS_TRY(factor_run<double>(pc, A, S, &p, (double *)g, d_fail));
+    if (prec == GS_FP32) GS_TRY(factor_run<float>(pc, A, S, &p, (float *)g, d_fail, err));
+    else GS_TRY(factor_run<double>(pc, A, S, &p, (double *)g, d_fail, err));
     S->val = g;
     S->vsize = vsize;
     g = NULL;

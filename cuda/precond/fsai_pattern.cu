@@ -404,3 +404,182 @@ cleanup:
     *S = L;
     return status;
 }
+
+/* ------------------------------------------------------------ --max-row */
+
+/* The cap (docs/fsai.md, "Capping the pattern") is a selection per long row,
+ * never a sort of S: a row of len > N entries keeps its diagonal and the
+ * N - 1 off-diagonal entries whose (gs_fsai_cap_key, -column) is largest.
+ * One block a long row finds the (N - 1)-th largest key by a radix select
+ * (eight passes of 8 bits over the row's keys, a histogram in shared memory
+ * each: the cost follows the row's length, whatever N), then writes the
+ * entries above it and the first of those equal to it, in column order,
+ * by block scans: the output is sorted without a sort. Rows of at most N
+ * entries are copied by a warp each. */
+#define CAP_THREADS 256
+#define CAP_DIGITS 256 /* 8 bits a pass */
+
+/* One thread a row: new lengths min(len, N) into out_rp[i + 1]; a row
+ * longer than N is listed (rows[t], its keys' place key_off[t]; list
+ * order is irrelevant, every row is written to its own place). counts =
+ * {rows listed, keys}. */
+__global__ void cap_count_kernel(int32_t n, const int64_t *__restrict__ rp, int64_t N,
+                                 int64_t *out_rp, int32_t *__restrict__ rows,
+                                 int64_t *__restrict__ key_off, unsigned long long *counts)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) out_rp[0] = 0; /* rows allocated unzeroed */
+    if (i >= n) return;
+    const int64_t len = rp[i + 1] - rp[i];
+    out_rp[i + 1] = len > N ? N : len;
+    if (len <= N) return;
+    const unsigned long long t = atomicAdd(&counts[0], 1ull);
+    rows[t] = (int32_t)i;
+    key_off[t] = (int64_t)atomicAdd(&counts[1], (unsigned long long)len);
+}
+
+/* One warp a row: rows of at most N entries copied unchanged. */
+__global__ void cap_copy_kernel(int32_t n, const int64_t *__restrict__ rp,
+                                const int32_t *__restrict__ col, int64_t N,
+                                const int64_t *__restrict__ out_rp, int32_t *__restrict__ out_col)
+{
+    const int32_t i = (int32_t)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (i >= n) return;
+    const int64_t p0 = rp[i], len = rp[i + 1] - p0, q0 = out_rp[i];
+    if (len > N) return;
+    for (int64_t t = threadIdx.x & 31; t < len; t += 32) out_col[q0 + t] = col[p0 + t];
+}
+
+/* The (N - 1)-th largest of the row's m keys (m > N - 1 >= 1), a digit a
+ * pass from the top: *prefix holds the chosen top bits (mask), *take how
+ * many of the keys with those bits are kept (the first in column order);
+ * keys whose top bits exceed prefix are all kept. A pass whose chosen
+ * digit's keys are all taken ends the search. Whole block. */
+static __device__ void cap_select(const uint64_t *__restrict__ key, int64_t m, int64_t need,
+                                  unsigned long long *hist, uint64_t *prefix, uint64_t *mask,
+                                  int64_t *take)
+{
+    __shared__ uint64_t s_prefix;
+    __shared__ int64_t s_take, s_bin;
+    uint64_t pre = 0, msk = 0;
+    int64_t left = need;
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int d = threadIdx.x; d < CAP_DIGITS; d += blockDim.x) hist[d] = 0;
+        __syncthreads();
+        for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
+            const uint64_t k = key[t];
+            if ((k & msk) == pre) atomicAdd(&hist[(k >> shift) & 0xff], 1ull);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) { /* the digit where the count from the top reaches left */
+            int64_t above = 0;
+            int d = CAP_DIGITS - 1;
+            while (d > 0 && above + (int64_t)hist[d] < left) above += (int64_t)hist[d--];
+            s_prefix = pre | ((uint64_t)d << shift);
+            s_take = left - above;
+            s_bin = (int64_t)hist[d];
+        }
+        __syncthreads();
+        pre = s_prefix, msk |= (uint64_t)0xff << shift, left = s_take;
+        const bool all_of_bin = s_bin == left;
+        __syncthreads(); /* s_* read by every thread before the next pass writes them */
+        if (all_of_bin) break;
+    }
+    *prefix = pre, *mask = msk, *take = left;
+}
+
+/* One block a listed row i (len > N entries, sorted, i last): keys of its
+ * off-diagonal entries (a_ij found by a binary search of A's sorted row i),
+ * the selection, then the kept entries in column order at out_rp[i]. */
+__global__ void __launch_bounds__(CAP_THREADS)
+    cap_rows_kernel(const int32_t *__restrict__ rows, const int64_t *__restrict__ key_off,
+                    const int64_t *__restrict__ rp, const int32_t *__restrict__ col, int64_t N,
+                    const int64_t *__restrict__ a_rp, const int32_t *__restrict__ a_col,
+                    const double *__restrict__ a_val, const double *__restrict__ diag,
+                    uint64_t *__restrict__ keys, const int64_t *__restrict__ out_rp,
+                    int32_t *__restrict__ out_col)
+{
+    typedef cub::BlockScan<int, CAP_THREADS> scan_t;
+    __shared__ typename scan_t::TempStorage scan_tmp;
+    __shared__ unsigned long long hist[CAP_DIGITS];
+    const int32_t i = rows[blockIdx.x];
+    const int64_t p0 = rp[i], m = rp[i + 1] - p0 - 1; /* off-diagonal entries */
+    const int32_t *row = col + p0;
+    uint64_t *key = keys + key_off[blockIdx.x];
+    const int64_t a0 = a_rp[i], alen = a_rp[i + 1] - a0;
+    const double aii = diag[i];
+    for (int64_t t = threadIdx.x; t < m; t += blockDim.x) {
+        const int32_t j = row[t];
+        const int64_t q = fsai_find_col(a_col + a0, alen, j);
+        key[t] = gs_fsai_cap_key(q >= 0, q >= 0 ? a_val[a0 + q] : 0.0, aii, diag[j]);
+    }
+    __syncthreads();
+    uint64_t prefix = 0, mask = 0;
+    int64_t take = 0; /* need = 0 (N = 1): mask 0, every key "equal", none taken */
+    if (N > 1) cap_select(key, m, N - 1, hist, &prefix, &mask, &take);
+    int32_t *out = out_col + out_rp[i];
+    int64_t kept = 0, ties = 0;
+    for (int64_t base = 0; base <= m; base += CAP_THREADS) { /* m + 1 entries, i last */
+        const int64_t t = base + threadIdx.x;
+        const uint64_t k = t < m ? key[t] & mask : 0;
+        const int tie = t < m && k == prefix, above = t < m && k > prefix;
+        int tie_rank, tie_total, pos, keep_total;
+        scan_t(scan_tmp).ExclusiveSum(tie, tie_rank, tie_total);
+        __syncthreads();
+        const int keep = above || (tie && ties + tie_rank < take) || t == m;
+        scan_t(scan_tmp).ExclusiveSum(keep, pos, keep_total);
+        __syncthreads();
+        if (keep) out[kept + pos] = row[t];
+        kept += keep_total, ties += tie_total;
+    }
+}
+
+int fsai_cuda_cap(gs_engine *e, const gs_dcsr *A, const double *diag, int64_t N, gs_dcsr *S,
+                  int64_t *capped)
+{
+    gs_cuda_impl *c = gs_cuda_of(e);
+    const int32_t n = S->n;
+    gs_dcsr out = {};
+    int32_t *rows = NULL;
+    int64_t *key_off = NULL;
+    uint64_t *keys = NULL, words[3] = {0, 0, 0}; /* nnz after the cut, rows listed, keys */
+    unsigned long long *counts = NULL;
+    int status = GS_OK;
+    *capped = 0;
+    GS_TRY(gs_cuda_alloc(e, &rows, ((size_t)n + 1) * sizeof(int32_t), "fsai cap: long rows"));
+    GS_TRY(gs_cuda_alloc(e, &key_off, ((size_t)n + 1) * sizeof(int64_t), "fsai cap: long rows"));
+    GS_TRY(gs_cuda_alloc(e, &counts, 2 * sizeof(unsigned long long), "fsai cap: counts"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(counts, 0, 2 * sizeof(unsigned long long),
+                                              c->stream)));
+    GS_TRY(gs_dcsr_alloc_rows_counted(e, &out, n, "fsai cap: row pointers of S"));
+    GS_TRY(CUDA_LAUNCH(&e->err, cap_count_kernel, gs_dblocks(n, 256), 256, 0, c->stream, n,
+                       (const int64_t *)S->rp, N, out.rp, rows, key_off, counts));
+    GS_TRY(gs_dcsr_counts_scan(e, out.rp, n));
+    {
+        const void *src[2] = {out.rp + n, counts};
+        const int len[2] = {1, 2};
+        GS_TRY(gs_dread_words(e, 2, src, len, words));
+    }
+    *capped = (int64_t)words[1];
+    GS_TRY(gs_dcsr_alloc_entries(e, &out, (int64_t)words[0], 0, "fsai cap: S"));
+    GS_TRY(gs_cuda_alloc(e, &keys, (size_t)words[2] * sizeof(uint64_t) + 8, "fsai cap: keys"));
+    GS_TRY(CUDA_LAUNCH(&e->err, cap_copy_kernel, gs_dblocks(n, PATTERN_WARPS), PATTERN_THREADS, 0,
+                       c->stream, n, (const int64_t *)S->rp, (const int32_t *)S->col, N,
+                       (const int64_t *)out.rp, out.col));
+    if (*capped > 0)
+        GS_TRY(CUDA_LAUNCH(&e->err, cap_rows_kernel, (unsigned)*capped, CAP_THREADS, 0,
+                           c->stream, (const int32_t *)rows, (const int64_t *)key_off,
+                           (const int64_t *)S->rp, (const int32_t *)S->col, N,
+                           (const int64_t *)A->rp, (const int32_t *)A->col,
+                           (const double *)A->val, diag, keys, (const int64_t *)out.rp, out.col));
+    gs_dcsr_free(e, S); /* stream-ordered: after the kernels that read it */
+    *S = out;
+    out = gs_dcsr{};
+cleanup:
+    gs_cuda_free(e, rows, ((size_t)n + 1) * sizeof(int32_t));
+    gs_cuda_free(e, key_off, ((size_t)n + 1) * sizeof(int64_t));
+    gs_cuda_free(e, counts, 2 * sizeof(unsigned long long));
+    gs_cuda_free(e, keys, (size_t)words[2] * sizeof(uint64_t) + 8);
+    gs_dcsr_free(e, &out);
+    return status;
+}

@@ -33,7 +33,13 @@ __global__ void mat_diagonal_csr_kernel(int64_t n, const int64_t *__restrict__ r
     const int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n) return;
     double d = 0.0;
-    for (int64_t k = row_ptr[row]; k < row_ptr[row + 1]; k++)
+    int64_t lo = row_ptr[row], hi = row_ptr[row + 1];
+    while (hi - lo > 16) { /* a row's columns ascend: a dense row costs a search, not a walk */
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (col[mid] <= row) lo = mid;
+        else hi = mid;
+    }
+    for (int64_t k = lo; k < hi; k++)
         if (col[k] == row) d = (double)val[k];
     out[row] = !INVERT ? d : d != 0.0 ? 1.0 / d : 0.0;
     if (d == 0.0) atomicMin(first_zero, (int)row + 1);

@@ -275,13 +275,7 @@ cleanup:
  * back first, then sleeps doubling to 256 ns (as the toolkit's sync-free solve). */
 static __device__ inline void ilu0_wait(unsigned *ready, int32_t k)
 {
-    cuda::atomic_ref<unsigned, cuda::thread_scope_device> flag(ready[k]);
-    unsigned sleep = 32;
-    for (int tries = 0; flag.load(cuda::memory_order_acquire) == 0u; tries++)
-        if (tries >= 8) {
-            __nanosleep(sleep);
-            sleep = sleep < 256 ? 2 * sleep : 256;
-        }
+    gs_dwait_while(ready + k, 0u, cuda::memory_order_acquire);
 }
 
 /* Row i of the reference's IKJ loop (src/sparse/ilu0.c, ilu0_row), in place on w, by the

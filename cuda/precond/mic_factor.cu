@@ -202,14 +202,9 @@ template <bool SYNCFREE>
 static __device__ inline double mic_pivot(double *d, int32_t m)
 {
     if (!SYNCFREE) return d[m];
-    mic_word_ref w(*reinterpret_cast<unsigned long long *>(d + m));
-    unsigned long long v;
-    unsigned sleep = 32;
-    for (int tries = 0; (v = w.load(cuda::memory_order_acquire)) == MIC_UNSET; tries++)
-        if (tries >= 8) {
-            __nanosleep(sleep);
-            sleep = sleep < 256 ? 2 * sleep : 256;
-        }
+    const unsigned long long v = gs_dwait_while(reinterpret_cast<unsigned long long *>(d + m),
+                                                (unsigned long long)MIC_UNSET,
+                                                cuda::memory_order_acquire);
     return __longlong_as_double((long long)v);
 }
 

@@ -33,18 +33,6 @@
 #define CGLS_CHECK_EVERY 25     /* sweeps between the host's looks at the active columns */
 #define CGLS_SPREAD 64          /* blocks a column in the set-up kernels */
 
-/* Entries of sorted a[0..len) below key. */
-static __device__ inline int64_t large_lower_bound(const int32_t *a, int64_t len, int32_t key)
-{
-    int64_t lo = 0, hi = len;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < key) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 /* A(:,a) . A(:,b): gs_spai_column_dot's sum, operation for operation. */
 static __device__ double large_dot(const int64_t *__restrict__ rp, const int32_t *__restrict__ col,
                                    const double *__restrict__ val, int32_t a, int32_t b)
@@ -67,7 +55,7 @@ static __device__ double large_dot(const int64_t *__restrict__ rp, const int32_t
     } else {
         int64_t from = 0;
         for (int64_t p = 0; p < la; p++) {
-            from += large_lower_bound(cb + from, lb - from, ca[p]);
+            from += gs_dlower_bound(cb + from, lb - from, ca[p]);
             if (from < lb && cb[from] == ca[p]) s = __dadd_rn(s, __dmul_rn(va[p], vb[from]));
         }
     }
@@ -80,7 +68,7 @@ static __device__ inline double large_entry(const int64_t *__restrict__ rp,
                                             const double *__restrict__ val, int32_t k, int32_t j)
 {
     const int64_t start = rp[j], len = rp[j + 1] - start;
-    const int64_t q = large_lower_bound(col + start, len, k);
+    const int64_t q = gs_dlower_bound(col + start, len, k);
     return q < len && col[start + q] == k ? val[start + q] : 0.0;
 }
 

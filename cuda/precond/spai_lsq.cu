@@ -157,18 +157,6 @@ static __device__ inline int32_t spai_segment(const int32_t *off, int32_t n2, in
     return lo;
 }
 
-/* Entries of sorted a[0..len) below key. */
-static __device__ inline int32_t spai_lower_bound(const int32_t *a, int32_t len, int32_t key)
-{
-    int32_t lo = 0, hi = len;
-    while (lo < hi) {
-        const int32_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < key) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 /* The failure record: the lowest column wins (k in the top bits). */
 static __device__ inline unsigned long long spai_fail_key(int32_t k, int kind, int32_t a_col)
 {
@@ -229,7 +217,7 @@ static __device__ void spai_column(const Group &g, int32_t k, const spai_lsq_arg
             int32_t f = c;
             for (int32_t b = 0; b < a; b++) {
                 const int32_t len = off[b + 1] - off[b];
-                const int32_t q = spai_lower_bound(row + off[b], len, r);
+                const int32_t q = (int32_t)gs_dlower_bound(row + off[b], len, r);
                 if (q < len && row[off[b] + q] == r) {
                     f = off[b] + q;
                     break;
@@ -485,7 +473,7 @@ __global__ void spai_sizes_kernel(int32_t n, const int64_t *__restrict__ at_rp,
                     for (int32_t b = 0; b < a && is_first; b++) {
                         const int32_t *rb = at_col + at_rp[J[b]];
                         const int32_t lb = (int32_t)(at_rp[J[b] + 1] - at_rp[J[b]]);
-                        const int32_t q = spai_lower_bound(rb, lb, r);
+                        const int32_t q = (int32_t)gs_dlower_bound(rb, lb, r);
                         is_first = !(q < lb && rb[q] == r);
                     }
                     count += is_first;

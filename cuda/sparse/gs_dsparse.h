@@ -11,6 +11,8 @@
 #ifndef GS_DSPARSE_H
 #define GS_DSPARSE_H
 
+#include <cuda/atomic>
+
 #include "engine_cuda.h"
 
 extern "C" {
@@ -251,6 +253,39 @@ static __device__ inline int32_t gs_dsearch_last_at_or_below(const int64_t *__re
         else hi = mid;
     }
     return lo;
+}
+
+/* Entries of the sorted a[0..len) below key: where key is, or would be. */
+static __device__ inline int64_t gs_dlower_bound(const int32_t *a, int64_t len, int32_t key)
+{
+    int64_t lo = 0, hi = len;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The synchronisation-free schemes' wait (trisolve_syncfree.cu, mic_factor.cu,
+ * isai_ilu0.cu): the word *w until it differs from unset, by loads of the given order
+ * (acquire where the waiter then reads what the writer stored before its release), back
+ * to back 8 times, then sleeping doubling from 32 to 256 ns: rows several levels ahead
+ * of the front would otherwise keep L2 busy with loads that cannot succeed yet, slowing
+ * the front's own; the cap bounds the delay a sleeping row adds once the word is there.
+ * Returns the word. */
+template <typename W>
+static __device__ inline W gs_dwait_while(W *w, W unset, cuda::memory_order order)
+{
+    cuda::atomic_ref<W, cuda::thread_scope_device> ref(*w);
+    W v;
+    unsigned sleep = 32;
+    for (int tries = 0; (v = ref.load(order)) == unset; tries++)
+        if (tries >= 8) {
+            __nanosleep(sleep);
+            sleep = sleep < 256 ? 2 * sleep : 256;
+        }
+    return v;
 }
 
 #endif

@@ -63,14 +63,9 @@ typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> word_ref
  * level once its value is there. */
 static __device__ inline double syncfree_wait(double *x, int32_t j)
 {
-    word_ref w(*reinterpret_cast<unsigned long long *>(x + j));
-    unsigned long long v;
-    unsigned sleep = 32;
-    for (int tries = 0; (v = w.load(cuda::memory_order_relaxed)) == SYNCFREE_UNSET; tries++)
-        if (tries >= 8) {
-            __nanosleep(sleep);
-            sleep = sleep < 256 ? 2 * sleep : 256;
-        }
+    const unsigned long long v = gs_dwait_while(reinterpret_cast<unsigned long long *>(x + j),
+                                                (unsigned long long)SYNCFREE_UNSET,
+                                                cuda::memory_order_relaxed);
     return __longlong_as_double((long long)v);
 }
 

@@ -129,10 +129,10 @@ int gs_pc_create_hooked(const gs_pc_type *type, gs_engine *eng, const gs_params 
     if (hook) pc->hook = *hook;
     int status = gs_pc_check_params(type, params, err);
     if (status == GS_OK) status = setup(pc, A, err);
+    if (status == GS_OK) status = pc_layout_of_A(pc, A_eng);
     if (status == GS_ERR_TIME_LIMIT) /* a stage end saw it: no message was set there */
         gs_pc_deadline(pc, pc->stages.count ? pc->stages.stage[pc->stages.count - 1].name
                                             : "setup", err);
-    if (status == GS_OK) status = pc_layout_of_A(pc, A_eng);
     if (status == GS_OK) status = gs_engine_fail(eng, err);
     if (status == GS_OK && host_fallback) gs_kv_str(&pc->extra, "setup", "host");
     if (status == GS_OK && !pc->apply)

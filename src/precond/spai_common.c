@@ -202,7 +202,7 @@ typedef struct route_work {
 static void route_work_init(route_work *w, int32_t n)
 {
     memset(w, 0, sizeof *w);
-    w->ok = work_init(&w->qr, n) == 0 && gs_spai_cgls_work_init(&w->cgls, n) == 0;
+    w->ok = work_init(&w->qr, n) == 0; /* CGLS's scratch: at its first column */
 }
 
 static void route_work_free(route_work *w)
@@ -237,11 +237,14 @@ static void column_by_route(const gs_csr *AT, const gs_spai_heavy *heavy, gs_csr
                       : rc == GS_SPAI_NE_ZERO ? GS_SPAI_COLUMN_ZERO : GS_SPAI_COLUMN_NOMEM;
             return;
         }
-        st->ne_to_qr++; /* rejected: QR below */
+        st->ne_to_qr++, st->qr++; /* rejected: QR below (counted in both, as on the GPU) */
     } else if (route == GS_SPAI_ROUTE_CGLS) {
         int it = 0;
         double relres = 0.0;
-        const int rc = gs_spai_cgls_column(AT, k, J, n2, mk, &w->cgls, &it, &relres);
+        if (!w->cgls.r && gs_spai_cgls_work_init(&w->cgls, AT->n_rows) != 0)
+            gs_spai_cgls_work_free(&w->cgls); /* r stays NULL: the column reports NOMEM */
+        const int rc = w->cgls.r ? gs_spai_cgls_column(AT, k, J, n2, mk, &w->cgls, &it, &relres)
+                                 : GS_SPAI_NE_NOMEM;
         st->cgls++;
         if (it > st->cgls_iterations) st->cgls_iterations = it;
         if (relres > st->cgls_relres) st->cgls_relres = relres;
@@ -289,8 +292,14 @@ int gs_spai_solve_columns(gs_pc *pc, const gs_csr *AT, gs_csr *MT, int64_t qr_ma
         route_work_init(&w, n);
 #pragma omp for schedule(dynamic, 16)
         for (int32_t k = 0; k < n; k++) {
-            if (stop) continue; /* the deadline passed: skip what is left */
-            if ((k & 255) == 0 && gs_pc_past_deadline(pc)) stop = 1;
+            int stopped;
+#pragma omp atomic read
+            stopped = stop;
+            if (stopped) continue; /* the deadline passed: skip what is left */
+            if ((k & 255) == 0 && gs_pc_past_deadline(pc)) {
+#pragma omp atomic write
+                stop = 1;
+            }
             column_failure f = {k, GS_SPAI_COLUMN_NOMEM, -1, 0, 0};
             if (w.ok) column_by_route(AT, &heavy, MT, k, qr_max, &w, &f, &st);
             if (f.kind != GS_SPAI_COLUMN_OK) {

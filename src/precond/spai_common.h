@@ -168,7 +168,8 @@ int gs_spai_cgls_column(const gs_csr *AT, int32_t k, const int32_t *J, int32_t n
 
 /* What the column solvers did, for the report (both engines fill it). */
 typedef struct gs_spai_lsq_stats {
-    int64_t qr, ne, ne_to_qr, cgls; /* columns by route (ne_to_qr: rejected by NE) */
+    int64_t qr, ne, ne_to_qr, cgls; /* columns by the method that solved them; ne_to_qr: those
+                                       the normal equations sent to QR (also in qr) */
     int32_t heavy;                  /* heavy columns of A in the Gram cache */
     int cgls_iterations;            /* the most any CGLS column took */
     double cgls_relres;             /* the worst relative residual a CGLS column reached */

@@ -229,7 +229,10 @@ int gs_spai_cgls_column(const gs_csr *AT, int32_t k, const int32_t *J, int32_t n
                 q[AT->col[e]] += AT->val[e] * p[a];
         double qq = 0.0;
         for (int64_t i = 0; i < n1; i++) qq += q[w->rows[i]] * q[w->rows[i]];
-        if (!(qq > 0.0)) break;
+        if (!(qq > 0.0)) {
+            for (int64_t i = 0; i < n1; i++) q[w->rows[i]] = 0.0; /* kept zero outside a column */
+            break;
+        }
         const double alpha = gamma / qq;
         for (int32_t a = 0; a < n2; a++) m[a] += alpha * p[a];
         for (int64_t i = 0; i < n1; i++) {

@@ -214,14 +214,12 @@ static void route_work_free(route_work *w)
 
 /* Column k by its route; f->kind on failure, the route's counters in st. */
 static void column_by_route(const gs_csr *AT, const gs_spai_heavy *heavy, gs_csr *MT, int32_t k,
-                            int64_t qr_max, route_work *w, column_failure *f,
-                            gs_spai_lsq_stats *st)
+                            int route, route_work *w, column_failure *f, gs_spai_lsq_stats *st)
 {
     const int64_t start = MT->row_ptr[k];
     const int32_t n2 = (int32_t)(MT->row_ptr[k + 1] - start);
     const int32_t *J = MT->col + start;
     double *mk = MT->val + start;
-    const int route = column_route(AT, MT, k, qr_max, &w->qr);
     f->n2 = n2;
     if (route == GS_SPAI_ROUTE_NE) {
         const size_t need = (size_t)n2 * ((size_t)n2 + 1);
@@ -257,21 +255,30 @@ static void column_by_route(const gs_csr *AT, const gs_spai_heavy *heavy, gs_csr
     f->kind = column_solve(AT, k, J, n2, mk, &w->qr, f);
 }
 
-/* Whether any column takes the normal equations (then the heavy columns'
- * Gram matrix is worth its one-off cost). */
-static int any_normal_equations(const gs_csr *AT, const gs_csr *MT, int64_t qr_max)
+/* Every column's route into route[] (decided once: the solve reads it), and
+ * whether any takes the normal equations (then the heavy columns' Gram
+ * matrix is worth its one-off cost). */
+static int column_routes(const gs_csr *AT, const gs_csr *MT, int64_t qr_max, uint8_t *route,
+                         int *any_ne, gs_error *err)
 {
-    int any = 0;
-#pragma omp parallel reduction(| : any)
+    int any = 0, nomem = 0;
+#pragma omp parallel reduction(| : any, nomem)
     {
         column_work w;
         const int ok = work_init(&w, MT->n_rows) == 0;
+        nomem |= !ok;
 #pragma omp for schedule(dynamic, 256)
-        for (int32_t k = 0; k < MT->n_rows; k++)
-            any |= !ok || column_route(AT, MT, k, qr_max, &w) == GS_SPAI_ROUTE_NE;
+        for (int32_t k = 0; k < MT->n_rows; k++) {
+            route[k] = (uint8_t)(ok ? column_route(AT, MT, k, qr_max, &w) : GS_SPAI_ROUTE_QR);
+            any |= route[k] == GS_SPAI_ROUTE_NE;
+        }
         work_free(&w);
     }
-    return any;
+    *any_ne = any;
+    if (nomem)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of host memory for the row sets I_k (n = %d)",
+                            (int)MT->n_rows);
+    return GS_OK;
 }
 
 int gs_spai_solve_columns(gs_pc *pc, const gs_csr *AT, gs_csr *MT, int64_t qr_max,
@@ -282,8 +289,11 @@ int gs_spai_solve_columns(gs_pc *pc, const gs_csr *AT, gs_csr *MT, int64_t qr_ma
     column_failure first = {INT32_MAX, GS_SPAI_COLUMN_OK, -1, 0, 0};
     gs_spai_heavy heavy = {0};
     gs_spai_lsq_stats total = {0};
-    int stop = 0, status = GS_OK;
-    if (any_normal_equations(AT, MT, qr_max)) GS_TRY(gs_spai_heavy_build(AT, &heavy, err));
+    int stop = 0, any_ne = 0, status = GS_OK;
+    uint8_t *route = gs_malloc((size_t)n + 1, "spai: routes of the columns", err);
+    if (!route) return GS_ERR_NOMEM;
+    GS_TRY(column_routes(AT, MT, qr_max, route, &any_ne, err));
+    if (any_ne) GS_TRY(gs_spai_heavy_build(AT, &heavy, err));
     total.heavy = heavy.count;
 #pragma omp parallel
     {
@@ -301,7 +311,7 @@ int gs_spai_solve_columns(gs_pc *pc, const gs_csr *AT, gs_csr *MT, int64_t qr_ma
                 stop = 1;
             }
             column_failure f = {k, GS_SPAI_COLUMN_NOMEM, -1, 0, 0};
-            if (w.ok) column_by_route(AT, &heavy, MT, k, qr_max, &w, &f, &st);
+            if (w.ok) column_by_route(AT, &heavy, MT, k, route[k], &w, &f, &st);
             if (f.kind != GS_SPAI_COLUMN_OK) {
 #pragma omp critical(gs_spai_first_failure)
                 if (k < first.k) first = f; /* the lowest column, whatever the schedule */
@@ -321,6 +331,7 @@ int gs_spai_solve_columns(gs_pc *pc, const gs_csr *AT, gs_csr *MT, int64_t qr_ma
     if (first.k != INT32_MAX) GS_TRY(failure_report(&first, who, hint, err));
 cleanup:
     gs_spai_heavy_free(&heavy);
+    free(route);
     return status;
 }
 

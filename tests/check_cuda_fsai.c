@@ -633,39 +633,6 @@ START_TEST(test_many_chunks)
 }
 END_TEST
 
-/* A hub graph's Laplacian + I (check_pc_fsai.c's): a path (weight 1) and
- * `hubs` nodes joined to every `stride`-th node, weight w_hub (equal keys:
- * ties) or random in [0.5, 1.5) (w_hub = 0). With k >= 2 the hubs' rows
- * fill in (keys 0, all tied). */
-static gs_csr hub_laplacian(int32_t n, int hubs, int32_t stride, double w_hub, uint64_t seed)
-{
-    tu_rng r = tu_rng_seed(seed);
-    const int64_t cap = 2 * (int64_t)n + 2 * (int64_t)hubs * (n / stride + 1) + n;
-    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
-    double *v = malloc((size_t)cap * sizeof *v), *deg = calloc((size_t)n, sizeof *deg);
-    ck_assert(ri && ci && v && deg);
-    int64_t q = 0;
-    for (int32_t i = 0; i + 1 < n; i++) {
-        ri[q] = i, ci[q] = i + 1, v[q++] = -1.0;
-        ri[q] = i + 1, ci[q] = i, v[q++] = -1.0;
-        deg[i] += 1.0, deg[i + 1] += 1.0;
-    }
-    for (int h = 0; h < hubs; h++) {
-        const int32_t hub = (int32_t)((2 * (int64_t)h + 1) * n / (2 * hubs));
-        for (int32_t j = h % stride; j < n; j += stride) {
-            if (j == hub || j == hub - 1 || j == hub + 1) continue;
-            const double w = w_hub > 0 ? w_hub : 0.5 + tu_uniform(&r);
-            ri[q] = hub, ci[q] = j, v[q++] = -w;
-            ri[q] = j, ci[q] = hub, v[q++] = -w;
-            deg[hub] += w, deg[j] += w;
-        }
-    }
-    for (int32_t i = 0; i < n; i++) ri[q] = i, ci[q] = i, v[q++] = deg[i] + 1.0;
-    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
-    free(ri), free(ci), free(v), free(deg);
-    return A;
-}
-
 /* --max-row: the device's cut (fsai_pattern.cu: a block a long row, radix
  * select, ordered compaction; short rows copied) against the reference's,
  * pattern exactly and values as everywhere. Caps on both sides of rows of
@@ -696,7 +663,7 @@ START_TEST(test_max_row)
      * 1501 (1500) rows longer than 33, up to 2501 (2000) entries; the caps
      * keep the reference's factorisation cheap (k = 2, --max-row 300: 1.3e10
      * flops) */
-    gs_csr H = hub_laplacian(3000, 3, 3, 1.0, 1), W = hub_laplacian(2000, 2, 2, 0.0, 2);
+    gs_csr H = tu_hub_laplacian(3000, 3, 3, 1.0, 1), W = tu_hub_laplacian(2000, 2, 2, 0.0, 2);
     const char *hub_caps[] = {"2", "33", "100", "300", "500"};
     for (size_t c = 0; c < sizeof hub_caps / sizeof hub_caps[0]; c++) {
         max_row_mode = hub_caps[c];
@@ -715,31 +682,15 @@ END_TEST
 
 /* --time-limit inside the GPU setup: a deadline already past stops it at
  * its first stage end; one that passes during a long factorisation (the
- * arrow of check_pc_fsai.c with 3000 rows and k = 2: S is the whole lower
+ * arrow, tu_arrow_spd, with 3000 rows and k = 2: S is the whole lower
  * triangle, 6.8e12 flops of local systems in chunks, the largest class cut
  * into pieces of 2e11 flops because a deadline is set) stops it between
  * pieces or chunks, long before the stage would end. Either way
  * GS_ERR_TIME_LIMIT naming the stage, no preconditioner, every device byte
  * given back. */
-static gs_csr arrow(int32_t n)
-{
-    int32_t *ri = malloc(5 * (size_t)n * sizeof *ri), *ci = malloc(5 * (size_t)n * sizeof *ci);
-    double *v = malloc(5 * (size_t)n * sizeof *v);
-    ck_assert(ri && ci && v);
-    int64_t q = 0;
-    for (int32_t i = 0; i < n; i++) {
-        ri[q] = ci[q] = i, v[q++] = i == 0 ? (double)n : 4.0;
-        if (i + 1 < n) ri[q] = i, ci[q] = i + 1, v[q++] = -1.0, ri[q] = i + 1, ci[q] = i, v[q++] = -1.0;
-        if (i >= 2) ri[q] = 0, ci[q] = i, v[q++] = -0.5, ri[q] = i, ci[q] = 0, v[q++] = -0.5;
-    }
-    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
-    free(ri), free(ci), free(v);
-    return A;
-}
-
 START_TEST(test_time_limit)
 {
-    gs_csr T = arrow(3000);
+    gs_csr T = tu_arrow_spd(3000);
     const double limits[] = {-1.0, 0.3};
     for (int t = 0; t < 2; t++) {
         gs_mat *Ae = NULL;

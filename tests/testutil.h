@@ -756,6 +756,59 @@ static inline int32_t tu_max_row_length(const gs_csr *A)
     return (int32_t)m;
 }
 
+/* A hub graph's Laplacian + I: a path 0 - 1 - ... - n-1 (weight 1) and
+ * `hubs` nodes joined to every `stride`-th node (weight w_hub, or random in
+ * [0.5, 1.5) when w_hub = 0). Equal weights give equal keys |a_ij| /
+ * sqrt(a_ii a_jj) between nodes of equal degree (ties), and with k >= 2 the
+ * hubs' rows fill in (entries outside A: key 0, all tied). fsai's suites. */
+static inline gs_csr tu_hub_laplacian(int32_t n, int hubs, int32_t stride, double w_hub, uint64_t seed)
+{
+    tu_rng r = tu_rng_seed(seed);
+    const int64_t cap = 2 * (int64_t)n + 2 * (int64_t)hubs * (n / stride + 1) + n;
+    int32_t *ri = malloc((size_t)cap * sizeof *ri), *ci = malloc((size_t)cap * sizeof *ci);
+    double *v = malloc((size_t)cap * sizeof *v), *deg = calloc((size_t)n, sizeof *deg);
+    ck_assert(ri && ci && v && deg);
+    int64_t q = 0;
+    for (int32_t i = 0; i + 1 < n; i++) {
+        ri[q] = i, ci[q] = i + 1, v[q++] = -1.0;
+        ri[q] = i + 1, ci[q] = i, v[q++] = -1.0;
+        deg[i] += 1.0, deg[i + 1] += 1.0;
+    }
+    for (int h = 0; h < hubs; h++) {
+        const int32_t hub = (int32_t)((2 * (int64_t)h + 1) * n / (2 * hubs));
+        for (int32_t j = h % stride; j < n; j += stride) {
+            if (j == hub || j == hub - 1 || j == hub + 1) continue; /* no duplicate edges */
+            const double w = w_hub > 0 ? w_hub : 0.5 + tu_uniform(&r);
+            ri[q] = hub, ci[q] = j, v[q++] = -w;
+            ri[q] = j, ci[q] = hub, v[q++] = -w;
+            deg[hub] += w, deg[j] += w;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) ri[q] = i, ci[q] = i, v[q++] = deg[i] + 1.0; /* L + I */
+    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
+    free(ri), free(ci), free(v), free(deg);
+    return A;
+}
+
+/* Arrow n x n: diagonal 4 (a_11 = n), couplings -1 to the neighbours and
+ * -1/2 between row 1 and every other row (diagonally dominant, SPD). With
+ * fsai's k = 2, S is the whole lower triangle: row i has i local unknowns. */
+static inline gs_csr tu_arrow_spd(int32_t n)
+{
+    int32_t *ri = malloc(5 * (size_t)n * sizeof *ri), *ci = malloc(5 * (size_t)n * sizeof *ci);
+    double *v = malloc(5 * (size_t)n * sizeof *v);
+    ck_assert(ri && ci && v);
+    int64_t q = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ri[q] = ci[q] = i, v[q++] = i == 0 ? (double)n : 4.0;
+        if (i + 1 < n) ri[q] = i, ci[q] = i + 1, v[q++] = -1.0, ri[q] = i + 1, ci[q] = i, v[q++] = -1.0;
+        if (i >= 2) ri[q] = 0, ci[q] = i, v[q++] = -0.5, ri[q] = i, ci[q] = 0, v[q++] = -0.5;
+    }
+    gs_csr A = tu_from_triplets(n, n, q, ri, ci, v);
+    free(ri), free(ci), free(v);
+    return A;
+}
+
 /* The 5-point Laplacian of an nx x nx grid with Neumann boundaries (each
  * row sums to 0): singular, its null space the constants. */
 static inline gs_csr tu_neumann_laplacian(int32_t nx)

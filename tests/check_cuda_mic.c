@@ -286,7 +286,8 @@ static void check_substitutions(const gs_csr *A, const char *scheme, const char 
     const gs_kv *chosen = tu_pc_extra(g.pc, "trisolve");
     ck_assert_msg(chosen != NULL, "%s: no trisolve item", label);
     if (strcmp(scheme, "auto") != 0) ck_assert_str_eq(chosen->str, scheme);
-    else ck_assert(strcmp(chosen->str, "syncfree") == 0 || strcmp(chosen->str, "levels") == 0);
+    else ck_assert(strcmp(chosen->str, "blocks") == 0 || strcmp(chosen->str, "syncfree") == 0 ||
+                   strcmp(chosen->str, "levels") == 0);
     factors f;
     factors_read(g.pc, &f);
     const int32_t n = A->n_rows;
@@ -413,13 +414,14 @@ START_TEST(test_shift_path)
 }
 END_TEST
 
-/* Device substitutions against the host's on the same factors: every scheme, on
+/* Device substitutions against the host's on the same factors: every scheme (blocks: the
+ * fused fill of z and the r.z of the CG apply too, through gs_pc_apply_dot), on
  * matrices with many levels (a chain of 3000 rows: 3000 levels; poisson3d:40: 118), one
  * level (bcsstm25, diagonal), short rows (7-point: 4 lanes), rows near and past 32
  * (27-point: 16 lanes; Trefethen_500: 32, rows longer than a warp). */
 START_TEST(test_substitutions)
 {
-    const char *schemes[] = {"syncfree", "levels", "exact", "auto", NULL};
+    const char *schemes[] = {"blocks", "syncfree", "levels", "exact", "auto", NULL};
     const char *specs[] = {"poisson3d:3000x1x1", "poisson3d:40", "poisson3d27:9", "poisson3d:3",
                            NULL};
     for (int s = 0; specs[s]; s++) {
@@ -486,7 +488,7 @@ static void check_replayed(const char *scheme)
 
 START_TEST(test_repeated_and_replayed)
 {
-    const char *schemes[] = {"syncfree", "levels", "exact", NULL};
+    const char *schemes[] = {"blocks", "syncfree", "levels", "exact", NULL};
     for (int k = 0; schemes[k]; k++) check_replayed(schemes[k]);
 }
 END_TEST
@@ -496,12 +498,12 @@ END_TEST
 START_TEST(test_cg_iterations)
 {
     const char *specs[] = {"poisson3d:20", "aniso3d:12", NULL};
-    const char *schemes[] = {NULL, "syncfree", "levels", "exact"}; /* [0]: the CPU */
+    const char *schemes[] = {NULL, "blocks", "syncfree", "levels", "exact"}; /* [0]: the CPU */
     for (int s = 0; specs[s]; s++) {
         gs_csr A = tu_generated(specs[s]);
         const int32_t n = A.n_rows;
-        long its[4] = {0, 0, 0, 0};
-        for (int run = 0; run < 4; run++) {
+        long its[5] = {0, 0, 0, 0, 0};
+        for (int run = 0; run < 5; run++) {
             const int on_gpu = run > 0;
             mic_run r;
             gs_error err = {0};
@@ -531,7 +533,7 @@ START_TEST(test_cg_iterations)
             free(b);
             mic_release(&r);
         }
-        for (int run = 1; run < 4; run++)
+        for (int run = 1; run < 5; run++)
             ck_assert_msg(labs(its[run] - its[0]) <= 2, "%s (%s): gpu %ld iterations, cpu %ld",
                           specs[s], schemes[run], its[run], its[0]);
         gs_csr_free(&A);
@@ -670,7 +672,7 @@ static void check_apply_dot(const gs_csr *A, const char *scheme, const char *wha
  * blocks of 64 rows). */
 START_TEST(test_apply_dot)
 {
-    const char *schemes[] = {"syncfree", "levels", "exact", NULL};
+    const char *schemes[] = {"blocks", "syncfree", "levels", "exact", NULL};
     const char *specs[] = {"poisson3d:3000x1x1", "poisson3d:40", "poisson3d27:9", "aniso3d:9x6x5",
                            "poisson3d:64", NULL};
     for (int s = 0; specs[s]; s++) {

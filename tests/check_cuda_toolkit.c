@@ -530,42 +530,69 @@ static void host_trisolve(const gs_csr *T, int upper, int unit, const double *s,
     }
 }
 
-/* Both schemes against the host on T: levels exactly, x within 64 (row length) u max|x|
- * (both substitute the same rows in another summation order; T diagonally dominant
- * keeps the forward error of that size), after three solves (the sync-free epoch). */
+/* Every scheme against the host on T: levels exactly, x within 64 (row length) u max|x|
+ * (all substitute the same rows in another summation order; T diagonally dominant keeps
+ * the forward error of that size), after three solves (the sync-free epoch), the last
+ * with b . x fused (within the same bound summed over the rows). The block scheme with
+ * chunks of one row (every dependency in another chunk: waits only), of 32 and 77 rows
+ * (chunk edges everywhere, partial last chunks) and the rule's (one chunk for the small
+ * triangles: shared memory only); and its bits the same in a second run. */
 static void check_trisolve_on(const gs_csr *T, int upper, const char *what)
 {
     const int32_t n = T->n_rows;
     int32_t *lv = malloc(((size_t)n + 1) * sizeof(int32_t)), *lv_gpu = malloc(((size_t)n + 1) * sizeof(int32_t));
     double *b = malloc(((size_t)n + 1) * sizeof(double)), *s = malloc(((size_t)n + 1) * sizeof(double));
     double *x = malloc(((size_t)n + 1) * sizeof(double)), *xh = malloc(((size_t)n + 1) * sizeof(double));
-    ck_assert(lv && lv_gpu && b && s && x && xh);
+    double *x2 = malloc(((size_t)n + 1) * sizeof(double));
+    ck_assert(lv && lv_gpu && b && s && x && xh && x2);
     tu_rng r = tu_rng_seed(99);
     for (int32_t i = 0; i < n; i++) b[i] = tu_uniform(&r) - 0.5, s[i] = 0.5 + tu_uniform(&r);
     const int32_t levels = host_levels(T, upper, lv);
     int32_t maxlen = 1;
     for (int32_t i = 0; i < n; i++)
         if (T->row_ptr[i + 1] - T->row_ptr[i] > maxlen) maxlen = (int32_t)(T->row_ptr[i + 1] - T->row_ptr[i]);
-    for (int scheme = 0; scheme < 2; scheme++)
+    const struct {
+        int scheme;
+        int32_t chunk;
+    } runs[] = {{0, 0}, {1, 0}, {2, 1}, {2, 32}, {2, 77}, {2, 0}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++)
         for (int unit = 0; unit < 2; unit++) {
+            const int scheme = runs[k].scheme;
             const double *sc = unit ? s : NULL;
             int32_t got_levels = -1;
-            ck_assert_msg(gs_dsparse_hook_trisolve(gpu, T, upper, scheme, unit, sc, b, 3, x, lv_gpu,
-                                                   &got_levels) == GS_OK,
+            double dot = 0.0, dot2 = 0.0;
+            ck_assert_msg(gs_dsparse_hook_trisolve(gpu, T, upper, scheme, runs[k].chunk, unit, sc,
+                                                   b, 3, x, lv_gpu, &got_levels, &dot) == GS_OK,
                           "%s: %s", what, gpu->err.msg);
             ck_assert_msg(got_levels == levels, "%s: %d levels, host %d", what, got_levels, levels);
             for (int32_t i = 0; i < n; i++)
                 ck_assert_msg(lv_gpu[i] == lv[i], "%s: level of row %d: %d, host %d", what, i + 1,
                               lv_gpu[i], lv[i]);
             host_trisolve(T, upper, unit, sc, b, xh);
-            double xmax = 0;
-            for (int32_t i = 0; i < n; i++) xmax = fmax(xmax, fabs(xh[i]));
+            double xmax = 0, want = 0, mag = 0;
+            for (int32_t i = 0; i < n; i++) {
+                xmax = fmax(xmax, fabs(xh[i]));
+                want += b[i] * xh[i], mag += fabs(b[i] * xh[i]);
+            }
+            const double tol = 64.0 * maxlen * DBL_EPSILON * xmax;
             for (int32_t i = 0; i < n; i++)
-                ck_assert_msg(fabs(x[i] - xh[i]) <= 64.0 * maxlen * DBL_EPSILON * xmax,
-                              "%s (%s, unit %d): x_%d = %.17g, host %.17g", what,
-                              scheme ? "levels" : "syncfree", unit, i + 1, x[i], xh[i]);
+                ck_assert_msg(fabs(x[i] - xh[i]) <= tol, "%s (scheme %d, chunk %d, unit %d): x_%d = "
+                              "%.17g, host %.17g", what, scheme, runs[k].chunk, unit, i + 1, x[i], xh[i]);
+            double bmax = 0;
+            for (int32_t i = 0; i < n; i++) bmax = fmax(bmax, fabs(b[i]));
+            ck_assert_msg(fabs(dot - want) <= n * tol * bmax + 2.0 * n * DBL_EPSILON * mag,
+                          "%s (scheme %d, chunk %d, unit %d): b.x = %.17g, host %.17g", what, scheme,
+                          runs[k].chunk, unit, dot, want);
+            if (scheme != 2) continue;
+            ck_assert_msg(gs_dsparse_hook_trisolve(gpu, T, upper, scheme, runs[k].chunk, unit, sc,
+                                                   b, 1, x2, lv_gpu, &got_levels, &dot2) == GS_OK,
+                          "%s: %s", what, gpu->err.msg);
+            ck_assert_msg(memcmp(x, x2, (size_t)n * sizeof(double)) == 0 &&
+                              memcmp(&dot, &dot2, sizeof dot) == 0,
+                          "%s (blocks, chunk %d, unit %d): other bits in a second run", what,
+                          runs[k].chunk, unit);
         }
-    free(lv), free(lv_gpu), free(b), free(s), free(x), free(xh);
+    free(lv), free(lv_gpu), free(b), free(s), free(x), free(xh), free(x2);
 }
 
 /* Many levels (a chain: n levels), one level (diagonal), short rows (1, 2, 4 lanes of

@@ -9,8 +9,9 @@
  *                        level (mic_factor.cu; report item factor_scheme), retried with the
  *                        shift sequence of the reference (gs_mic_next_shift)
  *   transpose            L's values gathered from L^T's (the elimination writes L^T)
- *   layout               the substitutions: L^T's levels and the choice of scheme, or
- *                        cuSPARSE's matrices (--trisolve exact)
+ *   layout               the substitutions: L^T's levels and the choice of scheme (the
+ *                        block scheme's schedules and packed factors), or cuSPARSE's
+ *                        matrices (--trisolve exact)
  * Apply: y = L^-1 r, then z = L^-T (D^-1 y) with D^-1 and CG's r.z fused into the backward
  * solve (apply_dot); by the toolkit's sync-free or level-scheduled substitution
  * (cuda/sparse/trisolve_*.cu).
@@ -84,7 +85,7 @@ static int mic_cuda_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
     }
     {
         gs_dtri_fused fwd = {}, bwd = {};
-        if (m->how == GS_DTRI_SYNCFREE) fwd.fill = z->d, bwd.x_filled = 1;
+        if (m->how != GS_DTRI_LEVELS) fwd.fill = z->d, bwd.x_filled = 1;
         if (slot != GS_SLOT_NONE) bwd.w = r->d, bwd.dot = gs_cuda_of(e)->S + slot;
         GS_TRY(gs_dtri_solve_fused(e, &m->f.lower, m->how, (const double *)m->f.L.val, 1, NULL,
                                    r->d, m->y, &fwd));                       /* y = L \ r */
@@ -239,30 +240,60 @@ cleanup:
     return status;
 }
 
-/* --trisolve auto: levels first (bounded by the number of levels), then the sync-free
- * scheme with its repeats skipped once it is clearly the slower; the faster is kept.
- * Where the levels are thin (fewer than MIC_TIMED_ROWS_PER_LEVEL rows a level on the
- * mean) the level scheme's launch a level cannot win, and timing the two cost most of the
- * setup (H200: 0.73 s of a 20,000-level chain's 0.84 s, one sync-free apply alone 96 ms):
- * the sync-free scheme is taken untimed (no fbs_*_ms items then). */
+static const char *mic_scheme_name(gs_dtri_scheme how)
+{
+    return how == GS_DTRI_LEVELS ? "levels" : how == GS_DTRI_BLOCKS ? "blocks" : "syncfree";
+}
+
+/* The block scheme's schedules and packed factors, both triangles (L unit; L^T unit, D^-1
+ * applied as its scaling). */
+static int mic_prepare_blocks(gs_pc *pc, mic_cuda_data *m)
+{
+    gs_engine *e = pc->eng;
+    int status = GS_OK;
+    GS_TRY(gs_dtri_prepare_blocks(e, &m->f.lower, (const double *)m->f.L.val, 1, 0));
+    GS_TRY(gs_dtri_prepare_blocks(e, &m->upper, (const double *)m->f.U.val, 1, 0));
+    gs_kv_num(&pc->extra, "fbs_chunk_rows", m->upper.chunk_rows);
+    gs_kv_num(&pc->extra, "fbs_chunks", m->upper.n_chunks);
+    gs_kv_num(&pc->extra, "fbs_super_rows", (double)m->upper.super_rows);
+    gs_kv_num(&pc->extra, "fbs_band_levels", m->upper.band_levels);
+    gs_kv_num(&pc->extra, "fbs_steps_LT", m->upper.n_steps);
+cleanup:
+    return status;
+}
+
+/* --trisolve auto: each scheme timed on the factors (mic_time_apply: one run past its cap
+ * ends its timing), the fastest kept. The block scheme first; the others are capped at 20x
+ * its time (a scheme that far behind is not worth the setup's time to measure). Where the
+ * levels are thin (fewer than MIC_TIMED_ROWS_PER_LEVEL rows a level on the mean) a launch a
+ * level cannot win, and neither can the sync-free solve's trip through L2 a level against
+ * the blocks' shared memory (docs/perf-notes.md, issue 33): the block scheme is taken
+ * untimed (no fbs_*_ms items then; a 20,000-level chain's one sync-free apply alone took
+ * 96 ms on an H200). */
 #define MIC_TIMED_ROWS_PER_LEVEL 64
 static int mic_choose(gs_pc *pc, mic_cuda_data *m, const gs_vec *r, gs_vec *z)
 {
-    float ms[2] = {0.0f, 0.0f};
-    int status = GS_OK;
+    static const gs_dtri_scheme order[3] = {GS_DTRI_BLOCKS, GS_DTRI_SYNCFREE, GS_DTRI_LEVELS};
+    float ms[3] = {0.0f, 0.0f, 0.0f};
+    int status = GS_OK, best = 0;
     const double rows_per_level = (double)m->f.n / (m->upper.n_levels > 0 ? m->upper.n_levels : 1);
-    if (rows_per_level < MIC_TIMED_ROWS_PER_LEVEL) { /* thin levels: sync-free, untimed */
-        m->how = GS_DTRI_SYNCFREE;
-        (void)r, (void)z;
-        goto cleanup;
+    GS_TRY(mic_prepare_blocks(pc, m));
+    m->how = GS_DTRI_BLOCKS;
+    if (rows_per_level < MIC_TIMED_ROWS_PER_LEVEL) goto cleanup; /* thin levels: untimed */
+    for (int k = 0; k < 3; k++) {
+        m->how = order[k];
+        const float cap = k == 0 ? 1e3f : (ms[0] * 20.0f > 20.0f ? ms[0] * 20.0f : 20.0f);
+        GS_TRY(mic_time_apply(pc, r, z, cap, &ms[k]));
+        char key[32];
+        snprintf(key, sizeof key, "fbs_%s_ms", mic_scheme_name(order[k]));
+        gs_kv_num(&pc->extra, key, ms[k]);
+        if (ms[k] < ms[best]) best = k;
     }
-    m->how = GS_DTRI_LEVELS;
-    GS_TRY(mic_time_apply(pc, r, z, 1e3f, &ms[1]));
-    m->how = GS_DTRI_SYNCFREE;
-    GS_TRY(mic_time_apply(pc, r, z, ms[1] * 20.0f > 20.0f ? ms[1] * 20.0f : 20.0f, &ms[0]));
-    m->how = ms[1] < ms[0] ? GS_DTRI_LEVELS : GS_DTRI_SYNCFREE;
-    gs_kv_num(&pc->extra, "fbs_syncfree_ms", ms[0]);
-    gs_kv_num(&pc->extra, "fbs_levels_ms", ms[1]);
+    m->how = order[best];
+    if (m->how != GS_DTRI_BLOCKS) { /* the packed copies are not used: give them back */
+        gs_dtri_free_blocks(pc->eng, &m->f.lower);
+        gs_dtri_free_blocks(pc->eng, &m->upper);
+    }
 cleanup:
     return status;
 }
@@ -311,18 +342,23 @@ static int mic_layout(gs_pc *pc, mic_cuda_data *m, const char *choice)
         goto cleanup;
     }
     GS_TRY(gs_dtri_analyse(e, n, m->f.U.nnz, m->f.U.rp, m->f.U.col, 1, &m->upper));
-    GS_TRY(gs_dtri_prepare_dot(e, &m->upper)); /* r.z fused into the backward solve */
-    m->how = strcmp(choice, "levels") == 0 ? GS_DTRI_LEVELS : GS_DTRI_SYNCFREE;
+    m->how = strcmp(choice, "levels") == 0   ? GS_DTRI_LEVELS
+             : strcmp(choice, "blocks") == 0 ? GS_DTRI_BLOCKS
+                                             : GS_DTRI_SYNCFREE;
     GS_TRY(e->ops->vec_create(e, n, &probe));
     GS_TRY(e->ops->vec_create(e, n, &out));
     GS_TRY(e->ops->set(e, probe, 1.0));
     if (strcmp(choice, "auto") == 0) {
         GS_TRY(mic_choose(pc, m, probe, out));
     } else { /* the forced scheme timed too, so that every run reports its apply */
+        char key[32];
+        if (m->how == GS_DTRI_BLOCKS) GS_TRY(mic_prepare_blocks(pc, m));
         GS_TRY(mic_time_apply(pc, probe, out, 1e3f, &ms));
-        gs_kv_num(&pc->extra, m->how == GS_DTRI_LEVELS ? "fbs_levels_ms" : "fbs_syncfree_ms", ms);
+        snprintf(key, sizeof key, "fbs_%s_ms", mic_scheme_name(m->how));
+        gs_kv_num(&pc->extra, key, ms);
     }
-    gs_kv_str(&pc->extra, "trisolve", m->how == GS_DTRI_LEVELS ? "levels" : "syncfree");
+    GS_TRY(gs_dtri_prepare_dot(e, &m->upper)); /* r.z fused into the backward solve */
+    gs_kv_str(&pc->extra, "trisolve", mic_scheme_name(m->how));
 cleanup:
     e->ops->vec_destroy(e, probe);
     e->ops->vec_destroy(e, out);

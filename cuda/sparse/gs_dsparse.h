@@ -170,6 +170,30 @@ typedef struct gs_dtri {
     int64_t n_partials;       /* blocks of a solve, whichever scheme (the larger count) */
     int64_t *level_part;      /* host, n_levels + 1: the level scheme's first partial a level */
     unsigned *dot_counter;    /* device, 1: the level scheme's blocks done in its last level */
+    /* gs_dtri_prepare_blocks' (zero before): the block scheme's schedule and packed factor
+     * (trisolve_blocks.cu). Positions p = 0..n-1 are the rows in a topological order (by
+     * super-chunks of super_rows rows in dependency order, then bands of band_levels
+     * levels) cut into chunks of chunk_rows; each chunk is ordered by level, and its rows
+     * of one level form a step. The values are packed in that order. */
+    int32_t chunk_rows;       /* W: rows a chunk (a thread block's, x_j of its rows in
+                                 shared memory) */
+    int64_t super_rows;       /* S */
+    int32_t band_levels;      /* H */
+    int32_t n_chunks, n_steps;
+    int blocks_lanes;         /* K: lanes a row, and the packed slots a row */
+    int unit_packed;          /* the unit flag the values were packed with */
+    const double *val_packed; /* the caller's values the pack was made from */
+    int32_t *blk_row;         /* device, n: the row at each position */
+    int32_t *step_ptr;        /* device, n_steps + 1: step s = positions [ptr[s], ptr[s+1]) */
+    int32_t *chunk_step;      /* device, n_chunks + 1: chunk c = steps [cs[c], cs[c+1]) */
+    int32_t *blk_col;         /* device, n K: the first K dependencies of each position, coded
+                                 (trisolve_blocks.cu), GS_DTRI_PAD where fewer */
+    double *blk_val;          /* device, n K: their values */
+    double *blk_diag;         /* device, n: t_ii (1 where unit) */
+    int64_t *ovf_ptr;         /* device, n + 1: dependencies past the first K, positions' */
+    int32_t *ovf_col;         /* device, ovf_ptr[n] */
+    double *ovf_val;
+    int64_t n_ovf;
 } gs_dtri;
 
 /* Levels of the triangular pattern (rp, col) of n rows, in t (synchronises:
@@ -195,7 +219,12 @@ typedef enum gs_dtri_scheme {
     GS_DTRI_SYNCFREE = 0, /* x filled with NaN bytes, then one launch: rows in level order,
                              rows_per_warp rows a warp, blocks in ticket order, a row
                              waiting until the x_j it needs are written */
-    GS_DTRI_LEVELS = 1    /* a launch a level, rows of one level in parallel */
+    GS_DTRI_LEVELS = 1,   /* a launch a level, rows of one level in parallel */
+    GS_DTRI_BLOCKS = 2    /* x filled as for SYNCFREE, then one launch: a thread block a
+                             chunk of chunk_rows consecutive rows, its steps (levels) one
+                             after another with a block barrier between, the x_j of its own
+                             rows in shared memory, of earlier chunks waited for in x
+                             (trisolve_blocks.cu); needs gs_dtri_prepare_blocks */
 } gs_dtri_scheme;
 
 /* x = T^-1 (s .* b), T = (rp, col, val) of the analysis; unit: the
@@ -210,10 +239,11 @@ int gs_dtri_solve(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, const doub
  *   partial (the sync-free blocks' in ticket order, the level blocks' level by level) and
  *   the last block to finish adds the partials in their order: the same bits every run,
  *   whatever order the blocks ran in. Needs gs_dtri_prepare_dot once.
- * - fill (sync-free only): fill[i] = the sync-free solve's unset pattern (NaN bytes) for
- *   every row, each row's own store: the x of a sync-free solve that follows (n doubles,
- *   distinct from b, x, w), which is then given x_filled.
- * - x_filled (sync-free only): x was filled so by the solve before; no fill of its own. */
+ * - fill (sync-free and blocks only): fill[i] = the unset pattern (NaN bytes) for every
+ *   row, each row's own store: the x of a sync-free or block solve that follows (n
+ *   doubles, distinct from b, x, w), which is then given x_filled.
+ * - x_filled (sync-free and blocks only): x was filled so by the solve before; no fill of
+ *   its own. */
 typedef struct gs_dtri_fused {
     const double *w;
     double *dot;
@@ -231,6 +261,19 @@ int gs_dtri_solve_fused(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, cons
 int gs_dtri_solve_syncfree(gs_engine *e, const gs_dtri *t, const double *val, int unit,
                            const double *s, const double *b, double *x, const gs_dtri_fused *f);
 int gs_dtri_solve_levels(gs_engine *e, const gs_dtri *t, const double *val, int unit,
+                         const double *s, const double *b, double *x, const gs_dtri_fused *f);
+
+/* The block scheme's schedule and packed values (val, unit: those every later solve with
+ * GS_DTRI_BLOCKS passes; a solve with other values is refused), chunks of chunk_rows rows
+ * (0: gs_dtri_block_rows' rule). Allocates and sets a kernel attribute, so not while
+ * capturing; call before gs_dtri_prepare_dot (its partials cover the chunks). Idempotent
+ * for the same values; freed by gs_dtri_free. */
+int gs_dtri_prepare_blocks(gs_engine *e, gs_dtri *t, const double *val, int unit,
+                           int32_t chunk_rows);
+/* The chunk rows the rule picks for t on this device (trisolve_blocks.cu). */
+int32_t gs_dtri_block_rows(gs_engine *e, const gs_dtri *t);
+void gs_dtri_free_blocks(gs_engine *e, gs_dtri *t); /* the block scheme's arrays only */
+int gs_dtri_solve_blocks(gs_engine *e, const gs_dtri *t, const double *val, int unit,
                          const double *s, const double *b, double *x, const gs_dtri_fused *f);
 
 /* ------------------------------------------------------ launch helpers */

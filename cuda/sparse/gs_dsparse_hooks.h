@@ -49,12 +49,14 @@ int gs_dsparse_hook_diagonal(gs_engine *e, const gs_mat *A, int invert, double *
                              int *first_zero);
 
 /* T (triangular: lower, or upper where upper) analysed by gs_dtri_analyse and solved
- * solves times by gs_dtri_solve (levels: the level scheme, else the sync-free one),
- * x = T^-1 (s .* b) (s may be NULL; unit: T's diagonal taken as 1), the device x
- * filled with 0xFF bytes before every solve; level[0..n) and *n_levels the analysis's. */
-int gs_dsparse_hook_trisolve(gs_engine *e, const gs_csr *T, int upper, int levels, int unit,
-                             const double *s, const double *b, int solves, double *x,
-                             int32_t *level, int32_t *n_levels);
+ * solves times by gs_dtri_solve_fused (scheme 0: sync-free, 1: levels, 2: blocks of
+ * chunk_rows rows, 0: the rule's), x = T^-1 (s .* b) (s may be NULL; unit: T's diagonal
+ * taken as 1), the device x filled with 0xFF bytes before every solve; level[0..n) and
+ * *n_levels the analysis's; dot (may be NULL): b . x fused into the last solve. */
+int gs_dsparse_hook_trisolve(gs_engine *e, const gs_csr *T, int upper, int scheme,
+                             int32_t chunk_rows, int unit, const double *s, const double *b,
+                             int solves, double *x, int32_t *level, int32_t *n_levels,
+                             double *dot);
 
 /* L, U = A split by gs_dcsr_split_lu (A square, sorted rows, every
  * diagonal stored; values fp64), the device pool poisoned first. */

@@ -290,6 +290,7 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
     gs_cuda_free(e, t->slot_rows, ((size_t)t->n_slots + 1) * sizeof(int32_t));
     gs_cuda_free(e, t->partials, ((size_t)t->n_partials + 1) * sizeof(double));
     gs_cuda_free(e, t->dot_counter, sizeof(unsigned));
+    gs_dtri_free_blocks(e, t);
     free(t->level_ptr);
     free(t->level_part);
     *t = gs_dtri{};
@@ -304,7 +305,11 @@ static int64_t tri_level_rows_per_block(const gs_dtri *t)
 int gs_dtri_prepare_dot(gs_engine *e, gs_dtri *t)
 {
     int status = GS_OK;
-    if (t->partials) return GS_OK;
+    if (t->partials && t->n_partials >= t->n_chunks) return GS_OK;
+    gs_cuda_free(e, t->partials, ((size_t)t->n_partials + 1) * sizeof(double));
+    gs_cuda_free(e, t->dot_counter, sizeof(unsigned));
+    free(t->level_part);
+    t->partials = NULL, t->dot_counter = NULL, t->level_part = NULL, t->n_partials = 0;
     t->level_part = (int64_t *)malloc(((size_t)t->n_levels + 1) * sizeof(int64_t));
     if (!t->level_part)
         return gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve: %d level partial pointers",
@@ -315,7 +320,8 @@ int gs_dtri_prepare_dot(gs_engine *e, gs_dtri *t)
                                gs_dblocks(t->level_ptr[l + 1] - t->level_ptr[l],
                                           tri_level_rows_per_block(t));
     const int64_t sf = t->n_slots > 0 ? gs_dtri_syncfree_blocks(t) : 0;
-    const int64_t count = t->level_part[t->n_levels] > sf ? t->level_part[t->n_levels] : sf;
+    int64_t count = t->level_part[t->n_levels] > sf ? t->level_part[t->n_levels] : sf;
+    if (t->n_chunks > count) count = t->n_chunks; /* the block scheme's, where prepared */
     GS_TRY(gs_cuda_alloc(e, &t->dot_counter, sizeof(unsigned), "trisolve: fused dot counter"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->dot_counter, 0, sizeof(unsigned),
                                               gs_cuda_of(e)->stream)));

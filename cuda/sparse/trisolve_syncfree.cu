@@ -190,6 +190,7 @@ int gs_dtri_solve_fused(gs_engine *e, const gs_dtri *t, gs_dtri_scheme how, cons
                         const gs_dtri_fused *f)
 {
     if (how == GS_DTRI_SYNCFREE) return gs_dtri_solve_syncfree(e, t, val, unit, s, b, x, f);
+    if (how == GS_DTRI_BLOCKS) return gs_dtri_solve_blocks(e, t, val, unit, s, b, x, f);
     if (f && (f->fill || f->x_filled))
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "trisolve levels: a fill asked of it");
     return gs_dtri_solve_levels(e, t, val, unit, s, b, x, f);

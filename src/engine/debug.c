@@ -49,6 +49,12 @@ void gs_debug_from_env(gs_debug *d)
     if (v && strcmp(v, "levels") == 0) d->factor_scheme = GS_DEBUG_SCHEME_LEVELS;
     if (v && strcmp(v, "syncfree") == 0) d->factor_scheme = GS_DEBUG_SCHEME_SYNCFREE;
     if (v && strcmp(v, "host") == 0) d->factor_scheme = GS_DEBUG_SCHEME_HOST;
+    v = getenv("GS_TRI_BLOCK_ROWS");
+    if (v && atoi(v) > 0) d->tri_block_rows = atoi(v);
+    v = getenv("GS_TRI_SUPER_ROWS");
+    if (v && atoll(v) > 0) d->tri_super_rows = atoll(v);
+    v = getenv("GS_TRI_BAND_LEVELS");
+    if (v && atoi(v) > 0) d->tri_band_levels = atoi(v);
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

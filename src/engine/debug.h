@@ -72,6 +72,15 @@ typedef struct gs_debug {
      * same bits and the host's to the reference, timings compare them); 0:
      * the rule (rows a level, the longest row of L: gs_factor_rule.h) */
     int factor_scheme;
+    /* GS_TRI_BLOCK_ROWS=N (N > 0): the block substitution's chunks hold N
+     * rows (cuda/sparse/trisolve_blocks.cu) instead of its rule's, for
+     * tests (chunk edges inside small triangles) and benchmarks; 0: the rule */
+    int tri_block_rows;
+    /* GS_TRI_SUPER_ROWS=N, GS_TRI_BAND_LEVELS=N (N > 0): the block
+     * substitution's order, super-chunks of N rows and bands of N levels,
+     * instead of its rule's (benchmarks); 0: the rule */
+    long long tri_super_rows;
+    int tri_band_levels;
 } gs_debug;
 
 #define GS_DEBUG_PLAN_HOST 1

@@ -40,11 +40,12 @@ const gs_param_decl gs_mic_params[] = {
     GS_PARAM_DOUBLE_DECL("mic-shift", 0, 1e6, "0",
                          "fix the shift: factorise A + X diag(A), no retries (not given: X = 0, "
                          "and on a non-positive pivot X = 1e-3, doubled per retry up to 1e3)"),
-    GS_PARAM_CHOICE_DECL("trisolve", "auto|syncfree|levels|exact", "auto",
-                         "cuda: substitutions without cuSPARSE, sync-free or by levels, auto "
-                         "times both at setup and keeps the faster; exact: cuSPARSE's SpSV "
-                         "(the cpu engine always substitutes serially, and times one apply "
-                         "when the option is given: fbs_cpu_ms)"),
+    GS_PARAM_CHOICE_DECL("trisolve", "auto|blocks|syncfree|levels|exact", "auto",
+                         "cuda: substitutions without cuSPARSE: blocks (a thread block a chunk "
+                         "of rows, shared memory inside), sync-free or by levels; auto times "
+                         "them at setup and keeps the fastest (blocks untimed on thin levels); "
+                         "exact: cuSPARSE's SpSV (the cpu engine always substitutes serially, "
+                         "and times one apply when the option is given: fbs_cpu_ms)"),
     GS_PARAM_DECL_END,
 };
 

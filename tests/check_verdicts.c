@@ -148,7 +148,7 @@ START_TEST(a_residual_gap_is_not_convergence)
                       "method %s true %s", method_rel, true_rel);
         TU_ASSERT_HAS(o, "residual gap: method ");
         TU_ASSERT_HAS(o, "after 3 residual replacements; attainable about ");
-        TU_ASSERT_HAS(o, "tol is below it, no method can meet it");
+        TU_ASSERT_HAS(o, "tol is below it, so it may not be attainable");
         char field[64];
         ck_assert(tu_csv_field(o.text, 0, "replacements", field, sizeof field));
         ck_assert_str_eq(field, "3");

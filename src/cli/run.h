@@ -58,7 +58,7 @@ typedef struct gs_run {
     char loop_note[160]; /* why not, where the engine has one (gs_krylov_result) */
     double rel_residual, true_residual;
     int replacements;       /* residual replacements made (gs_krylov_solve) */
-    double attainable;      /* eps ||A|| ||x|| / ||b||: about the least true residual
+    double attainable;      /* eps || |A| |x| || / ||b||: about the least true residual
                              * rounding lets b - A x show (gs_run_attainable); NaN: unknown */
     char verdict_note[320]; /* why a method's "converged" was not kept */
     gs_krylov_history history; /* the last repeat's residual checks (gs_krylov_result) */
@@ -105,10 +105,11 @@ const char *gs_run_auto_method(const gs_problem *p, const gs_pc *pc, char *why, 
 int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
                  double *x_out, gs_progress *progress, gs_error *err);
 void gs_run_free(gs_run *run);
-/* eps sqrt(||A||_1 ||A||_inf) ||x||_2 / ||b||_2: the order of the rounding
- * error of b - A x itself, below which no --tol can be confirmed
- * (docs/verdicts.md); sqrt(||A||_1 ||A||_inf) >= || |A| ||_2 >= ||A||_2, one
- * pass over A. NaN where b = 0 or a norm is not finite. */
+/* eps || |A| |x| ||_2 / ||b||_2: the order of the rounding error of b - A x
+ * itself (each entry of the computed A x is off by up to about
+ * nnz_i eps (|A| |x|)_i), below which no --tol can be confirmed
+ * (docs/verdicts.md); componentwise, so a badly scaled A is not charged
+ * eps ||A|| ||x||; one pass over A. NaN where b = 0 or it is not finite. */
 double gs_run_attainable(const gs_csr *A, const double *x, const double *b);
 
 #endif

@@ -22,7 +22,9 @@
  * case with a cluster launch and with a cooperative grid) has its own tests
  * at the end: against the CPU engine and the host loop within the CPU
  * margin (its sums run in another order), its first residuals against the
- * host loop's, and its cache of CSR views across matrices on one engine. */
+ * host loop's, and its cache of CSR views across matrices on one engine.
+ * Issue 35: a history row for every iteration on every path, and residual
+ * replacement closing a constructed gap on every path. */
 #include <math.h>
 
 #include "debug.h"
@@ -740,11 +742,13 @@ static void compare_fused(const gs_csr *A, const double *b, const char *method,
     if (f.res.reason == GS_REASON_MAXIT) ck_assert_int_eq(f.res.iterations, o->maxit);
     if (f.res.reason == GS_REASON_CONVERGED)
         ck_assert_msg(f.true_rel <= 10 * o->tol, "%s: true residual %g", what, f.true_rel);
-    if (o->record_history) {
-        const long c_every = o->check_every > 0 ? o->check_every : 1;
-        const long want = 1 + (f.res.iterations + c_every - 1) / c_every;
+    if (o->record_history) { /* every iteration, checked or not, with the device's time */
+        const long want = f.res.iterations + 1;
         ck_assert_msg(f.res.history.len == want, "%s: history %ld, want %ld", what,
                       f.res.history.len, want);
+        for (long i = 1; i < f.res.history.len; i++)
+            ck_assert_msg(f.res.history.flags[i] == GS_HISTORY_DEVICE_CLOCK, "%s: row %ld "
+                          "flags %d", what, i, f.res.history.flags[i]);
         ck_assert_int_eq(f.res.history.iteration[f.res.history.len - 1], f.res.iterations);
         ck_assert_msg(f.res.history.rel[f.res.history.len - 1] == f.res.rel_residual, "%s", what);
         for (long i = 1; i < f.res.history.len; i++)
@@ -787,6 +791,148 @@ static void compare_fused_launches(int i, int n, const char *spec, const char *m
     compare_fused_generated(spec, method, precond, check_every, maxit);
     fused_sync = 0;
 }
+
+/* --history has a row for every iteration on every path (issue 35): CG and
+ * BiCGSTAB checking adaptively or every 5 on the host loop, the device
+ * loop (their ring of residuals, small.h GS_SMALL_LOG, copied by the check
+ * kernel) and the fused kernel (each iteration recorded with its device
+ * time); GMRES(5) and IDR(4) on the host and device loops. Rows 0..N in
+ * order, the first a true residual, the last the result's; the residuals
+ * are the same arithmetic's as a check every iteration on the same path
+ * (exactly on the host and device loops, which run the same kernels; the
+ * fused kernel against the host loop within 1e-8 relative, its sums in
+ * another order, while above rounding). */
+static const struct { const char *method, *spec; } every_methods[] = {
+    {"cg", "poisson3d:12"}, {"bicgstab", "convdiff3d:10"}, {"gmres", "convdiff3d:10"},
+    {"idr", "convdiff3d:10"},
+};
+
+static gs_engine *path_engine(int path)
+{
+    return cuda_engine_with(path == GS_PATH_DEVICE ? GS_DEBUG_FORCE_ON : GS_DEBUG_FORCE_OFF,
+                            path == GS_PATH_FUSED ? GS_DEBUG_FORCE_ON : GS_DEBUG_FORCE_OFF);
+}
+
+static void assert_every_iteration(const tu_solve_out *o, const char *what)
+{
+    const gs_krylov_history *h = &o->res.history;
+    ck_assert_msg(h->len == o->res.iterations + 1, "%s: %ld rows for %ld iterations", what,
+                  h->len, o->res.iterations);
+    ck_assert_msg(h->flags[0] & GS_HISTORY_TRUE, "%s: row 0 not a true residual", what);
+    ck_assert_msg(h->rel[h->len - 1] == o->res.rel_residual, "%s: last row", what);
+    for (long i = 0; i < h->len; i++) {
+        ck_assert_msg(h->iteration[i] == i, "%s: row %ld is iteration %ld", what, i,
+                      h->iteration[i]);
+        if (i > 0)
+            ck_assert_msg(h->seconds[i] >= h->seconds[i - 1] - 1e-4, "%s: row %ld at %g s",
+                          what, i, h->seconds[i]);
+    }
+}
+
+START_TEST(test_history_every_iteration)
+{
+    const int m = _i / 6, every = (_i / 3) % 2 ? 5 : 0, path = _i % 3;
+    const int steps = m >= 2; /* gmres, idr: no fused kernel */
+    if (steps && path == GS_PATH_FUSED) return;
+    gs_error err = {0};
+    gs_csr A = {0};
+    char name[64], what[160];
+    ck_assert_msg(gs_generate(every_methods[m].spec, &A, name, sizeof name, &err) == GS_OK, "%s",
+                  err.msg);
+    gs_engine *e = path_engine(path), *ref_e = path_engine(path == GS_PATH_FUSED ? 0 : path);
+    gs_krylov_opts o = opts_with(every, 5000), o1 = opts_with(1, 5000);
+    o.restart = o1.restart = 5;
+    tu_solve_out r, ref;
+    tu_solve(e, &A, NULL, every_methods[m].method, "jacobi", &o, &r);
+    tu_solve(ref_e, &A, NULL, every_methods[m].method, "jacobi", &o1, &ref);
+    snprintf(what, sizeof what, "%s %s check_every=%d path %s", every_methods[m].method,
+             every_methods[m].spec, every, gs_loop_path_name(path));
+    ck_assert_msg(r.res.device_loop == path, "%s: ran on the %s path (%s)", what,
+                  gs_loop_path_name(r.res.device_loop), r.res.loop_note);
+    ck_assert_msg(r.res.reason == GS_REASON_CONVERGED, "%s: %s", what,
+                  gs_reason_name(r.res.reason));
+    assert_every_iteration(&r, what);
+    assert_every_iteration(&ref, what);
+    const long common = r.res.history.len < ref.res.history.len ? r.res.history.len
+                                                                : ref.res.history.len;
+    for (long i = 0; i < common; i++) {
+        const double a = r.res.history.rel[i], b = ref.res.history.rel[i];
+        if (path != GS_PATH_FUSED)
+            ck_assert_msg(a == b, "%s: iteration %ld: %.17g, checked every iteration %.17g",
+                          what, i, a, b);
+        else if (b > 1e-10)
+            ck_assert_msg(fabs(a - b) <= 1e-8 * b, "%s: iteration %ld: fused %.17g, host %.17g",
+                          what, i, a, b);
+    }
+    printf("  %-58s %5ld iterations, %5ld rows\n", what, r.res.iterations, r.res.history.len);
+    gs_krylov_result_free(&r.res);
+    gs_krylov_result_free(&ref.res);
+    gs_engine_destroy(e);
+    gs_engine_destroy(ref_e);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* Residual replacement on every path (issue 35): the method's r0 is
+ * perturbed by delta, ||delta|| = 1e-5 ||b|| (testutil.h, tu_perturb), so
+ * its recurrence converges to A x = b + delta: without replacements CG,
+ * BiCGSTAB and IDR say converged with the true residual near 1e-5, with
+ * them one replacement (r = b - A x on the engine, the method restarted
+ * on the same path) reaches the tolerance; GMRES confirms and restarts by
+ * itself (no replacement). The history still has a row an iteration, the
+ * replacement's flagged true. */
+START_TEST(test_replacement_every_path)
+{
+    const int m = _i / 3, path = _i % 3;
+    const int steps = m >= 2, gmres = m == 2;
+    if (steps && path == GS_PATH_FUSED) return;
+    gs_error err = {0};
+    gs_csr A = {0};
+    char name[64], what[160];
+    ck_assert_msg(gs_generate(every_methods[m].spec, &A, name, sizeof name, &err) == GS_OK, "%s",
+                  err.msg);
+    const int32_t n = A.n_rows;
+    double *b = malloc((size_t)n * sizeof(double)), *ones = malloc((size_t)n * sizeof(double));
+    double *delta = calloc((size_t)n, sizeof(double)), bb = 0.0;
+    for (int32_t i = 0; i < n; i++) ones[i] = 1.0;
+    gs_csr_spmv(&A, ones, b);
+    for (int32_t i = 0; i < n; i++) bb += b[i] * b[i];
+    delta[n / 3] = 1e-5 * sqrt(bb);
+    gs_engine *e = path_engine(path);
+    gs_krylov_opts o = opts_with(0, 5000);
+    o.restart = 5;
+    tu_solve_out without, with;
+    o.replacements = 0;
+    tu_solve_full(e, &A, b, every_methods[m].method, "jacobi", &o, &without, NULL, 1, delta);
+    o.replacements = 3;
+    tu_solve_full(e, &A, b, every_methods[m].method, "jacobi", &o, &with, NULL, 1, delta);
+    snprintf(what, sizeof what, "replacement %s %s path %s", every_methods[m].method,
+             every_methods[m].spec, gs_loop_path_name(path));
+    ck_assert_msg(with.res.device_loop == path, "%s: ran on the %s path (%s)", what,
+                  gs_loop_path_name(with.res.device_loop), with.res.loop_note);
+    ck_assert_msg(with.res.reason == GS_REASON_CONVERGED &&
+                      with.true_rel <= GS_TRUE_RESIDUAL_FACTOR * o.tol,
+                  "%s: %s, true %g", what, gs_reason_name(with.res.reason), with.true_rel);
+    ck_assert_int_eq(with.res.replacements, gmres ? 0 : 1);
+    assert_every_iteration(&with, what);
+    if (!gmres) {
+        ck_assert_msg(without.res.reason == GS_REASON_CONVERGED && without.true_rel > 1e-6,
+                      "%s: no gap constructed: %s, true %g", what,
+                      gs_reason_name(without.res.reason), without.true_rel);
+        const long at = without.res.iterations;
+        ck_assert(with.res.history.flags[at] & GS_HISTORY_TRUE);
+        ck_assert_msg(with.res.history.rel[at] > 1e-6 && with.res.history.rel[at] < 1e-4,
+                      "%s: replaced at %g", what, with.res.history.rel[at]);
+    }
+    printf("  %-58s gap %.1e -> true %.1e, %d replacement(s)\n", what, without.true_rel,
+           with.true_rel, with.res.replacements);
+    gs_krylov_result_free(&without.res);
+    gs_krylov_result_free(&with.res);
+    gs_engine_destroy(e);
+    free(b), free(ones), free(delta);
+    gs_csr_free(&A);
+}
+END_TEST
 
 /* Jacobi and none; sizes from 40 rows (under a block) to 262k (more rows
  * than the grid has thread groups: each walks several), a 27-point stencil
@@ -1163,6 +1309,8 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_fused_cache, 0, 2);
         tcase_add_loop_test(tc, test_fused_rule, 0, 4);
         tcase_add_loop_test(tc, test_fused_mic, 0, 20);
+        tcase_add_loop_test(tc, test_history_every_iteration, 0, 24);
+        tcase_add_loop_test(tc, test_replacement_every_path, 0, 12);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -8,7 +8,7 @@
 #include "cliutil.h"
 #include "testutil.h"
 
-#define HEADER "matrix,engine,precond,method,iteration,rel_residual,seconds"
+#define HEADER "matrix,engine,precond,method,iteration,rel_residual,seconds,residual,clock"
 
 static char *read_file(const char *path)
 {
@@ -57,6 +57,7 @@ static void split_free(split_out *o)
 /* One parsed row of the history. */
 typedef struct hrow {
     char matrix[256], engine[16], precond[32], method[16], rel[64];
+    char residual[16], clock[16]; /* method|true, host|device|interpolated */
     long it;
     double seconds;
 } hrow;
@@ -72,7 +73,7 @@ static int history_rows(const char *text, hrow *rows, int max)
     int n = 0;
     for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         ck_assert_int_lt(n, max);
-        ck_assert_int_eq(tu_csv_split(line, f, 16), 7);
+        ck_assert_int_eq(tu_csv_split(line, f, 16), 9);
         hrow *r = &rows[n++];
         snprintf(r->matrix, sizeof r->matrix, "%s", f[0]);
         snprintf(r->engine, sizeof r->engine, "%s", f[1]);
@@ -84,6 +85,13 @@ static int history_rows(const char *text, hrow *rows, int max)
         snprintf(r->rel, sizeof r->rel, "%s", f[5]);
         r->seconds = strtod(f[6], &end);
         ck_assert_msg(*f[6] && !*end, "seconds '%s'", f[6]);
+        snprintf(r->residual, sizeof r->residual, "%s", f[7]);
+        snprintf(r->clock, sizeof r->clock, "%s", f[8]);
+        ck_assert_msg(strcmp(r->residual, "method") == 0 || strcmp(r->residual, "true") == 0,
+                      "residual '%s'", r->residual);
+        ck_assert_msg(strcmp(r->clock, "host") == 0 || strcmp(r->clock, "device") == 0 ||
+                          strcmp(r->clock, "interpolated") == 0,
+                      "clock '%s'", r->clock);
     }
     free(copy);
     return n;
@@ -159,15 +167,22 @@ START_TEST(history_one_group_per_run_matching_the_report)
 }
 END_TEST
 
-/* With --check-every 1 every iteration is a check: rows 0, 1, ..., N for
- * cg; gmres checks every step and confirms its estimate at each restart
- * with b - A x at the same iteration, which must not repeat the row. */
+/* Every iteration has its row, 0, 1, ..., N, whatever the checks: cg and
+ * bicgstab checking adaptively or every 7 iterations log the iterations in
+ * between (clock 'interpolated'); gmres checks every step and confirms its
+ * estimate at each restart with b - A x at the same iteration, which must
+ * not repeat the row (residual 'true' there). */
 static const struct {
     const char *args;
+    int interpolated; /* rows between checks expected */
 } every_cases[] = {
-    {"-p jacobi -m cg --check-every 1 data/poisson3d_8.mtx"},
-    {"-p jacobi -m gmres --restart 5 data/convdiff3d_8.mtx"},
-    {"-p jacobi -m idr --idr-s 2 data/convdiff3d_8.mtx"},
+    {"-p jacobi -m cg --check-every 1 data/poisson3d_8.mtx", 0},
+    {"-p jacobi -m cg data/poisson3d_8.mtx", 1},
+    {"-p jacobi -m cg --check-every 7 data/poisson3d_8.mtx", 1},
+    {"-p jacobi -m bicgstab data/convdiff3d_8.mtx", 1},
+    {"-p jacobi -m bicgstab --check-every 7 data/convdiff3d_8.mtx", 1},
+    {"-p jacobi -m gmres --restart 5 data/convdiff3d_8.mtx", 0},
+    {"-p jacobi -m idr --idr-s 2 data/convdiff3d_8.mtx", 0},
 };
 
 START_TEST(every_iteration_one_row)
@@ -184,10 +199,24 @@ START_TEST(every_iteration_one_row)
     const long iterations = atol(want);
     ck_assert_int_gt(iterations, 5); /* enough to span gmres restarts */
     ck_assert_int_eq(n, iterations + 1);
-    for (int i = 0; i < n; i++) ck_assert_int_eq(rows[i].it, i);
+    int interpolated = 0, true_rows = 0;
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(rows[i].it, i);
+        interpolated += strcmp(rows[i].clock, "interpolated") == 0;
+        true_rows += strcmp(rows[i].residual, "true") == 0;
+        if (i > 0) ck_assert_double_ge(rows[i].seconds, rows[i - 1].seconds);
+    }
     ck_assert(tu_csv_field(o.text, 0, "rel_residual", want, sizeof want));
     ck_assert_str_eq(rows[n - 1].rel, want);
+    ck_assert_str_eq(rows[n - 1].clock, "host"); /* the last row is a check */
     ck_assert_str_eq(rows[0].rel, "1"); /* x0 = 0: r0 = b */
+    ck_assert_str_eq(rows[0].residual, "true");
+    ck_assert_msg((interpolated > 0) == every_cases[_i].interpolated, "%d interpolated rows",
+                  interpolated);
+    if (strstr(every_cases[_i].args, "gmres")) /* 5 columns a cycle: a true row at each end */
+        ck_assert_int_ge(true_rows, 1 + (int)((iterations - 1) / 5));
+    else
+        ck_assert_int_eq(true_rows, 1); /* converged without a replacement */
     free(text);
     free(o.text);
     remove(hist);
@@ -217,7 +246,7 @@ START_TEST(help_says_when_rows_come)
     tu_cmd_out o = tu_run("--help");
     tu_assert_exit(o, 0);
     TU_ASSERT_HAS(o, "--history FILE");
-    TU_ASSERT_HAS(o, "--check-every 1");
+    TU_ASSERT_HAS(o, "one CSV row per iteration");
     TU_ASSERT_HAS(o, "--progress WHEN");
     TU_ASSERT_HAS(o, "[default: auto]");
     free(o.text);

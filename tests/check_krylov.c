@@ -305,6 +305,121 @@ START_TEST(check_every_and_history)
 }
 END_TEST
 
+/* --history has a row for every iteration whatever the checks: with a
+ * check every iteration, every 5 or adaptive (0), the entries are
+ * iterations 0, 1, ..., N, their residuals those of the check-every-1 run
+ * (the same arithmetic on the CPU engine: a check reads, it changes
+ * nothing), the initial one flagged as a true residual, the rows between
+ * checks as interpolated in time, the times non-decreasing. */
+START_TEST(history_has_every_iteration)
+{
+    static const char *spec[] = {"poisson3d:9", "convdiff3d:8"};
+    const char *m = methods[_i];
+    gs_csr A;
+    generated(spec[strcmp(m, "cg") != 0], &A);
+    gs_krylov_opts o = default_opts();
+    o.record_history = 1;
+    solve_out every[3];
+    static const int check[3] = {1, 5, 0};
+    for (int c = 0; c < 3; c++) {
+        o.check_every = check[c];
+        solve(&A, NULL, m, "jacobi", &o, &every[c]);
+        const gs_krylov_result *r = &every[c].res;
+        const gs_krylov_history *h = &r->history;
+        ck_assert_msg(r->reason == GS_REASON_CONVERGED, "%s check %d: %s", m, check[c],
+                      gs_reason_name(r->reason));
+        ck_assert_msg(h->len == r->iterations + 1, "%s check %d: %ld rows, %ld iterations", m,
+                      check[c], h->len, r->iterations);
+        ck_assert(h->flags[0] & GS_HISTORY_TRUE);
+        ck_assert(!(h->flags[h->len - 1] & GS_HISTORY_INTERPOLATED)); /* a check */
+        ck_assert_double_eq(h->rel[h->len - 1], r->rel_residual);
+        long interpolated = 0;
+        for (long i = 0; i < h->len; i++) {
+            ck_assert_int_eq(h->iteration[i], i);
+            interpolated += (h->flags[i] & GS_HISTORY_INTERPOLATED) != 0;
+            if (i > 0) ck_assert_double_ge(h->seconds[i], h->seconds[i - 1]);
+            const long common = every[0].res.history.len;
+            if (c > 0 && i < common)
+                ck_assert_msg(h->rel[i] == every[0].res.history.rel[i],
+                              "%s check %d, iteration %ld: %.17g, every iteration %.17g", m,
+                              check[c], i, h->rel[i], every[0].res.history.rel[i]);
+        }
+        /* cg and bicgstab log the iterations between their checks; gmres
+         * and idr check every step */
+        const int logs = strcmp(m, "cg") == 0 || strcmp(m, "bicgstab") == 0;
+        ck_assert_msg((interpolated > 0) == (logs && check[c] != 1), "%s check %d: %ld "
+                      "interpolated", m, check[c], interpolated);
+    }
+    for (int c = 0; c < 3; c++) {
+        gs_krylov_result_free(&every[c].res);
+        free(every[c].x);
+    }
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* A residual gap a restart closes (tu_perturb: the recurrence starts from
+ * r0 + delta, ||delta|| = 1e-5 ||b||, so it converges to A x = b + delta):
+ * without replacements cg, bicgstab and idr say converged with the true
+ * residual near 1e-5, a gap; with them, one replacement (r = b - A x, the
+ * recurrence restarted) reaches the true tolerance, and the history counts
+ * on: one row an iteration, the replacement's row a true residual near
+ * 1e-5. gmres confirms its claims with b - A x and restarts from it
+ * itself: converged with no replacement. */
+START_TEST(replacement_closes_a_constructed_gap)
+{
+    const char *m = methods[_i];
+    gs_csr A;
+    generated(strcmp(m, "cg") == 0 ? "poisson3d:9" : "convdiff3d:8", &A);
+    const int32_t n = A.n_rows;
+    double *b = malloc((size_t)n * sizeof(double)), *ones = malloc((size_t)n * sizeof(double));
+    double *delta = calloc((size_t)n, sizeof(double));
+    for (int32_t i = 0; i < n; i++) ones[i] = 1.0;
+    gs_csr_spmv(&A, ones, b);
+    double bb = 0;
+    for (int32_t i = 0; i < n; i++) bb += b[i] * b[i];
+    delta[n / 2] = 1e-5 * sqrt(bb);
+    gs_error err = {0};
+    gs_engine *e = NULL;
+    ck_assert_int_eq(gs_engine_cpu_create(&e, &err), GS_OK);
+    gs_krylov_opts o = default_opts();
+    o.check_every = 0;
+    o.record_history = 1;
+    tu_solve_out without, with;
+    o.replacements = 0;
+    tu_solve_full(e, &A, b, m, "jacobi", &o, &without, NULL, 1, delta);
+    o.replacements = 3;
+    tu_solve_full(e, &A, b, m, "jacobi", &o, &with, NULL, 1, delta);
+    const int gmres = strcmp(m, "gmres") == 0;
+    ck_assert_msg(with.res.reason == GS_REASON_CONVERGED, "%s: %s", m,
+                  gs_reason_name(with.res.reason));
+    ck_assert_msg(with.true_rel <= GS_TRUE_RESIDUAL_FACTOR * o.tol, "%s: true %g", m,
+                  with.true_rel);
+    ck_assert_int_eq(with.res.replacements, gmres ? 0 : 1);
+    const gs_krylov_history *h = &with.res.history;
+    ck_assert_int_eq(h->len, with.res.iterations + 1);
+    for (long i = 0; i < h->len; i++) ck_assert_int_eq(h->iteration[i], i);
+    if (!gmres) {
+        ck_assert_msg(without.res.reason == GS_REASON_CONVERGED && without.true_rel > 1e-6,
+                      "%s: no gap constructed: %s, true %g", m,
+                      gs_reason_name(without.res.reason), without.true_rel);
+        ck_assert_int_eq(without.res.replacements, 0);
+        /* the method's first solve, then the replacement at its last iteration */
+        const long at = without.res.iterations;
+        ck_assert(with.res.iterations > at);
+        ck_assert(h->flags[at] & GS_HISTORY_TRUE);
+        ck_assert_msg(h->rel[at] > 1e-6 && h->rel[at] < 1e-4, "%s: replaced at %g", m,
+                      h->rel[at]);
+        ck_assert(fabs(with.res.engine_true_rel - with.true_rel) <= 1e-3 * o.tol);
+    }
+    gs_krylov_result_free(&without.res);
+    gs_krylov_result_free(&with.res);
+    gs_engine_destroy(e);
+    free(b), free(ones), free(delta);
+    gs_csr_free(&A);
+}
+END_TEST
+
 START_TEST(adaptive_checks_stop_soon_after_convergence)
 {
     /* check_every = 0 reads the residual at predicted points: it never stops
@@ -703,6 +818,8 @@ Suite *krylov_suite(void)
     tcase_add_loop_test(tc, maxit_is_a_reason_not_an_error, 0, 4);
     tcase_add_loop_test(tc, zero_rhs_gives_zero_solution, 0, 4);
     tcase_add_test(tc, check_every_and_history);
+    tcase_add_loop_test(tc, history_has_every_iteration, 0, 4);
+    tcase_add_loop_test(tc, replacement_closes_a_constructed_gap, 0, 4);
     tcase_add_loop_test(tc, adaptive_checks_stop_soon_after_convergence, 0, 2);
     tcase_add_test(tc, gmres_restart_lengths);
     tcase_add_loop_test(tc, idr_s_values, 0, 4);

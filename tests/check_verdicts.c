@@ -125,8 +125,13 @@ START_TEST(an_exact_solution_is_convergence)
 END_TEST
 
 /* CG's recurrence drives its own residual to 1e-17 while the true residual
- * of x stalls near 1e-13: asked for 1e-17, that is a residual gap, exit 2,
- * with both numbers in the message; asked for 1e-8, the same run converges. */
+ * of x stalls near 1e-15: asked for 1e-17, that is a residual gap, exit 2,
+ * with both numbers in the message, after the 3 residual replacements
+ * allowed (each restarts the recurrence from b - A x, which cannot get
+ * below rounding), and the attainable accuracy, eps ||A|| ||x|| / ||b||,
+ * estimated between the true residual's order and above the tol asked for,
+ * so the message says no method can meet it; asked for 1e-8, the same run
+ * converges with no replacement. */
 START_TEST(a_residual_gap_is_not_convergence)
 {
     for (int e = 0; e < engine_count(); e++) {
@@ -142,10 +147,36 @@ START_TEST(a_residual_gap_is_not_convergence)
         ck_assert_msg(strtod(method_rel, NULL) <= 1e-17 && strtod(true_rel, NULL) > 1e-16,
                       "method %s true %s", method_rel, true_rel);
         TU_ASSERT_HAS(o, "residual gap: method ");
+        TU_ASSERT_HAS(o, "after 3 residual replacements; attainable about ");
+        TU_ASSERT_HAS(o, "tol is below it, so it may not be attainable");
+        char field[64];
+        ck_assert(tu_csv_field(o.text, 0, "replacements", field, sizeof field));
+        ck_assert_str_eq(field, "3");
+        ck_assert(tu_csv_field(o.text, 0, "attainable_rel_residual", field, sizeof field));
+        const double attainable = strtod(field, NULL);
+        ck_assert_msg(attainable > 1e-17 && attainable < 1e-12 &&
+                          attainable > 0.1 * strtod(true_rel, NULL),
+                      "attainable %s, true %s", field, true_rel);
         free(o.text);
         snprintf(args, sizeof args, "-e %s --generate poisson3d:10", engines[e]);
         o = tu_run(args);
         tu_assert_exit(o, 0);
+        TU_ASSERT_LACKS(o, "replacement");
+        free(o.text);
+        /* and in the table, beside the gap */
+        snprintf(args, sizeof args, "-e %s --generate poisson3d:10 --tol 1e-17", engines[e]);
+        o = tu_run(args);
+        tu_assert_exit(o, 2);
+        TU_ASSERT_HAS(o, "(3 residual replacements)");
+        TU_ASSERT_HAS(o, "attainable about ");
+        free(o.text);
+        /* --replacements 0: the gap is reported at once */
+        snprintf(args, sizeof args, "-e %s --generate poisson3d:10 --tol 1e-17 --replacements 0 "
+                 "--format json", engines[e]);
+        o = tu_run(args);
+        tu_assert_exit(o, 2);
+        TU_ASSERT_HAS(o, "\"replacements\": 0,");
+        TU_ASSERT_HAS(o, "after 0 residual replacements");
         free(o.text);
     }
 }

@@ -21,7 +21,10 @@ __global__ void loop_check_kernel(double *S, loop_ctl *c, cudaGraphConditionalHa
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
     const int64_t it = (c->it += c->per_body);
     int stop = GS_LOOP_RUNNING;
-    if ((it - c->it0) % c->check_every == 0 || it >= c->maxit) stop = loop_verdict(S, c, it);
+    if ((it - c->it0) % c->check_every == 0 || it >= c->maxit) {
+        loop_record_logged(S, c, it);
+        stop = loop_verdict(S, c, it);
+    }
     for (int i = 0; i < c->n_moves; i++) S[c->move_dst[i]] = S[c->move_src[i]];
     if (stop == GS_LOOP_RUNNING && it >= c->loop_end) stop = GS_LOOP_HANDOFF;
     c->stop = stop;

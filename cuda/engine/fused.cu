@@ -350,6 +350,8 @@ static __device__ void fused_check(const fused_args &a, loop_ctl *ctl, const fus
     int stop = GS_LOOP_RUNNING;
     if ((it - ctl->it0) % ctl->check_every == 0 || it >= ctl->maxit)
         stop = loop_verdict_of(sl, ctl, it);
+    else if (ctl->record_every) /* --history: every iteration, with its time */
+        loop_record(ctl, it, sqrt(fabs(sl(ctl->slot_rr))) / ctl->bnorm, loop_globaltimer());
     const bool yield =
         stop == GS_LOOP_RUNNING && ctl->has_yield && loop_globaltimer() >= ctl->yield_ns;
     ctl->stop = stop;

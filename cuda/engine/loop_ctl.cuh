@@ -31,7 +31,13 @@ struct loop_ctl {
     int64_t last_it;
     double last_rel;
     int64_t checks, checks_seen; /* a body of steps: checks made, and at the last round's tail */
+    /* gs_loop.record_every, log_base (-1: no ring), log_cap */
+    int32_t record_every, log_base, log_cap, unused;
 };
+
+/* A history entry's time when it has none of its own (an iteration taken
+ * from the residual log between checks): the host interpolates. */
+#define LOOP_NO_TIME INT64_MIN
 
 
 /* loop_ctl.stop of a body of steps whose round ran no check (devloop.cu's
@@ -61,17 +67,36 @@ static inline __device__ bool loop_test_passes(int kind, double v)
 /* The stopping test of kr_check_breakdown, in its order, at a check; the
  * slots read through slot(i) (the fused kernel hands the values it holds
  * in registers, sparing dependent global loads on its critical path). */
+static inline __device__ void loop_record(loop_ctl *c, int64_t it, double rel, int64_t ns)
+{
+    if (c->h_len < c->h_cap) {
+        c->h_it[c->h_len] = it;
+        c->h_rel[c->h_len] = rel;
+        c->h_ns[c->h_len] = ns;
+        c->h_len++;
+    }
+}
+
+/* The iterations after the last check and before it from the residual log
+ * (small.h, GS_SMALL_LOG: S[log_base] entries so far, the newest it's). */
+static inline __device__ void loop_record_logged(const double *S, loop_ctl *c, int64_t it)
+{
+    if (c->log_base < 0 || c->h_cap == 0) return;
+    const double count = S[c->log_base];
+    for (int64_t j = c->last_it + 1; j < it; j++) {
+        const double q = count - 1.0 - (double)(it - j);
+        if (it - j >= c->log_cap || q < 0.0) continue;
+        const double rr = S[c->log_base + 1 + (int64_t)fmod(q, (double)c->log_cap)];
+        loop_record(c, j, sqrt(fabs(rr)) / c->bnorm, LOOP_NO_TIME);
+    }
+}
+
 template <class Slot>
 static inline __device__ int loop_verdict_of(Slot slot, loop_ctl *c, int64_t it)
 {
     const double rel = sqrt(fabs(slot(c->slot_rr))) / c->bnorm;
     const int64_t now = c->wants_time ? loop_globaltimer() : 0;
-    if (c->h_len < c->h_cap) {
-        c->h_it[c->h_len] = it;
-        c->h_rel[c->h_len] = rel;
-        c->h_ns[c->h_len] = now;
-        c->h_len++;
-    }
+    loop_record(c, it, rel, now);
     c->last_it = it;
     c->last_rel = rel;
     if (!isfinite(rel)) return GS_LOOP_NAN;
@@ -165,6 +190,9 @@ static inline void loop_ctl_fill(loop_ctl *h, const gs_loop *L)
         h->move_src[i] = L->move_src[i];
     }
     h->failed = -1;
+    h->record_every = L->record_every;
+    h->log_base = L->history_cap > 0 && L->log_cap > 0 ? L->log_base : -1;
+    h->log_cap = L->log_cap;
     h->last_it = L->it0;
     h->last_rel = NAN;
 }
@@ -284,7 +312,9 @@ static inline int loop_launches(gs_engine *e, int (*launch)(gs_engine *, void *)
                                                         (size_t)h->h_len * sizeof(int64_t),
                                                         cudaMemcpyDeviceToHost, c->stream));
         for (int64_t i = 0; status == GS_OK && i < h->h_len; i++)
-            L->history_time[i] = clk->host0 + 1e-9 * (double)(buf[i] - clk->dev0);
+            L->history_time[i] = buf[i] == LOOP_NO_TIME
+                                     ? NAN
+                                     : clk->host0 + 1e-9 * (double)(buf[i] - clk->dev0);
         free(buf);
     }
 cleanup:

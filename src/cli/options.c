@@ -42,15 +42,21 @@ static const opt_decl options[] = {
      "every step); where the cuda engine runs the loop on the device (by default idr and "
      "gmres with --restart up to 8) a check costs no round trip",
      GS_OPT_LONG, F(check_every), .lo = 0, .hi = 1000, .read_by = "*"},
+    {"replacements", 0, "N", "3",
+     "where the method's residual says converged and the true residual ||b - Ax|| / ||b|| is "
+     "above 10 x tol, replace r by b - Ax and restart the method from x, up to N times, "
+     "before reporting 'residual gap' (docs/verdicts.md); 0: never",
+     GS_OPT_LONG, F(replacements), .lo = 0, .hi = 100, .read_by = "*"},
     {"time-limit", 0, "S", "0",
      "stop a run (setup + solve) after S seconds: a setup at its next stage end or chunk, a "
      "solve at its next check; reason 'time limit', exit 2; 0: no limit",
      GS_OPT_DOUBLE, F(time_limit), .lo = 0, .hi = 1e9},
     {"history", 0, "FILE", NULL,
-     "write one CSV row per residual check of every run (matrix,engine,precond,method,"
-     "iteration,rel_residual,seconds; seconds since the solve began, iteration 0 is the "
-     "initial residual); cg and bicgstab check adaptively: add --check-every 1 for every "
-     "iteration (gmres and idr check every step)",
+     "write one CSV row per iteration of every run (matrix,engine,precond,method,iteration,"
+     "rel_residual,seconds,residual,clock; iteration 0 is the initial residual; residual: "
+     "'method' (the method's recurrence) or 'true' (b - Ax computed afresh); clock: where "
+     "seconds since the solve began come from, 'host' or 'device' at a check, "
+     "'interpolated' between checks); no extra check or synchronisation is made for it",
      GS_OPT_STRING, F(history)},
     {"progress", 0, "WHEN", "auto",
      "auto|always|never: a progress line on stderr (stage, iteration, relative residual, "

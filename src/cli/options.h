@@ -21,6 +21,7 @@ typedef struct gs_cli {
     long restart;
     long idr_s;
     long check_every;
+    long replacements;      /* residual replacements before a residual gap is reported */
     const char *rhs;        /* ones|ax1|FILE */
     const char *x0;         /* zero|FILE */
     const char *output;     /* solution file, or NULL */

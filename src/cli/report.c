@@ -126,8 +126,12 @@ static void report_table(FILE *out, const gs_run *r)
                 r->steps.failed_step, r->steps.steps);
     else if (r->reason != GS_REASON_CONVERGED)
         fprintf(out, " (%s)", gs_reason_name(r->reason));
-    fprintf(out, "  relative residual %.3e  true relative residual %.3e\n", r->rel_residual,
+    fprintf(out, "  relative residual %.3e  true relative residual %.3e", r->rel_residual,
             r->true_residual);
+    if (r->replacements > 0)
+        fprintf(out, "  (%d residual replacement%s)", r->replacements,
+                r->replacements == 1 ? "" : "s");
+    fputc('\n', out);
     if (r->reason == GS_REASON_BREAKDOWN)
         fprintf(out, "breakdown  at iteration %ld: %s\n", r->breakdown_iteration, r->breakdown);
     if (r->verdict_note[0]) fprintf(out, "verdict    %s\n", r->verdict_note);
@@ -190,7 +194,8 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     I("iterations", r->iterations); S("converged", yes_no(r->reason == GS_REASON_CONVERGED));
     S("reason", gs_reason_name(r->reason)); I("breakdown_iteration", r->breakdown_iteration);
     S("breakdown", r->breakdown); S("verdict", r->verdict_note); D("rel_residual", r->rel_residual);
-    D("true_rel_residual", r->true_residual); D("s_per_iteration", r->seconds_per_iteration);
+    D("true_rel_residual", r->true_residual); I("replacements", r->replacements);
+    D("attainable_rel_residual", r->attainable); D("s_per_iteration", r->seconds_per_iteration);
     D("bytes_per_iteration", r->bytes_per_iteration); D("floor_ratio", r->floor_ratio);
     S("loop", gs_loop_path_name(r->device_loop)); S("loop_note", r->loop_note);
     I("host_peak_bytes", r->host_peak_bytes); I("device_peak_bytes", r->device_peak_bytes);
@@ -277,13 +282,22 @@ void gs_report_print(FILE *out, gs_format format, const gs_run *r, int first)
 void gs_report_history(FILE *out, const gs_run *r)
 {
     for (long i = 0; i < r->history.len; i++)
-        fprintf(out, "%s %s iteration %6ld  relative residual %.6e\n", r->engine, r->method,
-                r->history.iteration[i], r->history.rel[i]);
+        fprintf(out, "%s %s iteration %6ld  relative residual %.6e%s\n", r->engine, r->method,
+                r->history.iteration[i], r->history.rel[i],
+                r->history.flags[i] & GS_HISTORY_TRUE ? "  (true: b - Ax)" : "");
 }
 
+/* residual and clock say, row by row, where rel_residual and seconds come
+ * from (gs_krylov_history.flags). */
 void gs_report_history_header(FILE *out)
 {
-    fputs("matrix,engine,precond,method,iteration,rel_residual,seconds\n", out);
+    fputs("matrix,engine,precond,method,iteration,rel_residual,seconds,residual,clock\n", out);
+}
+
+static const char *history_clock(unsigned flags)
+{
+    return flags & GS_HISTORY_INTERPOLATED ? "interpolated"
+           : flags & GS_HISTORY_DEVICE_CLOCK ? "device" : "host";
 }
 
 /* rel_residual in the report's own format (number()), so that the last row
@@ -294,7 +308,9 @@ void gs_report_history_csv(FILE *out, const gs_run *r)
         csv_string(out, r->problem->name);
         fprintf(out, ",%s,%s,%s,%ld,", r->engine, r->precond, r->method, r->history.iteration[i]);
         number(out, r->history.rel[i], 0);
-        fprintf(out, ",%.6f\n", r->history.seconds[i]);
+        fprintf(out, ",%.6f,%s,%s\n", r->history.seconds[i],
+                r->history.flags[i] & GS_HISTORY_TRUE ? "true" : "method",
+                history_clock(r->history.flags[i]));
     }
 }
 

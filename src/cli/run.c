@@ -2,6 +2,7 @@
  * and Ts as DESIGN.md says (GPU phases measured after a synchronisation). */
 #include "run.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,7 +376,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     if (p->heat)
         GS_TRY(solve_steps(cli, p, e, A, pc, method, run, b, x, t, res));
     else
-        GS_TRY(method->solve(e, A, pc, b, x, &run->opts, res));
+        GS_TRY(gs_krylov_solve(method, e, A, pc, b, x, &run->opts, res));
     GS_TRY(e->ops->sync(e));
     t->ts = gs_now() - ts0 - t->steps.check_seconds;
     if (dist) {
@@ -420,6 +421,7 @@ static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_
     run->opts.idr_s = (int)cli->idr_s;
     run->opts.check_every = cli->verbose ? 1 : (int)cli->check_every;
     run->opts.record_history = cli->verbose || cli->history;
+    run->opts.replacements = (int)cli->replacements;
     run->opts.use_capture = !cli->no_graph;
     run->repeat = (int)cli->repeat;
     run->time_reached = run->er = NAN;
@@ -445,13 +447,34 @@ static void run_verdict(gs_run *run, const double *x, int32_t n)
         !(run->true_residual <= GS_TRUE_RESIDUAL_FACTOR * run->opts.tol)) {
         run->reason = GS_REASON_RESIDUAL_GAP;
         snprintf(run->verdict_note, sizeof run->verdict_note,
-                 "residual gap: method %.3e, true %.3e (above %g x tol)", run->rel_residual,
-                 run->true_residual, GS_TRUE_RESIDUAL_FACTOR);
+                 "residual gap: method %.3e, true %.3e (above %g x tol) after %d residual "
+                 "replacement%s; attainable about %.1e (eps || |A| |x| || / ||b||)%s",
+                 run->rel_residual, run->true_residual, GS_TRUE_RESIDUAL_FACTOR,
+                 run->replacements, run->replacements == 1 ? "" : "s", run->attainable,
+                 run->attainable >= run->opts.tol
+                     ? ": tol is below it, so it may not be attainable"
+                     : "");
     }
+}
+
+double gs_run_attainable(const gs_csr *A, const double *x, const double *b)
+{
+    double *ax = malloc((size_t)(A->n_rows > 0 ? A->n_rows : 1) * sizeof(double));
+    if (!ax) return NAN;
+    for (int32_t i = 0; i < A->n_rows; i++) { /* (|A| |x|)_i */
+        double s = 0.0;
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++)
+            s += fabs(A->val[p]) * fabs(x[A->col[p]]);
+        ax[i] = s;
+    }
+    const double bn = scaled_norm(b, A->n_rows), est = DBL_EPSILON * scaled_norm(ax, A->n_rows) / bn;
+    free(ax);
+    return bn > 0.0 && isfinite(est) ? est : NAN;
 }
 
 static void run_record(gs_run *run, const gs_krylov_result *res)
 {
+    run->replacements = res->replacements;
     run->iterations = res->iterations;
     run->reason = res->reason;
     run->breakdown_iteration = res->breakdown_iteration;
@@ -539,6 +562,8 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
     min_median(tt, nrep, run->tt);
     if (p->dist.ranks == 0)
         GS_TRY(true_residual(&p->A, p->heat ? b_last : p->b, x, &run->true_residual, err));
+    run->attainable = p->dist.ranks > 0 ? NAN /* this rank's rows only */
+                                        : gs_run_attainable(&p->A, x, p->heat ? b_last : p->b);
     if (p->heat)
         run_steps_finish(run, p->heat, x, run->true_residual);
     else

@@ -57,6 +57,9 @@ typedef struct gs_run {
     int device_loop;     /* where the iterations ran: gs_loop_path (host, device, fused) */
     char loop_note[160]; /* why not, where the engine has one (gs_krylov_result) */
     double rel_residual, true_residual;
+    int replacements;       /* residual replacements made (gs_krylov_solve) */
+    double attainable;      /* eps || |A| |x| || / ||b||: about the least true residual
+                             * rounding lets b - A x show (gs_run_attainable); NaN: unknown */
     char verdict_note[320]; /* why a method's "converged" was not kept */
     gs_krylov_history history; /* the last repeat's residual checks (gs_krylov_result) */
     double bytes_per_iteration; /* what one iteration must move */
@@ -87,9 +90,9 @@ int gs_dist_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs
  * with the reading, outside Tt. For one engine; gs_problem_free undoes it. */
 void gs_problem_pin(gs_problem *p, gs_engine *e);
 
-/* "converged" needs ||b - A x|| / ||b|| <= GS_TRUE_RESIDUAL_FACTOR * tol,
- * recomputed on the host from the original matrix (docs/verdicts.md). */
-#define GS_TRUE_RESIDUAL_FACTOR 10.0
+/* "converged" needs ||b - A x|| / ||b|| <= GS_TRUE_RESIDUAL_FACTOR * tol
+ * (krylov.h), recomputed on the host from the original matrix
+ * (docs/verdicts.md). */
 
 /* The method -m auto picks once the preconditioner is set up: cg when A and
  * M are both symmetric, else the preconditioner's paper method, else
@@ -102,5 +105,11 @@ const char *gs_run_auto_method(const gs_problem *p, const gs_pc *pc, char *why, 
 int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *run,
                  double *x_out, gs_progress *progress, gs_error *err);
 void gs_run_free(gs_run *run);
+/* eps || |A| |x| ||_2 / ||b||_2: the order of the rounding error of b - A x
+ * itself (each entry of the computed A x is off by up to about
+ * nnz_i eps (|A| |x|)_i), below which no --tol can be confirmed
+ * (docs/verdicts.md); componentwise, so a badly scaled A is not charged
+ * eps ||A|| ||x||; one pass over A. NaN where b = 0 or it is not finite. */
+double gs_run_attainable(const gs_csr *A, const double *x, const double *b);
 
 #endif

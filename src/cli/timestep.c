@@ -70,6 +70,7 @@ static void step_record(gs_steps_record *rec, gs_krylov_result *res, gs_krylov_r
     res->rel_residual = rec->method_rel_max;
     res->spmv_count += step->spmv_count;
     res->pc_apply_count += step->pc_apply_count;
+    res->replacements += step->replacements;
     res->reason = step->reason;
     res->breakdown_iteration = step->breakdown_iteration;
     snprintf(res->breakdown, sizeof res->breakdown, "%s", step->breakdown);
@@ -98,7 +99,7 @@ int gs_steps_run(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_method_type 
         const double t0 = gs_now();
         GS_TRY(step_rhs(e, A, plan, u, b));
         if (!plan->warm_start) GS_TRY(e->ops->set(e, u, 0.0));
-        GS_TRY(method->solve(e, A, pc, b, u, opts, &step));
+        GS_TRY(gs_krylov_solve(method, e, A, pc, b, u, opts, &step));
         GS_TRY(e->ops->sync(e));
         const double t1 = gs_now();
         double true_rel = NAN;

@@ -65,6 +65,15 @@ typedef struct gs_loop {
     long history_cap;
     long *history_it;
     double *history_rel, *history_time;
+    /* With a history: an entry for every iteration, not only the checks'
+     * (record_every). The fused kernel records each iteration's residual
+     * with its time; the loop of a body (n_steps <= 1) whose iterations
+     * append ||r||^2 to the ring of log_cap slots after S[log_base]
+     * (small.h, GS_SMALL_LOG; log_base GS_SLOT_NONE: none) copies the
+     * iterations since the last check from it at each check, their time
+     * NaN (the caller interpolates). history_cap then counts iterations. */
+    int record_every;
+    int log_base, log_cap;
     /* Called on the host every so often while the loop runs (the engine
      * hands control back to the host about every quarter second for it)
      * with the last check's iteration and residual; NULL: never. */

@@ -30,7 +30,9 @@ typedef enum gs_small_kind {
     GS_SMALL_GMRES_SOLVE,       /* y = R(0:j, 0:j) \ g(0:j) (y = 0 if not finite) */
     GS_SMALL_IDR_C,             /* c = M(k:s, k:s) \ f(k:s) (k = j) */
     GS_SMALL_IDR_ALPHA,         /* alpha = M(0:k, 0:k) \ (P'G_k)(0:k); M(k:s, k); beta; f */
-    GS_SMALL_IDR_OMEGA          /* omega from t't, t'r and S[rr] */
+    GS_SMALL_IDR_OMEGA,         /* omega from t't, t'r and S[rr] */
+    GS_SMALL_LOG                /* the residual log (gs_small_log): S[rr] appended to a
+                                 * ring of m slots from base + 1, S[base] counting */
 } gs_small_kind;
 
 typedef struct gs_small {
@@ -154,8 +156,23 @@ static inline int gs_small_valid(const gs_small *op, int limit)
     case GS_SMALL_IDR_ALPHA:
     case GS_SMALL_IDR_OMEGA:
         return op->j < op->m && gs_small_idr_layout(op->base, op->m).end <= limit;
+    case GS_SMALL_LOG: return op->base + 1 + op->m <= limit;
     }
     return 0;
+}
+
+/* The residual log of --history: a method that checks its residual only
+ * every few iterations (CG, BiCGSTAB) appends ||r||^2 = S[rr] after every
+ * iteration to a ring of m slots, S[base + 1 + q mod m] for the q-th
+ * entry, S[base] = entries so far. The ring sits on the device with the
+ * other slots, so an iteration costs no read; the host loop reads the ring
+ * with the slots it reads at a check anyway, the loop on the device copies
+ * it into its history at each check (loop.h). */
+static inline GS_HD void gs_small_log(const gs_small *op, double *S)
+{
+    const double q = S[op->base];
+    S[op->base + 1 + (long long)fmod(q, (double)op->m)] = S[op->rr];
+    S[op->base] = q + 1.0;
 }
 
 static inline GS_HD void gs_small_gmres_restart(const gs_small *op, double *S)
@@ -309,6 +326,7 @@ static inline GS_HD void gs_small_exec(const gs_small *op, double *S)
         break;
     }
     case GS_SMALL_IDR_ALPHA: gs_small_idr_alpha(op, S); break;
+    case GS_SMALL_LOG: gs_small_log(op, S); break;
     case GS_SMALL_IDR_OMEGA: gs_small_idr_omega(op, S); break;
     }
 }

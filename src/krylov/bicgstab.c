@@ -8,7 +8,7 @@
 #include "krylov_impl.h"
 
 /* RR .. TT are read together at each check: keep them adjacent. */
-enum { BI_RHO = KR_FREE, BI_R0V, BI_TS, BI_TT, BI_ALPHA, BI_OMEGA, BI_RHO_OLD };
+enum { BI_RHO = KR_FREE, BI_R0V, BI_TS, BI_TT, BI_ALPHA, BI_OMEGA, BI_RHO_OLD, BI_LOG };
 
 typedef struct bicgstab_state {
     gs_vec *x, *r, *r0, *p, *v, *phat, *shat, *t;
@@ -45,6 +45,7 @@ static int bicgstab_body(kr_ctx *k, void *state)
                        gs_coef_slot(1, BI_OMEGA), s->shat, one, s->x));
     GS_TRY(o->axpby_dot(e, gs_coef_slot(-1, BI_OMEGA), s->t, one, s->r,   /* r = s - w t */
                         NULL, KR_RR));
+    GS_TRY(kr_log(k));                                                    /* --history   */
     GS_TRY(o->scalar_set(e, BI_RHO_OLD, gs_coef_slot(1, BI_RHO)));
     GS_TRY(o->dot(e, s->r0, s->r, BI_RHO));
     /* p = r + beta p - beta omega v, beta = (rho / rho_old) (alpha / omega) */
@@ -113,6 +114,7 @@ int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
     GS_TRY(e->ops->dot(e, s.r0, s.r, BI_RHO));
     int finished = 0;
     long it = 0;
+    GS_TRY(kr_log_begin(&k, BI_LOG));
     GS_TRY(bicgstab_fused(&k, &s, &finished));
     if (!finished)
         GS_TRY(kr_device_loop(&k, 0, kr_loop_per_body(&k), bicgstab_body, &s, bicgstab_tests,
@@ -122,7 +124,7 @@ int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b,
         for (long i = 0; i < nb; i++) GS_TRY(kr_run_iteration(&k, bicgstab_body, &s, 0));
         it += nb;
         double rv[5]; /* rr, rho, r0'v, t's, t't */
-        GS_TRY(e->ops->scalar_read(e, KR_RR, 5, rv));
+        GS_TRY(kr_check_read(&k, 5, rv)); /* and the log */
         const char *broke = kr_test_failed(bicgstab_tests, BI_N_TESTS, rv, KR_RR);
         if (kr_check_breakdown(&k, it, rv[0], broke)) break;
     }

@@ -9,7 +9,7 @@
 /* RR, PAP, RHO_0, RHO_1 are read together at each check: keep them
  * adjacent. rho alternates between two slots, so beta = rho_new / rho_old
  * needs no copy: iteration parity picks which slot is new. */
-enum { CG_PAP = KR_FREE, CG_RHO0, CG_RHO1 };
+enum { CG_PAP = KR_FREE, CG_RHO0, CG_RHO1, CG_LOG };
 
 typedef struct cg_state {
     gs_vec *x, *r, *z, *p, *q;
@@ -35,6 +35,7 @@ static int cg_body(kr_ctx *k, void *state)
     GS_TRY(k->ops->axpy2_dot(e, gs_coef_ratio(1, rho, CG_PAP), s->p, s->x, /* x += alpha p */
                              gs_coef_ratio(-1, rho, CG_PAP), s->q, s->r,   /* r -= alpha q */
                              KR_RR));
+    GS_TRY(kr_log(k));                                                   /* --history     */
     GS_TRY(gs_pc_apply_dot(k->pc, s->r, s->z, rho_new));                 /* z = M r, r.z  */
     GS_TRY(k->ops->axpby(e, gs_coef_const(1), s->z,                      /* p = z + beta p */
                          gs_coef_ratio(1, rho_new, rho), s->p));
@@ -123,6 +124,7 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
     }
     int par = 0, finished = 0;
     long it = 0;
+    GS_TRY(kr_log_begin(&k, CG_LOG));
     GS_TRY(cg_fused(&k, &s, &finished));
     if (!finished) GS_TRY(cg_device_loop(&k, &s, &it, &finished));
     while (!finished && it < opts->maxit) {
@@ -133,7 +135,7 @@ int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_ve
         }
         it += nb;
         double rv[4];
-        GS_TRY(e->ops->scalar_read(e, KR_RR, 4, rv)); /* rr, pap, rho0, rho1 */
+        GS_TRY(kr_check_read(&k, 4, rv)); /* rr, pap, rho0, rho1 (and the log) */
         cg_tests(CG_RHO0 + par, t); /* the new rho (see cg_body) */
         if (kr_check_breakdown(&k, it, rv[0], kr_test_failed(t, CG_N_TESTS, rv, KR_RR))) break;
     }

@@ -291,7 +291,7 @@ static int gmres_cycles(kr_ctx *k, gmres_ws *ws)
         const double start_rel = sqrt(rr0) / k->bnorm;
         GS_TRY(gmres_true_residual(k, ws, ws->V[0]));
         GS_TRY(k->ops->scalar_read(e, KR_RR, 1, &rr));
-        done = kr_check(k, it, rr);
+        done = kr_check_true(k, it, rr);
         const int confirmed = done && res->reason == GS_REASON_CONVERGED;
         if (claimed && !confirmed && !(res->rel_residual < start_rel)) {
             GS_TRY(k->ops->axpby(e, gs_coef_const(-1), ws->z, gs_coef_const(1), ws->x));
@@ -313,6 +313,7 @@ int gs_gmres_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs
     gmres_ws ws = {0};
     int status = kr_init(&k, e, A, pc, opts, res);
     const int64_t n = gs_vec_length(b);
+    k.repeat_is_true = 1; /* the device loop's cycle ends judge b - A x */
     ws.m = opts->restart;
     int max_m = 1;
     while (gs_small_gmres_layout(KR_FREE, max_m + 1).end <= GS_MAX_SCALARS) max_m++;

@@ -1,6 +1,7 @@
 /* krylov.c - the registry of Krylov methods and what they share: the
  * initial residual, the stopping test and the residual history. */
 #include "krylov_impl.h"
+#include "small.h"
 #include "timer.h"
 
 #include <math.h>
@@ -11,13 +12,13 @@
 /* Each method counts its own vector accesses per iteration (in its file). */
 static const gs_method_type methods[] = {
     {"cg", "preconditioned conjugate gradients (SPD A and M)", gs_cg_solve,
-     gs_cg_vector_accesses, 1},
+     gs_cg_vector_accesses, 1, 0},
     {"bicgstab", "preconditioned BiCGSTAB, right preconditioning", gs_bicgstab_solve,
-     gs_bicgstab_vector_accesses, 2},
+     gs_bicgstab_vector_accesses, 2, 0},
     {"gmres", "restarted GMRES(m), right preconditioning, CGS2 orthogonalisation",
-     gs_gmres_solve, gs_gmres_vector_accesses, 1},
+     gs_gmres_solve, gs_gmres_vector_accesses, 1, 1},
     {"idr", "IDR(s) with biorthogonalisation (van Gijzen & Sonneveld 2011)", gs_idr_solve,
-     gs_idr_vector_accesses, 1},
+     gs_idr_vector_accesses, 1, 0},
 };
 
 const gs_method_type *gs_method_find(const char *name)
@@ -59,6 +60,7 @@ void gs_krylov_history_free(gs_krylov_history *h)
     free(h->rel);
     free(h->iteration);
     free(h->seconds);
+    free(h->flags);
     memset(h, 0, sizeof *h);
 }
 
@@ -79,6 +81,13 @@ int kr_init(kr_ctx *k, gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_krylov
     k->auto_block = 1;
     k->last_it = -1;
     k->last_rel = 0.0;
+    k->log_base = GS_SLOT_NONE;
+    k->log_cap = 0;
+    k->log_read = NULL;
+    k->log_fresh = 0;
+    k->next_flags = 0;
+    k->repeat_is_true = 0;
+    res->engine_true_rel = NAN;
     return GS_OK;
 }
 
@@ -109,7 +118,7 @@ int kr_initial_residual(kr_ctx *k, const gs_vec *b, gs_vec *x, gs_vec *r, int *d
         *done = 1;
         return GS_OK;
     }
-    *done = kr_check(k, 0, s[1]);
+    *done = kr_check_true(k, 0, s[1]);
 cleanup:
     return status;
 }
@@ -151,17 +160,16 @@ static void kr_history_grow(kr_ctx *k)
     if (hi) hist->iteration = hi;
     double *hs = realloc(hist->seconds, (size_t)cap * sizeof(double));
     if (hs) hist->seconds = hs;
-    if (h && hi && hs) k->history_cap = cap;
+    unsigned char *hf = realloc(hist->flags, (size_t)cap);
+    if (hf) hist->flags = hf;
+    if (h && hi && hs && hf) k->history_cap = cap;
 }
 
-/* The check at iteration it found rel at seconds since the start. */
-static void kr_record_at(kr_ctx *k, long it, double rel, double seconds)
+/* Iteration it had rel at seconds since the start (flags: GS_HISTORY_*);
+ * the history only: an entry between checks is no verdict. */
+static void kr_history_add(kr_ctx *k, long it, double rel, double seconds, unsigned flags)
 {
-    gs_krylov_result *res = k->res;
-    res->iterations = it;
-    res->rel_residual = rel;
-    if (!k->opts->record_history) return;
-    gs_krylov_history *hist = &res->history;
+    gs_krylov_history *hist = &k->res->history;
     long i = hist->len;
     if (i > 0 && hist->iteration[i - 1] == it) i--; /* the later check stands */
     else if (i == k->history_cap) kr_history_grow(k);
@@ -169,12 +177,96 @@ static void kr_record_at(kr_ctx *k, long it, double rel, double seconds)
     hist->rel[i] = rel;
     hist->iteration[i] = it;
     hist->seconds[i] = seconds;
+    hist->flags[i] = (unsigned char)flags;
     if (i == hist->len) hist->len++;
+}
+
+/* The check at iteration it found rel at seconds since the start. */
+static void kr_record_at(kr_ctx *k, long it, double rel, double seconds, unsigned flags)
+{
+    gs_krylov_result *res = k->res;
+    res->iterations = it;
+    res->rel_residual = rel;
+    if (k->opts->record_history) kr_history_add(k, it, rel, seconds, flags);
+}
+
+/* The iterations between the last entry and the check at it, from the
+ * log the check read with its slots (kr_check_read): entry q of the ring
+ * holds iteration it - (count - 1 - q); their times are interpolated
+ * (kr_history_interpolate). */
+static void kr_record_logged(kr_ctx *k, long it)
+{
+    const gs_krylov_history *hist = &k->res->history;
+    if (!k->log_fresh || hist->len == 0) return;
+    k->log_fresh = 0;
+    const double *ring = k->log_read + (k->log_base + 1 - KR_RR);
+    const double count = k->log_read[k->log_base - KR_RR];
+    for (long j = hist->iteration[hist->len - 1] + 1; j < it; j++) {
+        const double q = count - 1.0 - (double)(it - j);
+        if (it - j >= k->log_cap || q < 0.0) continue; /* overwritten, or never logged */
+        const double rr = ring[(long)fmod(q, (double)k->log_cap)];
+        kr_history_add(k, j, sqrt(fabs(rr)) / k->bnorm, NAN, GS_HISTORY_INTERPOLATED);
+    }
 }
 
 static void kr_record(kr_ctx *k, long it, double rel)
 {
-    kr_record_at(k, it, rel, k->opts->record_history ? gs_now() - k->start : 0.0);
+    const unsigned flags = k->next_flags;
+    k->next_flags = 0;
+    if (k->opts->record_history) kr_record_logged(k, it);
+    kr_record_at(k, it, rel, k->opts->record_history ? gs_now() - k->start : 0.0, flags);
+}
+
+/* Entries flagged GS_HISTORY_INTERPOLATED get the time linear in the
+ * iteration between the entries with a time of their own around them (the
+ * first entry, iteration 0, always has one; so has the last, a check). */
+static void kr_history_interpolate(gs_krylov_history *h)
+{
+    long before = 0;
+    for (long i = 1; i < h->len; i++) {
+        if (h->flags[i] & GS_HISTORY_INTERPOLATED) continue;
+        for (long j = before + 1; j < i; j++) {
+            const double f = (double)(h->iteration[j] - h->iteration[before]) /
+                             (double)(h->iteration[i] - h->iteration[before]);
+            h->seconds[j] = h->seconds[before] + f * (h->seconds[i] - h->seconds[before]);
+        }
+        before = i;
+    }
+}
+
+int kr_log_begin(kr_ctx *k, int base)
+{
+    const gs_krylov_opts *o = k->opts;
+    const double zero = 0.0;
+    if (!o->record_history) return GS_OK;
+    /* the most iterations between two checks: a host block (check_every, or
+     * KR_AUTO_MAX adaptive), after a device loop's last check its body's */
+    k->log_cap = (o->check_every > KR_AUTO_MAX ? o->check_every : KR_AUTO_MAX) +
+                 GS_LOOP_MAX_PER_BODY;
+    if (base + 1 + k->log_cap > GS_MAX_SCALARS) return GS_OK; /* no room: checks only */
+    k->log_read = gs_malloc((size_t)(base + 1 + k->log_cap - KR_RR) * sizeof(double),
+                            "residual log", &k->e->err);
+    if (!k->log_read) return GS_ERR_NOMEM;
+    k->log_base = base;
+    return k->ops->scalar_write(k->e, base, 1, &zero);
+}
+
+int kr_log(kr_ctx *k)
+{
+    if (k->log_base == GS_SLOT_NONE) return GS_OK;
+    const gs_small op = {GS_SMALL_LOG, 0, k->log_cap, k->log_base, KR_RR};
+    return k->ops->small_run(k->e, &op);
+}
+
+int kr_check_read(kr_ctx *k, int count, double *v)
+{
+    if (k->log_base == GS_SLOT_NONE) return k->ops->scalar_read(k->e, KR_RR, count, v);
+    const int status = k->ops->scalar_read(k->e, KR_RR, k->log_base + 1 + k->log_cap - KR_RR,
+                                           k->log_read);
+    if (status != GS_OK) return status;
+    memcpy(v, k->log_read, (size_t)count * sizeof(double));
+    k->log_fresh = 1;
+    return GS_OK;
 }
 
 int kr_positive(double v) { return isfinite(v) && v > 0.0; }
@@ -215,6 +307,12 @@ int kr_check_breakdown(kr_ctx *k, long it, double rr, const char *what)
 
 int kr_check(kr_ctx *k, long it, double rr) { return kr_check_breakdown(k, it, rr, NULL); }
 
+int kr_check_true(kr_ctx *k, long it, double rr)
+{
+    k->next_flags = GS_HISTORY_TRUE;
+    return kr_check_breakdown(k, it, rr, NULL);
+}
+
 void kr_breakdown(kr_ctx *k, long it, const char *what)
 {
     k->res->reason = GS_REASON_BREAKDOWN;
@@ -242,6 +340,10 @@ cleanup:
 
 void kr_finish(kr_ctx *k)
 {
+    kr_history_interpolate(&k->res->history);
+    free(k->log_read);
+    k->log_read = NULL;
+    k->log_base = GS_SLOT_NONE;
     for (int i = 0; i < 2; i++)
         if (k->seq[i]) k->ops->seq_destroy(k->e, k->seq[i]);
     k->seq[0] = k->seq[1] = NULL;
@@ -294,8 +396,17 @@ long kr_loop_per_body(const kr_ctx *k)
 static int kr_loop_verdict(kr_ctx *k, const gs_loop *L, const kr_test *tests)
 {
     gs_krylov_result *res = k->res;
-    for (long i = 0; i < L->history_len; i++)
-        kr_record_at(k, L->history_it[i], L->history_rel[i], L->history_time[i] - k->start);
+    for (long i = 0; i < L->history_len; i++) {
+        /* no time of its own: an iteration the device loop took from the log */
+        const int logged = isnan(L->history_time[i]);
+        const int again = res->history.len > 0 &&
+                          res->history.iteration[res->history.len - 1] == L->history_it[i];
+        unsigned flags = logged ? GS_HISTORY_INTERPOLATED : GS_HISTORY_DEVICE_CLOCK;
+        if (again && k->repeat_is_true) flags |= GS_HISTORY_TRUE;
+        if (logged) kr_history_add(k, L->history_it[i], L->history_rel[i], NAN, flags);
+        else kr_record_at(k, L->history_it[i], L->history_rel[i], L->history_time[i] - k->start,
+                          flags);
+    }
     if (L->stop == GS_LOOP_HANDOFF) {
         if (L->last_it > L->it0 && k->opts->progress)
             k->opts->progress(k->opts->progress_ctx, L->last_it, L->last_rel);
@@ -346,9 +457,11 @@ static int kr_loop_prepare(kr_ctx *k, long it0, long per_body, const kr_test *te
     L->deadline = o->deadline;
     L->progress = o->progress;
     L->progress_ctx = o->progress_ctx;
-    if (o->record_history) { /* checks at it0 + c, it0 + 2c, ... and maxit, or as many as said */
-        const long cap = checks > 0 ? checks
-                                    : (o->maxit - it0 + L->check_every - 1) / L->check_every;
+    if (o->record_history) { /* every iteration, or as many checks as said */
+        const long cap = checks > 0 ? checks : o->maxit - it0;
+        L->record_every = 1;
+        L->log_base = k->log_base;
+        L->log_cap = k->log_cap;
         if (cap > GS_LOOP_MAX_HISTORY) { /* the host loop records any length */
             snprintf(k->res->loop_note, sizeof k->res->loop_note,
                      "history of %ld checks above the device's %ld", cap, GS_LOOP_MAX_HISTORY);

@@ -25,7 +25,10 @@ typedef struct gs_krylov_opts {
     int idr_s;       /* idr */
     int check_every; /* read the residual norm back every this many iterations;
                       * 0: adaptive (cg and bicgstab; the others check every step) */
-    int record_history; /* keep ||r_k|| / ||b||, k and the time of every check */
+    int record_history; /* keep ||r_k|| / ||b||, k and the time of every iteration
+                         * (gs_krylov_history) */
+    int replacements;   /* gs_krylov_solve: residual replacements allowed where the
+                         * method's estimate says converged and b - A x does not */
     int use_capture;    /* replay captured iteration blocks where the engine can, and
                          * run the whole loop on the device where it offers loop_run */
     double deadline; /* gs_now() value past which the method stops at its next check with
@@ -37,15 +40,35 @@ typedef struct gs_krylov_opts {
     void *progress_ctx;
 } gs_krylov_opts;
 
-/* One entry per residual check when opts.record_history, iteration 0 (the
- * initial residual) first; a check repeated at the same iteration (gmres
- * confirming its estimate with b - A x) replaces the entry, so the
- * iterations strictly increase and the last entry is the result's
- * rel_residual. Parallel arrays, malloc'ed; gs_krylov_history_free. */
+/* "converged" needs ||b - A x|| / ||b|| <= GS_TRUE_RESIDUAL_FACTOR * tol
+ * (docs/verdicts.md): the run layer's verdict, and the bound below which
+ * gs_krylov_solve replaces no residual. */
+#define GS_TRUE_RESIDUAL_FACTOR 10.0
+
+/* Where a history entry's numbers come from (gs_krylov_history.flags). */
+enum {
+    GS_HISTORY_TRUE = 1,         /* rel is ||b - A x_k|| / ||b|| computed afresh (iteration
+                                  * 0, gmres's cycle ends, a residual replacement), not the
+                                  * method's recurrence */
+    GS_HISTORY_INTERPOLATED = 2, /* seconds interpolated between the checks around it (an
+                                  * iteration without a check of its own) */
+    GS_HISTORY_DEVICE_CLOCK = 4  /* seconds from the device's clock (the loop on the device,
+                                  * the fused kernel), mapped onto the host's */
+};
+
+/* One entry per iteration when opts.record_history, iteration 0 (the
+ * initial residual) first: iterations a method runs between two residual
+ * checks come from a log of ||r_k||^2 on the engine (small.h,
+ * GS_SMALL_LOG), read with the next check, so len = iterations + 1. A check
+ * repeated at the same iteration (gmres confirming its estimate with
+ * b - A x, a residual replacement) replaces the entry, so the iterations
+ * strictly increase and the last entry is the result's rel_residual.
+ * Parallel arrays, malloc'ed; gs_krylov_history_free. */
 typedef struct gs_krylov_history {
     double *rel;     /* ||r_k|| / ||b|| */
     long *iteration; /* k */
-    double *seconds; /* gs_now() at the check minus at the solve's start */
+    double *seconds; /* the time of iteration k minus the solve's start (flags say how) */
+    unsigned char *flags; /* GS_HISTORY_* */
     long len;
 } gs_krylov_history;
 
@@ -64,6 +87,8 @@ typedef struct gs_krylov_result {
                            * becoming every GS_LOOP_MAX_PER_BODY; GMRES and IDR after
                            * every step), or the fused kernel */
     char loop_note[160];  /* why an engine with a loop on the device declined it, how the fused path ran, or "" */
+    int replacements;     /* residual replacements gs_krylov_solve made */
+    double engine_true_rel; /* its last ||b - A x|| / ||b|| on the engine; NaN: not computed */
 } gs_krylov_result;
 
 typedef enum gs_loop_path { GS_PATH_HOST = 0, GS_PATH_DEVICE, GS_PATH_FUSED } gs_loop_path;
@@ -83,7 +108,23 @@ typedef struct gs_method_type {
      * its iteration is counted as one full step). */
     double (*vector_accesses)(const gs_krylov_opts *opts);
     int spmv_per_iteration;
+    /* 1: the method's "converged" already rests on b - A x within tol
+     * (gmres confirms every claim): gs_krylov_solve checks nothing more */
+    int confirms_true_residual;
 } gs_method_type;
+
+/* method->solve, then, while the method says converged and the true
+ * residual ||b - A x|| / ||b|| (on the engine: one spmv and one read) is
+ * above GS_TRUE_RESIDUAL_FACTOR * tol, up to opts->replacements times:
+ * replace r by b - A x and run the method again from x (its recurrence
+ * restarted), within the iterations left. res then covers the whole solve:
+ * iterations, counts and the history add up (a replacement's row is
+ * flagged GS_HISTORY_TRUE), res->replacements says how many were made.
+ * The same on every engine and loop path: only the method's solve runs
+ * there. */
+int gs_krylov_solve(const gs_method_type *method, gs_engine *e, const gs_mat *A, gs_pc *pc,
+                    const gs_vec *b, gs_vec *x, const gs_krylov_opts *opts,
+                    gs_krylov_result *res);
 
 const gs_method_type *gs_method_find(const char *name);
 int gs_method_type_count(void);

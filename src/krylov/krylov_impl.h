@@ -25,6 +25,14 @@ typedef struct kr_ctx {
     long auto_block; /* iterations until the next check when check_every = 0 */
     long last_it;    /* the previous check, for the convergence rate */
     double last_rel;
+    /* The residual log (opts.record_history, methods that check every few
+     * iterations: kr_log_begin): the ring's slots, and the slots from KR_RR
+     * to its end as the last check read them (log_fresh: not yet used). */
+    int log_base, log_cap;
+    double *log_read;
+    int log_fresh;
+    unsigned char next_flags; /* GS_HISTORY_* for the next check's entry */
+    int repeat_is_true; /* a device loop's check repeating an iteration judged b - A x (gmres) */
 } kr_ctx;
 
 typedef int (*kr_body_fn)(kr_ctx *k, void *state);
@@ -39,6 +47,19 @@ int kr_initial_residual(kr_ctx *k, const gs_vec *b, gs_vec *x, gs_vec *r, int *d
  * one, NULL: none), then maxit and opts->deadline stop the method. */
 int kr_check_breakdown(kr_ctx *k, long it, double rr, const char *what);
 int kr_check(kr_ctx *k, long it, double rr); /* kr_check_breakdown(k, it, rr, NULL) */
+/* kr_check of a residual computed as b - A x (flagged GS_HISTORY_TRUE). */
+int kr_check_true(kr_ctx *k, long it, double rr);
+/* The residual log (small.h, GS_SMALL_LOG) of a method that checks only
+ * every few iterations, where opts.record_history asks for every one: its
+ * ring from slot base on (past the method's slots), emptied. kr_log
+ * appends S[KR_RR] (call it once an iteration, after the iteration's r.r;
+ * nothing where the log is off); kr_check_read reads count slots from
+ * KR_RR into v as scalar_read would, the log with them in the same read, so
+ * that the next kr_check_breakdown records the iterations since the last
+ * check from it. */
+int kr_log_begin(kr_ctx *k, int base);
+int kr_log(kr_ctx *k);
+int kr_check_read(kr_ctx *k, int count, double *v);
 /* 1 if v is finite and > 0: a denominator or an SPD product the methods
  * may divide by (NaN, Inf, 0 and negatives are not). */
 int kr_positive(double v);

@@ -56,7 +56,7 @@
 #include "gs_dsparse.h"
 #include "reduce.cuh"
 
-#define BLOCKS_THREADS 512
+#define BLOCKS_THREADS 512                  /* at most; blk_threads picks */
 #define BLOCKS_UNSET 0xffffffffffffffffull /* the fill's bytes, 0xFF */
 #define BLOCKS_NAN 0x7ff8000000000000ull   /* a computed x_i that equals the fill */
 #define GS_DTRI_PAD INT32_MIN               /* an empty slot */
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(BLOCKS_THREADS) tri_blocks_kernel(blk_args a)
     __shared__ unsigned block;
     __shared__ bool is_last;
     __shared__ double smem[32];
-    constexpr int G = BLOCKS_THREADS / K; /* positions a pass */
+    const int T = blockDim.x, G = T / K; /* threads, positions a pass */
     const int W = a.W;
     blk_smem sh;
     sh.x = dyn, sh.rhs = dyn + W, sh.diag = dyn + 2 * W, sh.val = dyn + 3 * W;
@@ -263,20 +263,20 @@ __global__ void __launch_bounds__(BLOCKS_THREADS) tri_blocks_kernel(blk_args a)
     const int32_t len = a.step_ptr[s0 + steps] - (int32_t)base;
     const int64_t ovf0 = a.ovf_ptr[base];
     /* the chunk into shared memory: everything but the x_j of earlier chunks */
-    for (int32_t k = threadIdx.x; k < len; k += BLOCKS_THREADS) {
+    for (int32_t k = threadIdx.x; k < len; k += T) {
         const int32_t i = a.row[base + k];
         sh.row[k] = i;
         sh.rhs[k] = (a.s ? a.s[i] : 1.0) * a.b[i];
         sh.diag[k] = a.diag[base + k];
         if (a.fill) a.fill[i] = BLOCKS_UNSET;
     }
-    for (int32_t k = threadIdx.x; k < len * K; k += BLOCKS_THREADS) {
+    for (int32_t k = threadIdx.x; k < len * K; k += T) {
         sh.col[k] = a.col[base * K + k];
         sh.val[k] = a.val[base * K + k];
     }
-    for (int32_t k = threadIdx.x; k <= steps; k += BLOCKS_THREADS)
+    for (int32_t k = threadIdx.x; k <= steps; k += T)
         sh.step[k] = a.step_ptr[s0 + k] - (int32_t)base;
-    for (int32_t k = threadIdx.x; k <= len; k += BLOCKS_THREADS)
+    for (int32_t k = threadIdx.x; k <= len; k += T)
         sh.ovf[k] = (int32_t)(a.ovf_ptr[base + k] - ovf0);
     __syncthreads();
     const int sub = threadIdx.x % K, g = threadIdx.x / K;
@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(BLOCKS_THREADS) tri_blocks_kernel(blk_args a)
     }
     if (a.dot) { /* uniform: the whole block sums (gs_block_sum's barriers) */
         double term = 0.0;
-        for (int32_t k = threadIdx.x; k < len; k += BLOCKS_THREADS)
+        for (int32_t k = threadIdx.x; k < len; k += T)
             term += a.w[sh.row[k]] * sh.x[k];
         const double part = gs_block_sum(term, smem);
         if (threadIdx.x == 0) a.partials[block] = part;
@@ -606,10 +606,21 @@ cleanup:
     return status;
 }
 
+/* Threads a block: K lanes for each row a step holds on the mean (a power of two, 32 to
+ * BLOCKS_THREADS). Lanes with no row in a step still pass its barrier, and on a chain (a row
+ * a step) fifteen idle warps cost the working one its issue slots after every barrier. */
+static unsigned blk_threads(const gs_dtri *t)
+{
+    const double per_step = (double)t->n / (t->n_steps > 0 ? t->n_steps : 1);
+    unsigned threads = 32;
+    while (threads < BLOCKS_THREADS && threads < per_step * t->blocks_lanes) threads *= 2;
+    return threads;
+}
+
 template <int K>
 static int blk_launch(gs_engine *e, const gs_dtri *t, const blk_args &a)
 {
-    return CUDA_LAUNCH(&e->err, tri_blocks_kernel<K>, (unsigned)t->n_chunks, BLOCKS_THREADS,
+    return CUDA_LAUNCH(&e->err, tri_blocks_kernel<K>, (unsigned)t->n_chunks, blk_threads(t),
                        (size_t)t->chunk_rows * blk_row_bytes(K) + 16, gs_cuda_of(e)->stream, a);
 }
 

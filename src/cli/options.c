@@ -22,8 +22,9 @@ static const opt_decl options[] = {
     {"precond", 'p', "NAME", "jacobi", "preconditioner (list below; gpusolve --list for details)",
      GS_OPT_STRING, F(precond)},
     {"method", 'm', "NAME", "auto",
-     "cg|bicgstab|gmres|idr; auto: cg when A and M are both symmetric, else the "
-     "preconditioner's paper method (spai, gspai-opt: bicgstab; isai: idr), else bicgstab",
+     "cg|bicgstab|gmres|idr; auto: cg where A can be SPD (symmetric, every a_ii > 0) and M "
+     "is symmetric, else the preconditioner's paper method (spai, gspai-opt: bicgstab; isai: "
+     "idr), else bicgstab; the report says why",
      GS_OPT_STRING, F(method)},
     {"engine", 'e', "NAME", "auto",
      "cpu|cuda|both; auto: cuda if a GPU is present, else cpu (with a notice)", GS_OPT_STRING,

@@ -113,6 +113,8 @@ int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_erro
     if (p->A.n_rows == 0)
         return gs_error_set(err, GS_ERR_INPUT, "%s: the matrix has no rows", p->name);
     p->symmetric = gs_csr_is_symmetric(&p->A, GS_SYMMETRY_RTOL);
+    p->nonpositive_diag_row = gs_csr_first_nonpositive_diagonal(&p->A, 0,
+                                                                &p->nonpositive_diag_value);
     if (cli->write_matrix) {
         status = gs_mm_write_csr(cli->write_matrix, &p->A, p->symmetric, p->name, err);
         if (status != GS_OK) return status;
@@ -175,11 +177,22 @@ void gs_problem_free(gs_problem *p)
 
 const char *gs_run_auto_method(const gs_problem *p, const gs_pc *pc, char *why, size_t len)
 {
-    if (p->symmetric && pc->symmetric) {
-        snprintf(why, len, "A and M symmetric");
+    const int64_t bad = p->nonpositive_diag_row;
+    if (p->symmetric && pc->symmetric && bad < 0) {
+        snprintf(why, len, "A and M symmetric, A's diagonal positive");
         return "cg";
     }
-    const char *what = !p->symmetric ? "A nonsymmetric" : "M nonsymmetric";
+    char what[96];
+    if (!p->symmetric)
+        snprintf(what, sizeof what, "A nonsymmetric");
+    else if (bad >= 0 && p->nonpositive_diag_value == 0.0)
+        snprintf(what, sizeof what, "A symmetric but not SPD: a_%lld,%lld = 0 (zero or not stored)",
+                 (long long)bad + 1, (long long)bad + 1);
+    else if (bad >= 0)
+        snprintf(what, sizeof what, "A symmetric but not SPD: diagonal a_%lld,%lld = %.3g <= 0",
+                 (long long)bad + 1, (long long)bad + 1, p->nonpositive_diag_value);
+    else
+        snprintf(what, sizeof what, "M nonsymmetric");
     if (pc->type->paper_method) {
         snprintf(why, len, "%s; %s's paper method", what, pc->type->name);
         return pc->type->paper_method;

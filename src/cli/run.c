@@ -434,6 +434,10 @@ static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_
     run->opts.check_every = cli->verbose ? 1 : (int)cli->check_every;
     run->opts.record_history = cli->verbose || cli->history;
     run->opts.use_capture = !cli->no_graph;
+    /* --loop steers the cuda engine; the cpu engine of --engine both runs its
+     * host loop, asked nothing (options.c refuses --loop device|fused alone) */
+    const int asked = e->ops->kind == GS_ENGINE_CUDA || strcmp(cli->loop, "host") == 0;
+    snprintf(run->loop_asked, sizeof run->loop_asked, "%s", asked ? cli->loop : "auto");
     run->repeat = (int)cli->repeat;
     run->time_reached = run->er = NAN;
     for (int i = 0; i < GS_HEAT3D_POINTS; i++) run->point_exact[i] = run->point_error[i] = NAN;
@@ -471,6 +475,10 @@ static void run_record(gs_run *run, const gs_krylov_result *res)
     snprintf(run->breakdown, sizeof run->breakdown, "%s", res->breakdown);
     run->device_loop = res->device_loop;
     snprintf(run->loop_note, sizeof run->loop_note, "%s", res->loop_note);
+    const gs_method_type *m = gs_method_find(run->method);
+    if (strcmp(run->loop_asked, "fused") == 0 && m && !m->fused) /* -m auto chose it */
+        snprintf(run->loop_note, sizeof run->loop_note, "no fused kernel for %s%s%.120s",
+                 run->method, res->loop_note[0] ? "; " : "", res->loop_note);
     run->rel_residual = res->rel_residual;
     run->idr_s_used = res->idr_s;
     gs_krylov_history_free(&run->history);

@@ -61,6 +61,7 @@ typedef struct gs_run {
     char breakdown[160];
     int device_loop;     /* where the iterations ran: gs_loop_path (host, device, fused) */
     char loop_note[160]; /* why not, where the engine has one (gs_krylov_result) */
+    char loop_asked[8];  /* --loop on this engine: auto|host|device|fused (cpu: auto) */
     double rel_residual, true_residual;
     char verdict_note[320]; /* why a method's "converged" was not kept */
     gs_krylov_history history; /* the last repeat's residual checks (gs_krylov_result) */

@@ -435,6 +435,7 @@ void gs_engine_dist_describe(gs_engine *e, gs_dist_summary *s)
     s->ranks = d->size;
     s->devices = d->devices;
     snprintf(s->transport, sizeof s->transport, "%s", d->tr->name);
+    s->halo_overlap = d->halo_overlap;
     s->comm_setup_seconds = d->comm_setup_seconds;
 }
 

@@ -83,6 +83,9 @@ typedef struct gs_method_type {
      * its iteration is counted as one full step). */
     double (*vector_accesses)(const gs_krylov_opts *opts);
     int spmv_per_iteration;
+    /* 1: an engine's fused one-kernel path (fused_run) can run it, so
+     * --loop fused may ask for it (cg.c, bicgstab.c: kr_fused) */
+    int fused;
 } gs_method_type;
 
 const gs_method_type *gs_method_find(const char *name);

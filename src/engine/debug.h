@@ -86,6 +86,10 @@ typedef struct gs_debug {
     /* GS_DIST_COMM_TIMING=0: the CUDA transport records no events around
      * its communication (comm_s reads 0; their cost is the difference) */
     int dist_comm_timing_off;
+    /* GS_DIST_TRANSPORT=nccl|mpi-staged: under mpirun on the CUDA engine,
+     * the transport forced (src/dist/engine_mpi.c); 0: the rule (NCCL where
+     * every rank has a GPU of its own, else through page-locked host memory) */
+    int dist_transport;
 } gs_debug;
 
 #define GS_DEBUG_PLAN_HOST 1
@@ -100,6 +104,8 @@ typedef struct gs_debug {
 #define GS_DEBUG_SCHEME_LEVELS 1
 #define GS_DEBUG_SCHEME_SYNCFREE 2
 #define GS_DEBUG_SCHEME_HOST 3
+#define GS_DEBUG_TRANSPORT_NCCL 1
+#define GS_DEBUG_TRANSPORT_STAGED 2
 
 /* d from the environment variables above; unset or malformed ones keep
  * the default. For main only: library code reads the structure it is given. */

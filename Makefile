@@ -5,6 +5,9 @@
 #                        docs/multigpu.md): MPI_CFLAGS / MPI_LIBS default to
 #                        `mpicc --showme:compile` / `--showme:link`, NCCL_CFLAGS /
 #                        NCCL_LIBS to the CUDA toolkit's NCCL (CUDA=1 builds only)
+#   (every target builds on all cores, JOBS=$(nproc) by default: make JOBS=1, or a
+#   -jN on the command line, chooses otherwise; each command's output is printed
+#   whole when it ends, and the tests themselves run one suite at a time, in order)
 #   make run             build and solve the built-in example problem
 #   make test            build and run every Check suite (GPU suites skip without a GPU)
 #                        and the pytest suites of tests/python (scripts/batch.py, plots.py)
@@ -17,6 +20,16 @@
 # libFuzzer for fuzz; pip's numpy, matplotlib, pytest for test) are installed
 # when make runs as root, else make stops with the command to run; DEPS=skip
 # checks nothing.
+
+# A parallel build by default (a fresh clone's `make run` on 2 cores: 229 s
+# one file at a time). GNU make 4.4 and later show a command line's -jN in
+# MAKEFLAGS here, and then it is kept; in 4.3 a command line's -jN still
+# overrides this one. --output-sync=target prints each target's output
+# whole, so that parallel compiles do not interleave their lines.
+JOBS      ?= $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+  MAKEFLAGS += -j$(JOBS) --output-sync=target
+endif
 
 PREFIX    ?= /usr/local
 BUILD     ?= build
@@ -128,17 +141,20 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libgpusolve.a $(HEADE
 $(BUILD)/src $(BUILD)/cuda $(BUILD)/tests:
 	mkdir -p $@
 
+# '+' on the lines that run for long (run, test, bench, sanitize, fuzz): they
+# print as they run, not held back by --output-sync until they end, as make
+# does for a recursive make; make -n runs them too.
 run: $(BUILD)/gpusolve
-	$(BUILD)/gpusolve --generate poisson3d:64 -p jacobi -m cg
+	+$(BUILD)/gpusolve --generate poisson3d:64 -p jacobi -m cg
 
 test: $(BUILD)/gpusolve $(TEST_BIN) | deps-python
-	GPUSOLVE=$(BUILD)/gpusolve PYTEST_DIR=tests/python scripts/run_tests.sh $(TEST_BIN)
+	+GPUSOLVE=$(BUILD)/gpusolve PYTEST_DIR=tests/python scripts/run_tests.sh $(TEST_BIN)
 
 bench: $(BUILD)/gpusolve
-	GPUSOLVE=$(BUILD)/gpusolve scripts/bench.sh
+	+GPUSOLVE=$(BUILD)/gpusolve scripts/bench.sh
 
 sanitize: $(BUILD)/gpusolve
-	GPUSOLVE=$(BUILD)/gpusolve scripts/sanitize.sh
+	+GPUSOLVE=$(BUILD)/gpusolve scripts/sanitize.sh
 
 # ---- fuzzing: tests/fuzz_mmio.c, the Matrix Market reader under libFuzzer ----
 # The reader and what it calls, built serially (no OpenMP: the fuzzer's
@@ -158,7 +174,7 @@ $(BUILD)/fuzz/fuzz_mmio: $(FUZZ_SRC) $(HEADERS) | deps-fuzz
 fuzz: $(BUILD)/fuzz/fuzz_mmio
 	scripts/fuzz_corpus.sh $(BUILD)/fuzz
 	mkdir -p $(BUILD)/fuzz/found
-	$(BUILD)/fuzz/fuzz_mmio -max_total_time=$(FUZZ_TIME) -max_len=4096 \
+	+$(BUILD)/fuzz/fuzz_mmio -max_total_time=$(FUZZ_TIME) -max_len=4096 \
 	    -dict=$(BUILD)/fuzz/mmio.dict -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
 	    $(BUILD)/fuzz/found $(BUILD)/fuzz/corpus
 

@@ -229,6 +229,9 @@ START_TEST(help_lists_every_option_with_default)
     const char *opts[] = {"--precond", "--method", "--engine", "--tol", "--maxit", "--restart",
                           "--idr-s", "--rhs", "--x0", "--output", "--format", "--repeat",
                           "--generate", "--verbose", "--quiet", "[default: 1e-8]",
+                          "--loop PATH", "[one of auto|host|device|fused; default: auto]",
+                          "--spmv-long HOW", "[one of auto|split|merge|off; default: auto]",
+                          "--overlap WHEN", "[one of auto|on|off; default: auto]",
                           "poisson3d", "convdiff3d", "jacobi", "bicgstab", "idr", "gmres"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) TU_ASSERT_HAS(o, opts[i]);
     free(o.text);
@@ -269,6 +272,17 @@ static const bad_case usage_cases[] = {
     {"/nonexistent/a.mtx", 1, "/nonexistent/a.mtx"},
     {"--rhs /nonexistent/b.mtx data/poisson3d_8.mtx", 1, "/nonexistent/b.mtx"},
     {"--tol", 1, "needs a value"},
+    /* the path options: unknown values name the option and its choices */
+    {"--loop bogus data/poisson3d_8.mtx", 1, "--loop: 'bogus' is not one of auto|host|device|fused"},
+    {"--loop=Host data/poisson3d_8.mtx", 1, "--loop: 'Host' is not one of"},
+    {"--spmv-long on data/poisson3d_8.mtx", 1, "--spmv-long: 'on' is not one of auto|split|merge|off"},
+    {"--overlap yes data/poisson3d_8.mtx", 1, "--overlap: 'yes' is not one of auto|on|off"},
+    {"--loop", 1, "needs a value"},
+    /* ... and a path the cpu engine cannot run is a usage error, before any input */
+    {"--loop fused /nonexistent/a.mtx", 1, "--loop fused: the cpu engine runs the host loop only"},
+    {"--loop device data/poisson3d_8.mtx", 1, "--loop device: the cpu engine runs the host loop only"},
+    {"--spmv-long merge data/poisson3d_8.mtx", 1, "--spmv-long merge: only the cuda engine"},
+    {"--overlap off data/poisson3d_8.mtx", 1, "--overlap off: the cpu engine's MPI exchange always overlaps"},
 };
 
 START_TEST(bad_usage_exits_1_with_a_message)
@@ -280,6 +294,73 @@ START_TEST(bad_usage_exits_1_with_a_message)
     tu_assert_exit(o, c->code);
     TU_ASSERT_HAS(o, c->fragment);
     free(o.text);
+}
+END_TEST
+
+/* --loop reaches the engine, and the report names the path that ran and
+ * the one asked: the cpu engine runs the host loop, asked (--loop host) or
+ * not (auto), in the table and in CSV; --engine both applies --loop to the
+ * cuda engine only (its cpu run asks nothing). */
+START_TEST(loop_option_reaches_the_engine_and_the_report)
+{
+    char loop[16], asked[16];
+    tu_cmd_out o = tu_run("-e cpu --loop host --generate poisson3d:6 --format csv");
+    tu_assert_exit(o, 0);
+    ck_assert(tu_csv_field(o.text, 0, "loop", loop, sizeof loop));
+    ck_assert(tu_csv_field(o.text, 0, "loop_asked", asked, sizeof asked));
+    ck_assert_str_eq(loop, "host");
+    ck_assert_str_eq(asked, "host");
+    free(o.text);
+    o = tu_run("-e cpu --generate poisson3d:6 --format json");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "\"loop\": \"host\"");
+    TU_ASSERT_HAS(o, "\"loop_asked\": \"auto\"");
+    free(o.text);
+    o = tu_run("-e cpu --loop host --generate poisson3d:6");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "\nloop       host (--loop host)\n");
+    free(o.text);
+    o = tu_run("-e cpu --generate poisson3d:6");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "\nloop       host (auto)\n");
+    free(o.text);
+}
+END_TEST
+
+/* A forced path that the command line shows cannot run is refused before
+ * any input is read (exit 1, the message names the option): the fused
+ * kernel runs cg and bicgstab only, --no-graph leaves the host loop only
+ * (where this build has the cuda engine; without it --engine cuda itself
+ * is refused), and --engine auto that finds no GPU refuses device and fused
+ * (the cpu engine's loop is the host's). */
+START_TEST(a_forced_path_that_cannot_run_is_a_usage_error)
+{
+    static const struct { const char *args, *cuda_msg; } cases[] = {
+        {"-e cuda -m gmres --loop fused", "--loop fused: the fused kernel runs cg, bicgstab only, not -m gmres"},
+        {"-e both -m idr --loop fused", "--loop fused: the fused kernel runs cg, bicgstab only, not -m idr"},
+        {"-e cuda --no-graph --loop device", "--loop device: --no-graph leaves the host loop only"},
+        {"-e cuda --no-graph --loop fused", "--loop fused: --no-graph leaves the host loop only"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s /nonexistent/a.mtx", cases[i].args);
+        tu_cmd_out o = tu_run(args);
+        tu_assert_exit(o, 1);
+        TU_ASSERT_HAS(o, GS_HAVE_CUDA ? cases[i].cuda_msg : "this build has no CUDA engine");
+        TU_ASSERT_LACKS(o, "/nonexistent/a.mtx");
+        free(o.text);
+    }
+    if (GS_HAVE_CUDA && !getenv("GS_HAVE_GPU")) { /* --engine auto finds no GPU here */
+        tu_cmd_out o = tu_run("--loop fused --generate poisson3d:6");
+        tu_assert_exit(o, 1);
+        TU_ASSERT_HAS(o, "--loop fused: no CUDA device found, and the cpu engine runs the host "
+                         "loop only");
+        free(o.text);
+        o = tu_run("--spmv-long split --generate poisson3d:6");
+        tu_assert_exit(o, 1);
+        TU_ASSERT_HAS(o, "--spmv-long split: no CUDA device found");
+        free(o.text);
+    }
 }
 END_TEST
 
@@ -715,6 +796,18 @@ START_TEST(list_csv_covers_every_registry_entry)
         ck_assert_int_eq(csv_find(rows, nrows, col, "method", m->name, "--restart") != NULL,
                          is_gmres);
     }
+    /* the --loop paths: host on every engine, device and fused on cuda only;
+     * fused names the methods the registry marks */
+    static const char *paths[] = {"host", "device", "fused"};
+    for (int i = 0; i < 3; i++) {
+        char **r = csv_find(rows, nrows, col, "loop", paths[i], "--loop");
+        ck_assert_msg(r, "--list lacks the loop path %s", paths[i]);
+        ck_assert_str_eq(r[c_ch], "auto|host|device|fused");
+        ck_assert_str_eq(r[c_def], "auto");
+        ck_assert_int_eq(strstr(r[c_eng], "cpu") != NULL, i == 0);
+    }
+    char **fused = csv_find(rows, nrows, col, "loop", "fused", "--loop");
+    ck_assert_ptr_nonnull(strstr(fused[csv_column(head, nh, "help")], "cg, bicgstab with"));
     free(text);
 }
 END_TEST
@@ -772,6 +865,8 @@ Suite *cli_suite(void)
     tcase_add_test(tc, verbose_prints_residual_history_and_quiet_prints_nothing);
     tcase_add_loop_test(tc, bad_usage_exits_1_with_a_message, 0,
                         sizeof usage_cases / sizeof usage_cases[0]);
+    tcase_add_test(tc, loop_option_reaches_the_engine_and_the_report);
+    tcase_add_test(tc, a_forced_path_that_cannot_run_is_a_usage_error);
     tcase_add_loop_test(tc, bad_input_files, 0, sizeof bad_files / sizeof bad_files[0]);
     tcase_add_test(tc, one_bad_file_does_not_stop_the_batch);
     tcase_add_test(tc, cuda_engine_without_a_device_is_a_runtime_failure);

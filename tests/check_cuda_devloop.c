@@ -1,6 +1,6 @@
 /* check_cuda_devloop.c - the iteration loop on the device (engine op
  * loop_run, issue 24) against the host loop over replayed iterations
- * (GS_DEVICE_LOOP=off, the same CUDA engine) and against the CPU engine.
+ * (--loop host, GS_DEVICE_LOOP=off: the same CUDA engine) and against the CPU engine.
  *
  * Why exact equality between the two CUDA paths: they run the same kernels
  * with the same launch shapes on the same data (the engine's reductions are
@@ -34,6 +34,7 @@
 #include "loop.h"
 #include "precond.h"
 #include "testutil.h"
+#include "cliutil.h"
 #include "timer.h"
 
 
@@ -128,8 +129,8 @@ static void compare3(const gs_csr *A, const double *b, const char *method, const
                   d.res.device_loop, d.res.loop_note);
     ck_assert_msg(h.res.device_loop == 0 && c.res.device_loop == 0, "%s: off paths", what);
     /* the switch is why, not a failure to build the loop */
-    ck_assert_msg(strcmp(h.res.loop_note, "GS_DEVICE_LOOP=off") == 0, "%s: %s", what,
-                  h.res.loop_note);
+    ck_assert_msg(strncmp(h.res.loop_note, "host loop forced (--loop host)", 30) == 0,
+                  "%s: %s", what, h.res.loop_note);
     assert_same_paths(&d, &h, what);
     ck_assert_msg(d.res.reason == c.res.reason, "%s: device loop %s, cpu %s", what,
                   gs_reason_name(d.res.reason), gs_reason_name(c.res.reason));
@@ -1280,6 +1281,57 @@ START_TEST(test_fused_rule)
 }
 END_TEST
 
+/* --loop as users run it: each value reaches the engine and the report
+ * names the path that ran and the one asked (CSV loop, loop_asked, and the
+ * table's loop line); a forced fused path this solve cannot take (isai
+ * with sweeps: no fused kernel for this M; -m auto picking idr for isai)
+ * falls back to the rule's path, named with the reason. */
+static void cli_loop(const char *args, const char *want_loop, const char *want_asked,
+                     const char *note_part)
+{
+    char full[512], loop[16], asked[16], note[200];
+    snprintf(full, sizeof full, "-e cuda --format csv %s", args);
+    tu_cmd_out o = tu_run(full);
+    tu_assert_exit(o, 0);
+    ck_assert_msg(tu_csv_field(o.text, 0, "loop", loop, sizeof loop), "%s", o.text);
+    ck_assert(tu_csv_field(o.text, 0, "loop_asked", asked, sizeof asked));
+    ck_assert(tu_csv_field(o.text, 0, "loop_note", note, sizeof note));
+    ck_assert_msg(strcmp(loop, want_loop) == 0, "%s: loop %s (%s)", args, loop, note);
+    ck_assert_str_eq(asked, want_asked);
+    if (note_part) ck_assert_msg(strstr(note, note_part), "%s: note '%s'", args, note);
+    free(o.text);
+}
+
+START_TEST(test_loop_option)
+{
+    const char *p = "--generate poisson3d:12 -p jacobi";
+    char a[256];
+    static const char *paths[] = {"host", "device", "fused"};
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < 3; i++) {
+            snprintf(a, sizeof a, "%s -m %s --loop %s", p, m ? "bicgstab" : "cg", paths[i]);
+            cli_loop(a, paths[i], paths[i], i == 0 ? "--loop host" : NULL);
+        }
+    snprintf(a, sizeof a, "%s -m gmres --restart 5 --loop device", p);
+    cli_loop(a, "device", "device", NULL);
+    snprintf(a, sizeof a, "%s -m idr --loop host", p);
+    cli_loop(a, "host", "host", "--loop host");
+    cli_loop("--generate poisson3d:12 -p isai --isai-sweeps 1 -m bicgstab --loop fused",
+             "host", "fused", "no fused kernel for this M");
+    cli_loop("--generate poisson3d:12 -p isai --loop fused", "device", "fused",
+             "no fused kernel for idr");
+    tu_cmd_out o = tu_run("-e cuda --generate poisson3d:12 -p isai --loop fused");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "\nloop       device, not fused as asked (--loop fused): no fused kernel "
+                     "for idr");
+    free(o.text);
+    o = tu_run("-e cuda --generate poisson3d:12 -p jacobi -m cg --loop fused");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "\nloop       fused (--loop fused): fused: a ");
+    free(o.text);
+}
+END_TEST
+
 static Suite *cuda_devloop_suite(int have_gpu)
 {
     Suite *s = suite_create("cuda_devloop");
@@ -1311,6 +1363,7 @@ static Suite *cuda_devloop_suite(int have_gpu)
         tcase_add_loop_test(tc, test_fused_mic, 0, 20);
         tcase_add_loop_test(tc, test_history_every_iteration, 0, 24);
         tcase_add_loop_test(tc, test_replacement_every_path, 0, 12);
+        tcase_add_test(tc, test_loop_option);
     }
     suite_add_tcase(s, tc);
     return s;

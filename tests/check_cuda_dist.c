@@ -39,9 +39,9 @@ START_TEST(jacobi_matches_one_process_on_gpus)
         for (int ranks = 2; ranks <= 3; ranks++)
             td_assert_same(one, gd_csv(ranks, args[t]), t == 1 ? 1 : 0, 1e-5);
         if (t == 0) { /* the halo on a second stream, overlapped (opt-in) */
-            setenv("GS_DIST_OVERLAP", "1", 1);
-            td_result overlapped = gd_csv(2, args[t]);
-            unsetenv("GS_DIST_OVERLAP");
+            char with[512];
+            snprintf(with, sizeof with, "--overlap on %s", args[t]);
+            td_result overlapped = gd_csv(2, with);
             td_assert_same(one, overlapped, 0, 1e-5);
         }
     }
@@ -68,6 +68,35 @@ START_TEST(adaptive_checks_across_ranks_on_gpus)
         ck_assert_msg(adaptive.true_rel <= 1e-7, "%d ranks: true residual %g", ranks,
                       adaptive.true_rel);
     }
+}
+END_TEST
+
+/* --overlap reaches the CUDA transport (cuda/dist/halo_cuda.cu, from the
+ * inner engine's switches) and the report: off by default, on when asked,
+ * off when asked over the environment's GS_DIST_OVERLAP=1; --loop device
+ * or fused is refused under mpirun (no loop on the device there). */
+START_TEST(overlap_option_reaches_the_transport)
+{
+    static const struct { const char *env, *args, *want; } cases[] = {
+        {"", "", "0"},
+        {"", "--overlap on", "1"},
+        {"GS_DIST_OVERLAP=1", "--overlap off", "0"},
+        {"GS_DIST_OVERLAP=1", "", "1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512], prefix[512], buf[16];
+        snprintf(prefix, sizeof prefix, "%s timeout -k 5 %d mpirun %s -np 2", cases[i].env,
+                 TD_TIMEOUT_S, td_mpirun_flags());
+        snprintf(args, sizeof args, "-e cuda --generate poisson3d:16 --format csv %s",
+                 cases[i].args);
+        tu_cmd_out o = tu_run_env(prefix, args);
+        tu_assert_exit(o, 0);
+        ck_assert_msg(tu_csv_field(o.text, 0, "halo_overlap", buf, sizeof buf), "%s", o.text);
+        ck_assert_msg(strcmp(buf, cases[i].want) == 0, "case %zu: halo_overlap %s", i, buf);
+        free(o.text);
+    }
+    td_assert_one_failure(2, "-e cuda --generate poisson3d:8 --loop device", 1,
+                          "--loop device: under mpirun the iterations run on the host loop");
 }
 END_TEST
 
@@ -143,6 +172,7 @@ int main(void)
         TCase *t = tu_add_tcase(s, "mpirun on GPUs", 900);
         tcase_add_test(t, jacobi_matches_one_process_on_gpus);
         tcase_add_test(t, adaptive_checks_across_ranks_on_gpus);
+        tcase_add_test(t, overlap_option_reaches_the_transport);
         tcase_add_test(t, transport_follows_the_devices);
         tcase_add_test(t, block_local_gpu_setups_match_their_definition);
         tcase_add_test(t, block_local_gpu_setups_match_pc_blocks);

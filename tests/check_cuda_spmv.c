@@ -23,6 +23,7 @@
 #include "gen.h"
 #include "precond.h"
 #include "testutil.h"
+#include "cliutil.h"
 #if GS_HAVE_CUDA
 #include "../cuda/engine/gs_cuda.h"
 #else
@@ -460,6 +461,35 @@ START_TEST(test_switches)
 }
 END_TEST
 
+/* --spmv-long as users run it: the option reaches the engine's long-row
+ * rule (layout_A in the report's extras: the hub row of hub:60, coupled
+ * to every 20th of 3600 nodes, about 180 entries against a mean of 5, is
+ * long: at least max(128, 16 x mean), and far too wide for SELL-32) and
+ * wins over GS_SPMV_LONG; auto is split. */
+START_TEST(test_spmv_long_option)
+{
+    static const struct { const char *env, *args, *want; } cases[] = {
+        {"", "", "layout_A=CSR-split"},
+        {"", "--spmv-long split", "layout_A=CSR-split"},
+        {"", "--spmv-long merge", "layout_A=CSR-merge"},
+        {"", "--spmv-long off", "layout_A=CSR;"},
+        {"GS_SPMV_LONG=merge", "--spmv-long split", "layout_A=CSR-split"},
+        {"GS_SPMV_LONG=merge", "", "layout_A=CSR-merge"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256], extra[512];
+        snprintf(args, sizeof args, "-e cuda --generate hub:60 -p jacobi --maxit 3 --format csv "
+                 "%s", cases[i].args);
+        tu_cmd_out o = tu_run_env(cases[i].env, args);
+        ck_assert_msg(o.code == 0 || o.code == 2, "exit %d:\n%s", o.code, o.text);
+        ck_assert(tu_csv_field(o.text, 0, "precond_extra", extra, sizeof extra));
+        strcat(extra, ";");
+        ck_assert_msg(strstr(extra, cases[i].want), "case %zu: %s", i, extra);
+        free(o.text);
+    }
+}
+END_TEST
+
 /* Matrices the rule leaves alone keep their layout (poisson: SELL-32, no
  * statistics read); the merge path forced on them, on a zero matrix, on
  * rectangular ones and on rows of exactly a tile is still the CPU's. */
@@ -710,6 +740,7 @@ static Suite *cuda_spmv_suite(int have_gpu)
         tcase_add_test(tc, test_shapes_rule_split_merge);
         tcase_add_test(tc, test_ratio_threshold);
         tcase_add_test(tc, test_switches);
+        tcase_add_test(tc, test_spmv_long_option);
         tcase_add_test(tc, test_merge_everywhere);
         tcase_add_test(tc, test_bloweybq_and_system_matrix);
         tcase_add_test(tc, test_capture_replay);

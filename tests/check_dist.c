@@ -264,9 +264,40 @@ START_TEST(solution_is_gathered)
 }
 END_TEST
 
+/* The cpu engine's exchange always overlaps the local product (Isend/Irecv,
+ * the diagonal block, Waitall): the report says so, --overlap on is what it
+ * does, and --loop host is the loop the ranks run (loop_asked names it). */
+START_TEST(the_report_names_the_exchange_and_the_loop)
+{
+    char buf[32];
+    tu_cmd_out o = td_run(2, "-e cpu --generate poisson3d:10 --overlap on --loop host "
+                             "--format csv");
+    tu_assert_exit(o, 0);
+    ck_assert(tu_csv_field(o.text, 0, "halo_overlap", buf, sizeof buf));
+    ck_assert_str_eq(buf, "1");
+    ck_assert(tu_csv_field(o.text, 0, "loop", buf, sizeof buf));
+    ck_assert_str_eq(buf, "host");
+    ck_assert(tu_csv_field(o.text, 0, "loop_asked", buf, sizeof buf));
+    ck_assert_str_eq(buf, "host");
+    free(o.text);
+    o = td_run(2, "-e cpu --generate poisson3d:10");
+    tu_assert_exit(o, 0);
+    TU_ASSERT_HAS(o, "transport mpi (halo overlapped with the local product)");
+    free(o.text);
+}
+END_TEST
+
 START_TEST(bad_input_fails_on_every_rank_once)
 {
     for (int ranks = 2; ranks <= 3; ranks++) {
+        td_assert_one_failure(ranks, "-e cpu --generate poisson3d:8 --overlap off", 1,
+                              "--overlap off: the cpu engine's MPI exchange always overlaps");
+        /* no loop on the device under mpirun (a CUDA build refuses it there;
+         * without CUDA, --engine auto is the cpu engine's host loop) */
+        td_assert_one_failure(ranks, "--generate poisson3d:8 --loop fused", 1,
+                              GS_HAVE_CUDA ? "--loop fused: under mpirun the iterations run "
+                                             "on the host loop only"
+                                           : "--loop fused: the cpu engine runs the host loop");
         td_assert_one_failure(ranks, "-e cpu /nonexistent/a.mtx", 1, "/nonexistent/a.mtx");
         td_assert_one_failure(ranks, "-e cpu --generate poisson3d:8 --tol -1", 1, "--tol");
         td_assert_one_failure(ranks, "-e cpu --generate poisson3d:8 -p mic", 1,
@@ -311,6 +342,7 @@ int main(void)
         tcase_add_test(mpi, block_local_preconditioners_match_their_definition);
         tcase_add_test(mpi, block_local_matches_pc_blocks);
         tcase_add_test(mpi, solution_is_gathered);
+        tcase_add_test(mpi, the_report_names_the_exchange_and_the_loop);
         tcase_add_test(mpi, bad_input_fails_on_every_rank_once);
     } else {
         printf("check_dist: mpirun tests skipped: %s\n",

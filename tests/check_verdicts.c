@@ -212,7 +212,7 @@ typedef struct auto_case {
 } auto_case;
 
 static const auto_case auto_cases[] = {
-    {"-p jacobi data/poisson3d_8.mtx", "cg", "(auto: A and M symmetric)"},
+    {"-p jacobi data/poisson3d_8.mtx", "cg", "(auto: A and M symmetric, A's diagonal positive)"},
     {"-p spai data/poisson3d_8.mtx", "bicgstab", "(auto: M nonsymmetric; spai's paper method)"},
     {"-p gspai-opt data/poisson3d_8.mtx", "bicgstab", "gspai-opt's paper method"},
     {"-p isai data/poisson3d_8.mtx", "idr", "(auto: M nonsymmetric; isai's paper method)"},
@@ -235,6 +235,76 @@ START_TEST(auto_method_fits_the_preconditioner)
         TU_ASSERT_HAS(o, c->why);
         free(o.text);
     }
+}
+END_TEST
+
+/* The saddle-point matrix [K B^T; B -c I] (symmetric storage): K the 1D
+ * Laplacian tridiag(-1, 2, -1) of order nk, B an nb x nk block of full row
+ * rank (row k: 1, 0.5, 0.25 in columns 3k..3k+2). With c > 0 it is
+ * symmetric and nonsingular but indefinite (nk positive and nb negative
+ * eigenvalues), its diagonal -c from row nk + 1 on; with c = 0 those
+ * diagonal entries are not stored. */
+static void write_saddle_point(char *path, size_t len, int nk, int nb, double c)
+{
+    tu_tmpname(path, len, ".mtx");
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    const int n = nk + nb, nnz = 2 * nk - 1 + 3 * nb + (c != 0.0 ? nb : 0);
+    fprintf(f, "%%%%MatrixMarket matrix coordinate real symmetric\n%d %d %d\n", n, n, nnz);
+    for (int i = 1; i <= nk; i++) {
+        fprintf(f, "%d %d 2\n", i, i);
+        if (i > 1) fprintf(f, "%d %d -1\n", i, i - 1);
+    }
+    for (int k = 0; k < nb; k++) {
+        const double b[3] = {1.0, 0.5, 0.25};
+        for (int q = 0; q < 3; q++) fprintf(f, "%d %d %g\n", nk + k + 1, 3 * k + q + 1, b[q]);
+        if (c != 0.0) fprintf(f, "%d %d %g\n", nk + k + 1, nk + k + 1, -c);
+    }
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Issue 35: on a symmetric indefinite (saddle-point) matrix -m auto picked
+ * CG, which broke down at once (as -m cg still does here). A symmetric
+ * matrix with a diagonal entry <= 0 is not SPD (e_i' A e_i = a_ii), so auto
+ * takes the nonsymmetric choice (bicgstab with jacobi or none) and the
+ * report names the entry; the solve then converges. The same K alone
+ * (positive diagonal) keeps CG. */
+START_TEST(auto_method_refuses_cg_on_a_nonpositive_diagonal)
+{
+    char saddle[256], zero[256], spd[256];
+    write_saddle_point(saddle, sizeof saddle, 30, 8, 0.5);
+    write_saddle_point(zero, sizeof zero, 30, 8, 0.0);
+    write_saddle_point(spd, sizeof spd, 30, 0, 0.0);
+    for (int e = 0; e < engine_count(); e++) {
+        char args[512];
+        snprintf(args, sizeof args, "-e %s -p jacobi --maxit 2000 %s", engines[e], saddle);
+        tu_cmd_out o = tu_run(args);
+        tu_assert_exit(o, 0);
+        TU_ASSERT_HAS(o, "method     bicgstab (auto: A symmetric but not SPD: diagonal "
+                         "a_31,31 = -0.5 <= 0)");
+        TU_ASSERT_HAS(o, "converged  yes");
+        free(o.text);
+        snprintf(args, sizeof args, "-e %s -p jacobi -m cg %s", engines[e], saddle);
+        o = tu_run(args);
+        tu_assert_exit(o, 2);
+        TU_ASSERT_HAS(o, "breakdown  at iteration 0");
+        free(o.text);
+        snprintf(args, sizeof args, "-e %s -p none --maxit 2000 %s", engines[e], zero);
+        o = tu_run(args);
+        tu_assert_exit(o, 0);
+        TU_ASSERT_HAS(o, "method     bicgstab (auto: A symmetric but not SPD: a_31,31 = 0");
+        free(o.text);
+        snprintf(args, sizeof args, "-e %s -p jacobi --format csv %s", engines[e], spd);
+        o = tu_run(args);
+        tu_assert_exit(o, 0);
+        char method[32];
+        ck_assert(tu_csv_field(o.text, 0, "method", method, sizeof method));
+        ck_assert_str_eq(method, "cg");
+        free(o.text);
+    }
+    remove(saddle);
+    remove(zero);
+    remove(spd);
 }
 END_TEST
 
@@ -331,6 +401,7 @@ static Suite *verdicts_suite(void)
     tcase_add_loop_test(tc, a_non_finite_solution_is_never_converged, 0, 4);
     tcase_add_loop_test(tc, auto_method_fits_the_preconditioner, 0,
                         sizeof auto_cases / sizeof auto_cases[0]);
+    tcase_add_test(tc, auto_method_refuses_cg_on_a_nonpositive_diagonal);
     tcase_add_test(tc, each_row_is_written_when_its_run_ends);
     tcase_add_test(tc, time_limit_stops_a_run_and_the_batch_goes_on);
     tcase_add_test(tc, openmp_waits_passively_unless_told_otherwise);

@@ -27,7 +27,7 @@ static int nccl_status(gs_error *err, ncclResult_t r, const char *call, const ch
 typedef struct cuda_tr {
     int use_nccl;
     int timing;                /* CUDA events around each NCCL call (GS_DIST_COMM_TIMING) */
-    int overlap;               /* halo on its own stream (GS_DIST_OVERLAP=1; else on main) */
+    int overlap;               /* halo on its own stream (--overlap on; else on main) */
     ncclComm_t nccl;
     cudaStream_t main, comm;   /* the engine's stream; the halo stream (nccl; main without
                                 * overlap) */
@@ -377,13 +377,6 @@ static const dist_transport staged_transport = {
     staged_allreduce, cuda_collect, cuda_tr_destroy, NULL,
 };
 
-/* GS_DIST_...: "0" off, anything else on; unset or empty: dflt */
-static int env_flag(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? strcmp(v, "0") != 0 : dflt;
-}
-
 /* NCCL (2.22 on, NCCL_RUNTIME_CONNECT=1 by default) connects a
  * communicator's channels lazily, at the first collective and the first
  * send/recv with each peer: hundreds of milliseconds that would otherwise
@@ -431,11 +424,13 @@ int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err)
     if (status == GS_OK) {
         t->use_nccl = use_nccl;
         t->main = gs_cuda_of(d->inner)->stream;
-        t->timing = env_flag("GS_DIST_COMM_TIMING", 1);
+        const gs_debug *dbg = gs_cuda_debug(d->inner); /* --overlap, main's switches */
+        t->timing = !dbg->dist_comm_timing_off;
         /* off by default: on 2 H200s the second stream's events cost more
          * than the overlap saved (strong CG + Jacobi 545 us an iteration
          * with it, 508 without; weak 194 and 192; docs/results-multigpu.md) */
-        t->overlap = env_flag("GS_DIST_OVERLAP", 0);
+        t->overlap = dbg->dist_overlap == GS_DEBUG_FORCE_ON;
+        d->halo_overlap = t->overlap;
         status = CUDA_CALL(err, cudaStreamCreateWithFlags(&t->own_comm, cudaStreamNonBlocking));
         t->comm = t->overlap ? t->own_comm : t->main;
     }

@@ -171,6 +171,12 @@ extern "C" void gs_engine_cuda_set_debug(gs_engine *e, const gs_debug *dbg)
     c->vmm_min_bytes = dbg->has_stepped_min_bytes ? dbg->stepped_min_bytes : GS_CUDA_VMM_MIN_BYTES;
 }
 
+extern "C" const gs_debug *gs_engine_cuda_debug(const gs_engine *e)
+{
+    if (!e || e->ops->kind != GS_ENGINE_CUDA) return NULL;
+    return &((const gs_cuda_impl *)e->impl)->debug;
+}
+
 extern "C" int gs_cuda_device_count(void)
 {
     int count = 0;

@@ -246,11 +246,11 @@ int cuda_loop_run(gs_engine *e, int (*body)(void *), void *ctx, gs_loop *L)
     L->declined[0] = '\0';
     if (status != GS_OK) return status;
     if (c->debug.device_loop == GS_DEBUG_FORCE_OFF) {
-        snprintf(L->declined, sizeof L->declined, "GS_DEVICE_LOOP=off");
+        snprintf(L->declined, sizeof L->declined, "host loop forced (--loop host)");
         return GS_OK;
     }
     if (c->debug.device_loop != GS_DEBUG_FORCE_ON && !loop_pays(e, L)) {
-        snprintf(L->declined, sizeof L->declined, "host loop: faster here (GS_DEVICE_LOOP=on "
+        snprintf(L->declined, sizeof L->declined, "host loop: faster here (--loop device "
                  "forces the device loop)");
         return GS_OK;
     }

@@ -685,7 +685,7 @@ static unsigned fused_blocks_for(int64_t lane_rows, int64_t block, unsigned cap)
 }
 
 /* The rule (see FUSED_CLUSTER_PASSES): which launch, how many blocks, or a
- * reason to decline in L->declined. GS_FUSED=on takes the cluster where
+ * reason to decline in L->declined. --loop fused (GS_FUSED=on) takes the cluster where
  * it holds every row in its passes' rule, else the grid, wherever they can
  * launch; GS_FUSED=cluster / grid force one kind. tri (M of triangular
  * factors): the cluster only, where n doubles fit a block's shared memory
@@ -738,7 +738,7 @@ static int fused_choose(gs_engine *e, fused_kernel_fn cl, fused_kernel_fn gr, in
             want_blocks > FUSED_GRID_MAX_BLOCKS) {
             snprintf(why, sizeof why,
                      "%lld rows of %d lanes above the rule's cluster (%lld) and grid (%d blocks) "
-                     "limits (GS_FUSED=on forces it)",
+                     "limits (--loop fused forces it)",
                      (long long)n, lanes, (long long)cluster_rows, FUSED_GRID_MAX_BLOCKS);
             arg->blocks = 0;
             return fused_decline(L, why);
@@ -871,7 +871,7 @@ static void fused_mat_check(gs_engine *e, const gs_mat *M, int k, fused_csr *out
         const gs_cuda_row_stats st = gs_cuda_mat_row_stats(M);
         if (st.n_long > 0) {
             char why[140];
-            snprintf(why, sizeof why, "%s: %lld long rows (up to %lld entries; GS_FUSED=on "
+            snprintf(why, sizeof why, "%s: %lld long rows (up to %lld entries; --loop fused "
                      "forces it)", k ? "M" : "A", (long long)st.n_long, (long long)st.max_row);
             fused_decline(L, why);
             return;

@@ -4,13 +4,14 @@
 #include <string.h>
 
 #include "krylov.h"
+#include "loop.h"
 #include "options.h"
 #include "precond.h"
 
 /* One parameter of a preconditioner or one option of a method: a CSV row,
  * a JSON object, or a line of the table under its type's heading. */
 typedef struct list_row {
-    const char *kind;         /* "precond" or "method" */
+    const char *kind;         /* "precond", "method" or "loop" (a --loop path) */
     const char *name;         /* registry name */
     const char *summary;
     const char *engines;      /* where the setup (precond) or the method runs */
@@ -94,6 +95,10 @@ static void emit_table(list_sink *s, const list_row *r)
         fprintf(s->out, "      (no parameters)\n");
         return;
     }
+    if (strcmp(r->kind, "loop") == 0) { /* a path: what it runs, not its option again */
+        fprintf(s->out, "  %-12s runs: %s\n", "", r->help);
+        return;
+    }
     char kind[200];
     if (*r->range && strcmp(r->type, "choice") != 0)
         snprintf(kind, sizeof kind, "%s in %s", r->type, r->range);
@@ -173,6 +178,45 @@ static void list_methods(list_sink *s)
     }
 }
 
+/* The loop paths --loop chooses from: where each runs and what it takes
+ * (the methods marked fused in the registry for the fused kernel). */
+static void list_loop_paths(list_sink *s)
+{
+    char fused[64] = "", fused_help[256];
+    for (int i = 0; i < gs_method_type_count(); i++)
+        if (gs_method_type_at(i)->fused)
+            snprintf(fused + strlen(fused), sizeof fused - strlen(fused), "%s%s",
+                     fused[0] ? ", " : "", gs_method_type_at(i)->name);
+    snprintf(fused_help, sizeof fused_help,
+             "%s with a preconditioner applied pointwise (jacobi, none), as one or two sparse "
+             "products, or as two triangular factors (mic, up to %d rows); else the rule's loop, "
+             "named in the report", fused, GS_FUSED_FACTOR_MAX_ROWS);
+    const char *cuda = GS_HAVE_CUDA ? "cuda" : "cuda (not in this build)";
+    const struct { const char *name, *summary, *engines, *help; } paths[] = {
+        {"host", "the host drives the iterations, checking the residual after each block "
+                 "(replayed as a CUDA graph on the cuda engine)",
+         GS_HAVE_CUDA ? "cpu, cuda" : "cpu", "every method"},
+        {"device", "the whole loop in a CUDA graph; the stopping and breakdown tests on the "
+                   "device, no round trip per check",
+         cuda, "every method (the rule takes it for gmres and idr bodies of at most 9 steps; "
+               "cg and bicgstab take the fused kernel or the host loop); where the loop cannot "
+               "be built, the host loop, named in the report"},
+        {"fused", "the whole solve in one kernel (a thread-block cluster or a cooperative grid)",
+         cuda, fused_help},
+    };
+    const gs_option *o = NULL;
+    for (int k = 0; k < gs_cli_option_count(); k++)
+        if (strcmp(gs_cli_option_at(k)->name, "loop") == 0) o = gs_cli_option_at(k);
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        list_row r = {.kind = "loop", .name = paths[i].name, .summary = paths[i].summary,
+                      .engines = paths[i].engines, .paper_method = "", .option = "--loop",
+                      .type = "choice", .choices = o->choices, .default_value = o->default_value,
+                      .help = paths[i].help};
+        snprintf(r.range, sizeof r.range, "%s", o->choices);
+        emit(s, &r);
+    }
+}
+
 void gs_cli_print_list(FILE *out, gs_format format)
 {
     list_sink s = {out, format, NULL, 0};
@@ -186,4 +230,10 @@ void gs_cli_print_list(FILE *out, gs_format format)
         fprintf(out, "\nmethods (-m NAME) and the options they read:\n");
     }
     list_methods(&s);
+    if (format == GS_FORMAT_TABLE) {
+        s.group = NULL;
+        fprintf(out, "\nloop paths (--loop NAME; auto: the engine's rule), where each runs and "
+                     "what it takes:\n");
+    }
+    list_loop_paths(&s);
 }

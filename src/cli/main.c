@@ -66,6 +66,22 @@ static int sinks_close(const gs_cli *cli, sinks *s)
     return EXIT_RUNTIME;
 }
 
+/* A forced path the cpu engine cannot run, once --engine auto found no GPU
+ * (options.c refuses --engine cpu with them at parse time). */
+static int cpu_path_refusals(const gs_cli *cli, const char *why, gs_error *err)
+{
+    if (strcmp(cli->loop, "device") == 0 || strcmp(cli->loop, "fused") == 0)
+        return gs_error_set(err, GS_ERR_USAGE, "--loop %s: %s, and the cpu engine runs the "
+                            "host loop only", cli->loop, why);
+    if (strcmp(cli->spmv_long, "auto") != 0)
+        return gs_error_set(err, GS_ERR_USAGE, "--spmv-long %s: %s, and only the cuda "
+                            "engine's SpMV has these paths", cli->spmv_long, why);
+    if (strcmp(cli->overlap, "off") == 0)
+        return gs_error_set(err, GS_ERR_USAGE, "--overlap off: %s, and the cpu engine's MPI "
+                            "exchange always overlaps the local product", why);
+    return GS_OK;
+}
+
 /* Several ranks: one engine per rank (cpu or cuda, on every rank alike)
  * wrapped in the distributed engine. */
 static int engines_open_dist(const gs_cli *cli, engines *en, gs_error *err)
@@ -76,6 +92,10 @@ static int engines_open_dist(const gs_cli *cli, engines *en, gs_error *err)
     if (strcmp(want, "auto") == 0) {
         const double fewest = -gs_dist_max(-(double)gs_cuda_device_count());
         want = fewest > 0 ? "cuda" : "cpu";
+        if (strcmp(want, "cpu") == 0) {
+            const int status = cpu_path_refusals(cli, "not every rank has a CUDA device", err);
+            if (status != GS_OK) return status;
+        }
         if (strcmp(want, "cpu") == 0 && !cli->quiet && ROOT)
             fprintf(stderr, "gpusolve: notice: not every rank has a CUDA device, using the CPU "
                             "engine\n");
@@ -92,6 +112,7 @@ static int engines_open_dist(const gs_cli *cli, engines *en, gs_error *err)
     if (status == GS_OK && strcmp(want, "cuda") == 0) {
         gs_debug dbg;
         gs_debug_from_env(&dbg);
+        gs_debug_choose_paths(&dbg, cli->loop, cli->spmv_long, cli->overlap);
         gs_engine_cuda_set_debug(inner, &dbg);
     }
     status = gs_dist_agree(status, err);
@@ -114,6 +135,10 @@ static int dist_refusals(const gs_cli *cli, gs_error *err)
             return gs_error_set(err, GS_ERR_UNSUPPORTED,
                                 "--%s: runs on one process only, not under mpirun",
                                 one_process[i]);
+    if (strcmp(cli->loop, "device") == 0 || strcmp(cli->loop, "fused") == 0)
+        return gs_error_set(err, GS_ERR_USAGE, "--loop %s: under mpirun the iterations run "
+                            "on the host loop only (no CUDA graphs around NCCL calls)",
+                            cli->loop);
     return GS_OK;
 }
 
@@ -127,6 +152,10 @@ static int engines_open(const gs_cli *cli, engines *en, gs_error *err)
     memset(en, 0, sizeof *en);
     if (strcmp(want, "auto") == 0) {
         want = gs_cuda_device_count() > 0 ? "cuda" : "cpu";
+        if (strcmp(want, "cpu") == 0) {
+            const int status = cpu_path_refusals(cli, "no CUDA device found", err);
+            if (status != GS_OK) return status;
+        }
         if (strcmp(want, "cpu") == 0 && !cli->quiet)
             fprintf(stderr, "gpusolve: notice: no CUDA device found, using the CPU engine\n");
     }
@@ -139,8 +168,9 @@ static int engines_open(const gs_cli *cli, engines *en, gs_error *err)
     if (strcmp(want, "cuda") == 0 || strcmp(want, "both") == 0) {
         status = gs_engine_cuda_create(&en->e[en->count], err);
         if (status != GS_OK) return status;
-        gs_debug dbg; /* the test and sanitizer switches (src/debug.h) */
+        gs_debug dbg; /* the test and sanitizer switches, then the paths asked (debug.h) */
         gs_debug_from_env(&dbg);
+        gs_debug_choose_paths(&dbg, cli->loop, cli->spmv_long, cli->overlap);
         gs_engine_cuda_set_debug(en->e[en->count], &dbg);
         en->count++;
     }
@@ -268,7 +298,7 @@ static int run_main(int argc, char **argv)
     int status = engines_open(&cli, &en, &err);
     if (status != GS_OK) {
         if (ROOT) fprintf(stderr, "gpusolve: %s\n", err.msg);
-        code = DISTRIBUTED ? exit_code_for(status) : EXIT_RUNTIME;
+        code = DISTRIBUTED || status == GS_ERR_USAGE ? exit_code_for(status) : EXIT_RUNTIME;
     } else if (cli.generate) {
         code = solve_problem(&cli, NULL, &en, &out, &printed);
     } else {

@@ -22,8 +22,9 @@ static const opt_decl options[] = {
     {"precond", 'p', "NAME", "jacobi", "preconditioner (list below; gpusolve --list for details)",
      GS_OPT_STRING, F(precond)},
     {"method", 'm', "NAME", "auto",
-     "cg|bicgstab|gmres|idr; auto: cg when A and M are both symmetric, else the "
-     "preconditioner's paper method (spai, gspai-opt: bicgstab; isai: idr), else bicgstab",
+     "cg|bicgstab|gmres|idr; auto: cg where A can be SPD (symmetric, every a_ii > 0) and M "
+     "is symmetric, else the preconditioner's paper method (spai, gspai-opt: bicgstab; isai: "
+     "idr), else bicgstab; the report says why",
      GS_OPT_STRING, F(method)},
     {"engine", 'e', "NAME", "auto",
      "cpu|cuda|both; auto: cuda if a GPU is present, else cpu (with a notice)", GS_OPT_STRING,
@@ -102,6 +103,27 @@ static const opt_decl options[] = {
      GS_OPT_STRING, F(save_precond)},
     {"no-graph", 0, NULL, NULL, "do not replay captured iterations (CUDA graphs) nor run the loop on the device", GS_OPT_FLAG,
      F(no_graph)},
+    {"loop", 0, "PATH", "auto",
+     "where the cuda engine runs the iterations: host (a check on the host after each block "
+     "of replayed iterations), device (the whole loop in a CUDA graph, checks on the device), "
+     "fused (cg and bicgstab in one kernel, with jacobi, none or a preconditioner of sparse "
+     "products or triangular factors); auto: the engine's rule. The report names the path "
+     "that ran; where a forced path cannot take the solve (this preconditioner, size or "
+     "device) the rule's path runs and the report says why. The cpu engine and mpirun run "
+     "the host loop only: device and fused are usage errors there",
+     GS_OPT_STRING, F(loop), .choices = "auto|host|device|fused"},
+    {"spmv-long", 0, "HOW", "auto",
+     "the cuda engine's SpMV on rows far longer than the mean (at least max(128, 16 x mean) "
+     "entries): split (long rows summed in chunks, a warp a chunk), merge (the merge-path "
+     "product for the whole matrix), off (a warp or less a row, as any other); auto: split; "
+     "the report's layout_A names what ran (CSR-split, CSR-merge); not for the cpu engine",
+     GS_OPT_STRING, F(spmv_long), .choices = "auto|split|merge|off"},
+    {"overlap", 0, "WHEN", "auto",
+     "under mpirun on the cuda engine: the halo exchange on a second stream, overlapped with "
+     "the local product (on), or on the engine's stream (off); auto: off (faster on 2 H200s, "
+     "docs/multigpu.md); the cpu engine's MPI exchange always overlaps (off is refused "
+     "there); one process has no halo (no effect)",
+     GS_OPT_STRING, F(overlap), .choices = "auto|on|off"},
     {"verbose", 'v', NULL, NULL, "print the relative residual at every check", GS_OPT_FLAG,
      F(verbose)},
     {"quiet", 'q', NULL, NULL, "print nothing but errors (exit status only)", GS_OPT_FLAG,
@@ -129,6 +151,20 @@ int gs_cli_given(const gs_cli *cli, const char *name)
 
 const gs_option *gs_cli_option_at(int i) { return &options[i]; }
 
+/* 1 if text is one of the '|'-separated choices. */
+static int is_choice(const char *choices, const char *text)
+{
+    const size_t len = strlen(text);
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        const size_t clen = bar ? (size_t)(bar - c) : strlen(c);
+        if (clen == len && strncmp(c, text, len) == 0) return 1;
+        if (!bar) break;
+        c = bar + 1;
+    }
+    return 0;
+}
+
 static int opt_store(const opt_decl *o, const char *text, gs_cli *cli, gs_error *err)
 {
     void *field = (char *)cli + o->offset;
@@ -137,7 +173,12 @@ static int opt_store(const opt_decl *o, const char *text, gs_cli *cli, gs_error 
     errno = 0;
     switch (o->kind) {
     case GS_OPT_FLAG: *(int *)field = 1; return GS_OK;
-    case GS_OPT_STRING: *(const char **)field = text; return GS_OK;
+    case GS_OPT_STRING:
+        if (o->choices && !is_choice(o->choices, text))
+            return gs_error_set(err, GS_ERR_USAGE, "--%s: '%s' is not one of %s", o->name, text,
+                                o->choices);
+        *(const char **)field = text;
+        return GS_OK;
     case GS_OPT_DOUBLE: {
         double v = strtod(text, &end);
         const int outside = o->open ? v <= o->lo || v >= o->hi : v < o->lo || v > o->hi;
@@ -271,6 +312,43 @@ static int cli_time_steps(gs_cli *cli, gs_error *err)
     return GS_OK;
 }
 
+/* --loop, --spmv-long, --overlap against what the engine and the method
+ * can run, as far as the command line tells (docs/architecture.md, "Loop
+ * paths"): the cpu engine runs the host loop and its own SpMV, its MPI
+ * exchange always overlaps; the fused kernel runs the methods marked so in
+ * the registry; --no-graph leaves the host loop only. What depends on the
+ * matrix or the device falls back at run time, named in the report. main
+ * refuses the rest once the engine is known (auto without a GPU, mpirun). */
+static int cli_paths(const gs_cli *cli, gs_error *err)
+{
+    const int on_gpu = strcmp(cli->engine, "cpu") != 0 && GS_HAVE_CUDA;
+    const int gpu_loop = strcmp(cli->loop, "device") == 0 || strcmp(cli->loop, "fused") == 0;
+    if (gpu_loop && !on_gpu)
+        return gs_error_set(err, GS_ERR_USAGE, "--loop %s: the cpu engine runs the host loop "
+                            "only (%s)", cli->loop, GS_HAVE_CUDA ? "--engine cuda or both runs "
+                            "the others" : "this build has no CUDA engine");
+    if (gpu_loop && cli->no_graph)
+        return gs_error_set(err, GS_ERR_USAGE, "--loop %s: --no-graph leaves the host loop only",
+                            cli->loop);
+    const gs_method_type *m = gs_method_find(cli->method);
+    if (strcmp(cli->loop, "fused") == 0 && m && !m->fused) {
+        char names[64] = "";
+        for (int i = 0; i < gs_method_type_count(); i++)
+            if (gs_method_type_at(i)->fused)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         names[0] ? ", " : "", gs_method_type_at(i)->name);
+        return gs_error_set(err, GS_ERR_USAGE, "--loop fused: the fused kernel runs %s only, "
+                            "not -m %s", names, m->name);
+    }
+    if (strcmp(cli->spmv_long, "auto") != 0 && !on_gpu)
+        return gs_error_set(err, GS_ERR_USAGE, "--spmv-long %s: only the cuda engine's SpMV "
+                            "has these paths", cli->spmv_long);
+    if (strcmp(cli->overlap, "off") == 0 && !on_gpu)
+        return gs_error_set(err, GS_ERR_USAGE, "--overlap off: the cpu engine's MPI exchange "
+                            "always overlaps the local product");
+    return GS_OK;
+}
+
 /* Everything a range check per option cannot see, so that every usage
  * error is found before a matrix is read or generated. */
 static int cli_validate(gs_cli *cli, gs_error *err)
@@ -288,6 +366,7 @@ static int cli_validate(gs_cli *cli, gs_error *err)
         return gs_error_set(err, GS_ERR_USAGE, "--progress: '%s' is not one of auto|always|never",
                             cli->progress);
     status = cli_engine(cli, err);
+    if (status == GS_OK) status = cli_paths(cli, err);
     if (status == GS_OK) status = cli_inputs(cli, err);
     if (status == GS_OK) status = cli_time_steps(cli, err);
     if (status == GS_OK) status = gs_pc_check_params(type, &cli->params, err);
@@ -380,7 +459,8 @@ void gs_cli_print_help(FILE *out)
             snprintf(head, sizeof head, "    --%s%s%s", o->name, o->arg ? " " : "",
                      o->arg ? o->arg : "");
         fprintf(out, "  %-30s %s", head, o->help);
-        if (o->default_value) fprintf(out, " [default: %s]", o->default_value);
+        if (o->choices) fprintf(out, " [one of %s; default: %s]", o->choices, o->default_value);
+        else if (o->default_value) fprintf(out, " [default: %s]", o->default_value);
         fputc('\n', out);
     }
     fprintf(out, "\npreconditioners (-p) and their parameters:\n");

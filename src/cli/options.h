@@ -33,6 +33,11 @@ typedef struct gs_cli {
     const char *history;    /* CSV of the residual checks of every run, or NULL */
     const char *progress;   /* auto|always|never: the progress line on stderr */
     int verbose, quiet, no_graph, help, version;
+    /* the paths a user may force (docs/architecture.md, "Loop paths"):
+     * auto (the engine's rule) or one of the option's choices */
+    const char *loop;       /* auto|host|device|fused: where the iterations run */
+    const char *spmv_long;  /* auto|split|merge|off: the CUDA engine's long-row SpMV */
+    const char *overlap;    /* auto|on|off: the halo exchange under mpirun */
     int list;               /* --list: print the registries and exit */
     const char *generate;     /* built-in problem spec, or NULL */
     /* heat3d (a time-stepped problem): after parsing, steps * dt = end_time
@@ -61,6 +66,7 @@ typedef struct gs_option {
     gs_opt_kind kind;
     size_t offset;             /* of the field in gs_cli */
     double lo, hi;             /* range of a number: [lo, hi], or (lo, hi) when open */
+    const char *choices;       /* a string's only values, "a|b|c" (checked), or NULL */
     int open;
     /* the Krylov methods that read it, for --list: "*" every method, else
      * one registered method name; NULL: not a method's option */

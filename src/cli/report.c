@@ -72,8 +72,10 @@ static long long run_nnz(const gs_run *r)
 static void report_dist(FILE *out, const gs_run *r)
 {
     const gs_dist_summary *d = &r->dist;
-    fprintf(out, "ranks      %d, %d GPU%s, transport %s, preconditioner %s\n", d->ranks,
-            d->devices, d->devices == 1 ? "" : "s", d->transport, d->pc_scope);
+    fprintf(out, "ranks      %d, %d GPU%s, transport %s (halo %s), preconditioner %s\n",
+            d->ranks, d->devices, d->devices == 1 ? "" : "s", d->transport,
+            d->halo_overlap ? "overlapped with the local product" : "on the engine's stream",
+            d->pc_scope);
     fprintf(out, "           rows per rank %lld .. %lld, nonzeros per rank %lld .. %lld; "
             "distributed in %.6f s (outside Tt)\n", (long long)d->rows_min,
             (long long)d->rows_max, (long long)d->nnz_min, (long long)d->nnz_max,
@@ -81,6 +83,21 @@ static void report_dist(FILE *out, const gs_run *r)
     fprintf(out, "           halo %.0f bytes per iteration (all ranks); communication %.6f s "
             "of Ts (slowest rank); communicator set up in %.6f s (outside Tt)\n",
             d->halo_bytes_per_iteration, d->comm_seconds, d->comm_setup_seconds);
+}
+
+/* Where the iterations ran and what was asked (--loop): "fused (auto):
+ * how it ran", or "host, not fused as asked (--loop fused): why not". */
+static void report_loop(FILE *out, const gs_run *r)
+{
+    const char *ran = gs_loop_path_name(r->device_loop);
+    if (strcmp(r->loop_asked, "auto") == 0 || strcmp(r->loop_asked, ran) == 0)
+        fprintf(out, "loop       %s (%s%s)", ran, strcmp(r->loop_asked, "auto") ? "--loop " : "",
+                r->loop_asked);
+    else
+        fprintf(out, "loop       %s, not %s as asked (--loop %s)", ran, r->loop_asked,
+                r->loop_asked);
+    if (r->loop_note[0]) fprintf(out, ": %s", r->loop_note);
+    fputc('\n', out);
 }
 
 static void report_table(FILE *out, const gs_run *r)
@@ -141,10 +158,9 @@ static void report_table(FILE *out, const gs_run *r)
         if (r->floor_ratio > 0)
             fprintf(out, ", floor %.2f us, %.2fx the floor",
                     r->bytes_per_iteration / r->bandwidth * 1e6, r->floor_ratio);
-        if (r->device_loop == GS_PATH_DEVICE) fputs(", loop on the device", out);
-        if (r->device_loop == GS_PATH_FUSED) fputs(", fused one-kernel loop", out);
         fputc('\n', out);
     }
+    report_loop(out, r);
     fprintf(out, "memory     host peak %.1f MB", r->host_peak_bytes * 1e-6);
     if (strcmp(r->engine, "cpu") != 0) fprintf(out, ", device peak %.1f MB", r->device_peak_bytes * 1e-6);
     fprintf(out, "\n");
@@ -198,6 +214,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     D("attainable_rel_residual", r->attainable); D("s_per_iteration", r->seconds_per_iteration);
     D("bytes_per_iteration", r->bytes_per_iteration); D("floor_ratio", r->floor_ratio);
     S("loop", gs_loop_path_name(r->device_loop)); S("loop_note", r->loop_note);
+    S("loop_asked", r->loop_asked);
     I("host_peak_bytes", r->host_peak_bytes); I("device_peak_bytes", r->device_peak_bytes);
     /* a time-stepped problem's (heat3d); empty strings, 0 and NaN for others */
     I("time_steps", st->steps); I("steps_run", st->steps_run); I("failed_step", st->failed_step);
@@ -212,6 +229,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     if (r->dist.ranks > 0) { /* a distributed run's (docs/multigpu.md); absent otherwise */
         const gs_dist_summary *d = &r->dist;
         I("ranks", d->ranks); I("devices", d->devices); S("transport", d->transport);
+        I("halo_overlap", d->halo_overlap);
         S("precond_scope", d->pc_scope); I("rows_min", d->rows_min); I("rows_max", d->rows_max);
         I("nnz_min", d->nnz_min); I("nnz_max", d->nnz_max);
         D("halo_bytes_per_iteration", d->halo_bytes_per_iteration);

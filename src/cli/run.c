@@ -114,6 +114,8 @@ int gs_problem_load(const gs_cli *cli, const char *input, gs_problem *p, gs_erro
     if (p->A.n_rows == 0)
         return gs_error_set(err, GS_ERR_INPUT, "%s: the matrix has no rows", p->name);
     p->symmetric = gs_csr_is_symmetric(&p->A, GS_SYMMETRY_RTOL);
+    p->nonpositive_diag_row = gs_csr_first_nonpositive_diagonal(&p->A, 0,
+                                                                &p->nonpositive_diag_value);
     if (cli->write_matrix) {
         status = gs_mm_write_csr(cli->write_matrix, &p->A, p->symmetric, p->name, err);
         if (status != GS_OK) return status;
@@ -176,11 +178,22 @@ void gs_problem_free(gs_problem *p)
 
 const char *gs_run_auto_method(const gs_problem *p, const gs_pc *pc, char *why, size_t len)
 {
-    if (p->symmetric && pc->symmetric) {
-        snprintf(why, len, "A and M symmetric");
+    const int64_t bad = p->nonpositive_diag_row;
+    if (p->symmetric && pc->symmetric && bad < 0) {
+        snprintf(why, len, "A and M symmetric, A's diagonal positive");
         return "cg";
     }
-    const char *what = !p->symmetric ? "A nonsymmetric" : "M nonsymmetric";
+    char what[96];
+    if (!p->symmetric)
+        snprintf(what, sizeof what, "A nonsymmetric");
+    else if (bad >= 0 && p->nonpositive_diag_value == 0.0)
+        snprintf(what, sizeof what, "A symmetric but not SPD: a_%lld,%lld = 0 (zero or not stored)",
+                 (long long)bad + 1, (long long)bad + 1);
+    else if (bad >= 0)
+        snprintf(what, sizeof what, "A symmetric but not SPD: diagonal a_%lld,%lld = %.3g <= 0",
+                 (long long)bad + 1, (long long)bad + 1, p->nonpositive_diag_value);
+    else
+        snprintf(what, sizeof what, "M nonsymmetric");
     if (pc->type->paper_method) {
         snprintf(why, len, "%s; %s's paper method", what, pc->type->name);
         return pc->type->paper_method;
@@ -423,6 +436,10 @@ static void run_header(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_
     run->opts.record_history = cli->verbose || cli->history;
     run->opts.replacements = (int)cli->replacements;
     run->opts.use_capture = !cli->no_graph;
+    /* --loop steers the cuda engine; the cpu engine of --engine both runs its
+     * host loop, asked nothing (options.c refuses --loop device|fused alone) */
+    const int asked = e->ops->kind == GS_ENGINE_CUDA || strcmp(cli->loop, "host") == 0;
+    snprintf(run->loop_asked, sizeof run->loop_asked, "%s", asked ? cli->loop : "auto");
     run->repeat = (int)cli->repeat;
     run->time_reached = run->er = NAN;
     for (int i = 0; i < GS_HEAT3D_POINTS; i++) run->point_exact[i] = run->point_error[i] = NAN;
@@ -481,6 +498,10 @@ static void run_record(gs_run *run, const gs_krylov_result *res)
     snprintf(run->breakdown, sizeof run->breakdown, "%s", res->breakdown);
     run->device_loop = res->device_loop;
     snprintf(run->loop_note, sizeof run->loop_note, "%s", res->loop_note);
+    const gs_method_type *m = gs_method_find(run->method);
+    if (strcmp(run->loop_asked, "fused") == 0 && m && !m->fused) /* -m auto chose it */
+        snprintf(run->loop_note, sizeof run->loop_note, "no fused kernel for %s%s%.120s",
+                 run->method, res->loop_note[0] ? "; " : "", res->loop_note);
     run->rel_residual = res->rel_residual;
     run->idr_s_used = res->idr_s;
     gs_krylov_history_free(&run->history);

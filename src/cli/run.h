@@ -23,6 +23,11 @@ typedef struct gs_problem {
     char name[256];      /* file path or generated spec */
     gs_csr A;
     int symmetric;       /* numerically symmetric (relative 1e-12) */
+    /* the first row (0-based, of the whole matrix) whose diagonal entry is
+     * not positive, and that entry (0 where not stored); -1: every a_ii > 0,
+     * so a symmetric A can be SPD (-m auto's rule) */
+    int64_t nonpositive_diag_row;
+    double nonpositive_diag_value;
     const char *field;   /* "real", "integer", "pattern", "generated" */
     double read_seconds; /* reading (or generating) A, and page-locking it, outside Tt */
     double *b, *x0;      /* heat3d: the first step's right-hand side and u(x,y,z,0) */
@@ -44,7 +49,7 @@ typedef struct gs_run {
     double mu; /* nnz(M) / nnz(A) */
     gs_kvlist extra;
     char method[16];
-    char method_why[96]; /* -m auto: why this method ("A and M symmetric") */
+    char method_why[160]; /* -m auto: why this method ("A and M symmetric, ...") */
     gs_krylov_opts opts;
     int idr_s_used;      /* idr: the s it ran with (min(s, n - 1)), else 0 */
     int repeat;
@@ -56,6 +61,7 @@ typedef struct gs_run {
     char breakdown[160];
     int device_loop;     /* where the iterations ran: gs_loop_path (host, device, fused) */
     char loop_note[160]; /* why not, where the engine has one (gs_krylov_result) */
+    char loop_asked[8];  /* --loop on this engine: auto|host|device|fused (cpu: auto) */
     double rel_residual, true_residual;
     int replacements;       /* residual replacements made (gs_krylov_solve) */
     double attainable;      /* eps || |A| |x| || / ||b||: about the least true residual
@@ -94,9 +100,10 @@ void gs_problem_pin(gs_problem *p, gs_engine *e);
  * (krylov.h), recomputed on the host from the original matrix
  * (docs/verdicts.md). */
 
-/* The method -m auto picks once the preconditioner is set up: cg when A and
- * M are both symmetric, else the preconditioner's paper method, else
- * bicgstab; why (len bytes) says which rule chose. */
+/* The method -m auto picks once the preconditioner is set up: cg where A
+ * can be SPD (symmetric, every diagonal entry positive) and M is symmetric,
+ * else the preconditioner's paper method, else bicgstab; why (len bytes)
+ * says which rule chose (naming the diagonal entry that rules cg out). */
 const char *gs_run_auto_method(const gs_problem *p, const gs_pc *pc, char *why, size_t len);
 
 /* Set up and solve cli->repeat times on e; fills run (the last run's

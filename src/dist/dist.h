@@ -20,6 +20,7 @@ typedef struct gs_dist_summary {
     int devices;         /* distinct GPUs the ranks use (0 on the CPU engine) */
     char transport[16];  /* "mpi" (CPU engine), "nccl", "mpi-staged" (GPUs through host) */
     char pc_scope[16];   /* "exact" (jacobi, none) or "block-local" */
+    int halo_overlap;    /* the halo exchange overlapped the local product (--overlap) */
     int64_t n_global, nnz_global;
     int64_t rows_min, rows_max, nnz_min, nnz_max;
     double distribute_seconds;       /* reading (rank 0) and scattering, or generating */

@@ -68,6 +68,7 @@ struct dist_engine {
     double comm_setup_seconds; /* communicator start and connections (outside Tp, Ts) */
     double halo_bytes;   /* received by this rank since the last reset */
     long spmv_count;
+    int halo_overlap;    /* the exchange overlaps the local product (--overlap) */
 };
 
 static inline dist_engine *gs_dist_of(gs_engine *e) { return (dist_engine *)e->impl; }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "debug.h"
 #include "dist_impl.h"
 
 #define IN(e) (gs_dist_of(e)->inner)
@@ -404,11 +405,12 @@ int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err)
     e->copy_bandwidth = gs_dist_max(-inner->copy_bandwidth) * -1.0; /* the slowest rank's */
     d->devices = count_devices(d);
     if (inner->ops->kind == GS_ENGINE_CUDA) {
-        /* NCCL refuses two ranks on one GPU: those go through the host */
-        const char *force = getenv("GS_DIST_TRANSPORT");
+        /* NCCL refuses two ranks on one GPU: those go through the host;
+         * GS_DIST_TRANSPORT (main's switches, src/engine/debug.h) forces one */
+        const gs_debug *dbg = gs_engine_cuda_debug(inner);
         int nccl = d->devices == d->size;
-        if (force && strcmp(force, "mpi-staged") == 0) nccl = 0;
-        if (force && strcmp(force, "nccl") == 0) nccl = 1;
+        if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_STAGED) nccl = 0;
+        if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_NCCL) nccl = 1;
 #if GS_HAVE_CUDA
         status = gs_dist_transport_cuda(d, nccl, err);
 #else
@@ -435,6 +437,7 @@ void gs_engine_dist_describe(gs_engine *e, gs_dist_summary *s)
     s->ranks = d->size;
     s->devices = d->devices;
     snprintf(s->transport, sizeof s->transport, "%s", d->tr->name);
+    s->halo_overlap = d->halo_overlap;
     s->comm_setup_seconds = d->comm_setup_seconds;
 }
 

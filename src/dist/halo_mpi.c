@@ -121,5 +121,6 @@ int gs_dist_transport_host(dist_engine *d, gs_error *err)
         return gs_error_set(err, GS_ERR_INTERNAL, "the %s engine gives no raw access to vectors",
                             d->inner->ops->name);
     d->tr = &host_transport;
+    d->halo_overlap = 1; /* always: the local product between Isend/Irecv and Waitall */
     return GS_OK;
 }

@@ -1,5 +1,6 @@
-/* debug.c - gs_debug filled from the environment (src/debug.h says what each
- * variable does); called by main only. */
+/* debug.c - gs_debug filled from the environment (debug.h says what each
+ * variable does) and from the command line's path options; called by main
+ * only: the one place the program reads the test knobs. */
 #include "debug.h"
 
 #include <stdlib.h>
@@ -55,6 +56,13 @@ void gs_debug_from_env(gs_debug *d)
     if (v && atoll(v) > 0) d->tri_super_rows = atoll(v);
     v = getenv("GS_TRI_BAND_LEVELS");
     if (v && atoi(v) > 0) d->tri_band_levels = atoi(v);
+    v = getenv("GS_DIST_OVERLAP");
+    if (v && *v) d->dist_overlap = strcmp(v, "0") ? GS_DEBUG_FORCE_ON : GS_DEBUG_FORCE_OFF;
+    v = getenv("GS_DIST_COMM_TIMING");
+    d->dist_comm_timing_off = v && strcmp(v, "0") == 0;
+    v = getenv("GS_DIST_TRANSPORT");
+    if (v && strcmp(v, "nccl") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_NCCL;
+    if (v && strcmp(v, "mpi-staged") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_STAGED;
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;
@@ -64,4 +72,26 @@ void gs_debug_from_env(gs_debug *d)
             d->stepped_min_bytes = (size_t)bytes;
         }
     }
+}
+
+void gs_debug_choose_paths(gs_debug *d, const char *loop, const char *spmv_long,
+                           const char *overlap)
+{
+    if (strcmp(loop, "host") == 0) {
+        d->device_loop = GS_DEBUG_FORCE_OFF;
+        d->fused = GS_DEBUG_FORCE_OFF;
+        d->fused_sync = 0;
+    } else if (strcmp(loop, "device") == 0) {
+        d->device_loop = GS_DEBUG_FORCE_ON;
+        d->fused = GS_DEBUG_FORCE_OFF;
+        d->fused_sync = 0;
+    } else if (strcmp(loop, "fused") == 0) {
+        d->device_loop = 0; /* the rule's, where the fused kernel declines */
+        d->fused = GS_DEBUG_FORCE_ON; /* fused_sync: GS_FUSED=cluster|grid's, if set */
+    }
+    if (strcmp(spmv_long, "split") == 0) d->spmv_long = GS_DEBUG_LONG_SPLIT;
+    if (strcmp(spmv_long, "merge") == 0) d->spmv_long = GS_DEBUG_LONG_MERGE;
+    if (strcmp(spmv_long, "off") == 0) d->spmv_long = GS_DEBUG_LONG_OFF;
+    if (strcmp(overlap, "on") == 0) d->dist_overlap = GS_DEBUG_FORCE_ON;
+    if (strcmp(overlap, "off") == 0) d->dist_overlap = GS_DEBUG_FORCE_OFF;
 }

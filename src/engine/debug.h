@@ -1,13 +1,18 @@
-/* debug.h - the switches that steer library code off its defaults for tests,
- * sanitizer runs and timings, in one documented structure (no getenv in library code). */
+/* debug.h - the switches that steer library code off its defaults: the paths
+ * a user forces on the command line (--loop, --spmv-long, --overlap) and the
+ * knobs for tests, sanitizer runs and timings, in one documented structure
+ * (no getenv in library code). */
 #ifndef GS_DEBUG_H
 #define GS_DEBUG_H
 
 #include <stddef.h>
 
 /* A zeroed gs_debug is every default. main fills one from the environment
- * (gs_debug_from_env) and hands it to the CUDA engine
- * (gs_engine_cuda_set_debug); tests set the fields directly. */
+ * (gs_debug_from_env), lays the command line's choices over it
+ * (gs_debug_choose_paths) and hands it to the CUDA engine
+ * (gs_engine_cuda_set_debug); tests set the fields directly. The
+ * environment variables are for tests and measurements only: users have
+ * the options. */
 typedef struct gs_debug {
     /* GS_FSAI_POSTFILTER=search: FSAI's postfilter searches Z on every row
      * instead of its bitmap lookups (the same G to the bit; tests, timings) */
@@ -32,12 +37,13 @@ typedef struct gs_debug {
      * more than N flops (2 n1 n2^2) take the cuSOLVER path, whatever their
      * n2, so that small inputs reach it (tests); 0: the default threshold */
     long long spai_cusolver_work;
-    /* GS_DEVICE_LOOP=on|off: the CUDA engine runs loop_run whatever its
+    /* --loop device|host, GS_DEVICE_LOOP=on|off: the CUDA engine runs loop_run whatever its
      * rule says (on), or declines it (off), so the Krylov methods check on
      * the host after replayed iteration blocks (tests compare the two,
      * timings); 0: the rule (cuda/engine/devloop.cu: loop_pays) */
     int device_loop;
-    /* GS_FUSED=on|off|cluster|grid: CG and BiCGSTAB with jacobi, none, a
+    /* --loop fused (on), --loop host|device (off), GS_FUSED=on|off|cluster|grid:
+     * CG and BiCGSTAB with jacobi, none, a
      * preconditioner of sparse products or of triangular factors take the
      * fused one-kernel path (cuda/engine/fused.cu) wherever it can run
      * (on), or never (off); cluster and grid force it with that kind of
@@ -50,7 +56,7 @@ typedef struct gs_debug {
     int fused_stage;
     int has_stepped_min_bytes;
     size_t stepped_min_bytes;
-    /* GS_SPMV_LONG=off|split|merge: what the CUDA engine does with rows of
+    /* --spmv-long off|split|merge, GS_SPMV_LONG=off|split|merge: what the CUDA engine does with rows of
      * very different lengths (cuda/sparse/long_rows.cu): off the layouts
      * before it (vector-CSR walks each row with one warp or less), split
      * (the default: long rows summed in chunks, a warp a chunk), merge (the
@@ -81,6 +87,18 @@ typedef struct gs_debug {
      * instead of its rule's (benchmarks); 0: the rule */
     long long tri_super_rows;
     int tri_band_levels;
+    /* --overlap on|off, GS_DIST_OVERLAP=1|0: under mpirun, the CUDA
+     * transport's halo exchange on its own stream, overlapped with the local
+     * product (GS_DEBUG_FORCE_ON), or on the engine's stream (FORCE_OFF);
+     * 0: the default, off (cuda/dist/halo_cuda.cu says why) */
+    int dist_overlap;
+    /* GS_DIST_COMM_TIMING=0: the CUDA transport records no events around
+     * its communication (comm_s reads 0; their cost is the difference) */
+    int dist_comm_timing_off;
+    /* GS_DIST_TRANSPORT=nccl|mpi-staged: under mpirun on the CUDA engine,
+     * the transport forced (src/dist/engine_mpi.c); 0: the rule (NCCL where
+     * every rank has a GPU of its own, else through page-locked host memory) */
+    int dist_transport;
 } gs_debug;
 
 #define GS_DEBUG_PLAN_HOST 1
@@ -95,9 +113,20 @@ typedef struct gs_debug {
 #define GS_DEBUG_SCHEME_LEVELS 1
 #define GS_DEBUG_SCHEME_SYNCFREE 2
 #define GS_DEBUG_SCHEME_HOST 3
+#define GS_DEBUG_TRANSPORT_NCCL 1
+#define GS_DEBUG_TRANSPORT_STAGED 2
 
 /* d from the environment variables above; unset or malformed ones keep
  * the default. For main only: library code reads the structure it is given. */
 void gs_debug_from_env(gs_debug *d);
+
+/* The command line's --loop, --spmv-long and --overlap (options.c has
+ * checked the names) laid over d: "auto" keeps what d says (the rule, or
+ * an environment variable's), any other choice replaces it: --loop host
+ * turns the device loop and the fused kernel off, device forces the device
+ * loop with the fused kernel off, fused forces the fused kernel (where it
+ * declines, the rule picks between the device and the host loop). */
+void gs_debug_choose_paths(gs_debug *d, const char *loop, const char *spmv_long,
+                           const char *overlap);
 
 #endif

@@ -227,6 +227,9 @@ int gs_cuda_device_count(void); /* 0 without a build, driver or device */
 /* The CUDA engine's test switches (src/debug.h), copied; a no-op without CUDA. */
 struct gs_debug;
 void gs_engine_cuda_set_debug(gs_engine *e, const struct gs_debug *dbg);
+/* The switches a CUDA engine was given (zeroed: none), for the layers that
+ * wrap it (the distributed engine); NULL for any other engine. */
+const struct gs_debug *gs_engine_cuda_debug(const gs_engine *e);
 void gs_engine_destroy(gs_engine *e); /* NULL-safe; a teardown failure is dropped */
 /* gs_engine_destroy, returning the first failure of a teardown call in e's
  * life (ops->destroy) with its message in err: for callers that will not

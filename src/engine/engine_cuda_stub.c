@@ -23,3 +23,9 @@ void gs_engine_cuda_set_debug(gs_engine *e, const struct gs_debug *dbg)
     (void)e;
     (void)dbg;
 }
+
+const struct gs_debug *gs_engine_cuda_debug(const gs_engine *e)
+{
+    (void)e;
+    return NULL;
+}

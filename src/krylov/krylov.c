@@ -12,13 +12,13 @@
 /* Each method counts its own vector accesses per iteration (in its file). */
 static const gs_method_type methods[] = {
     {"cg", "preconditioned conjugate gradients (SPD A and M)", gs_cg_solve,
-     gs_cg_vector_accesses, 1, 0},
+     gs_cg_vector_accesses, 1, 0, 1},
     {"bicgstab", "preconditioned BiCGSTAB, right preconditioning", gs_bicgstab_solve,
-     gs_bicgstab_vector_accesses, 2, 0},
+     gs_bicgstab_vector_accesses, 2, 0, 1},
     {"gmres", "restarted GMRES(m), right preconditioning, CGS2 orthogonalisation",
-     gs_gmres_solve, gs_gmres_vector_accesses, 1, 1},
+     gs_gmres_solve, gs_gmres_vector_accesses, 1, 1, 0},
     {"idr", "IDR(s) with biorthogonalisation (van Gijzen & Sonneveld 2011)", gs_idr_solve,
-     gs_idr_vector_accesses, 1, 0},
+     gs_idr_vector_accesses, 1, 0, 0},
 };
 
 const gs_method_type *gs_method_find(const char *name)
@@ -581,8 +581,11 @@ cleanup:
 int kr_fused_begin(kr_ctx *k, int method, gs_fused *f)
 {
     const gs_pc *pc = k->pc;
-    if (!pc->pointwise && !pc->pointwise_identity && pc->n_product == 0 && !pc->factor[0])
+    if (!pc->pointwise && !pc->pointwise_identity && pc->n_product == 0 && !pc->factor[0]) {
+        if (k->ops->fused_run && k->opts->use_capture) /* said where --loop fused falls back */
+            kr_loop_note(k, "no fused kernel for this M");
         return 0;
+    }
     memset(f, 0, sizeof *f);
     f->method = method;
     f->A = k->A;

@@ -111,6 +111,9 @@ typedef struct gs_method_type {
     /* 1: the method's "converged" already rests on b - A x within tol
      * (gmres confirms every claim): gs_krylov_solve checks nothing more */
     int confirms_true_residual;
+    /* 1: an engine's fused one-kernel path (fused_run) can run it, so
+     * --loop fused may ask for it (cg.c, bicgstab.c: kr_fused) */
+    int fused;
 } gs_method_type;
 
 /* method->solve, then, while the method says converged and the true

@@ -449,6 +449,21 @@ int32_t gs_csr_diagonal(const gs_csr *A, double *d)
     return missing;
 }
 
+int64_t gs_csr_first_nonpositive_diagonal(const gs_csr *A, int64_t row0, double *value)
+{
+    *value = 0.0;
+    for (int32_t i = 0; i < A->n_rows; i++) {
+        const int64_t j = row0 + i;
+        const int64_t p = j < A->n_cols ? gs_csr_find(A, i, (int32_t)j) : -1;
+        const double a = p < 0 ? 0.0 : A->val ? A->val[p] : 1.0;
+        if (!(a > 0.0)) {
+            *value = a;
+            return i;
+        }
+    }
+    return -1;
+}
+
 void gs_csr_scale_symmetric(gs_csr *A, const double *s)
 {
     if (!A->val) return;

@@ -58,6 +58,12 @@ int gs_csr_require_symmetric(const gs_csr *A, double rtol, const char *who, gs_e
  * pattern), d has n_rows entries. Returns the number of rows with no stored
  * diagonal entry (rows i >= n_cols count as missing). */
 int32_t gs_csr_diagonal(const gs_csr *A, double *d);
+/* The first row i whose diagonal entry a_(row0+i),(row0+i) is not > 0
+ * (not stored, zero, negative or NaN), or -1 where every one is positive:
+ * a symmetric A can be positive definite only then. *value is that entry
+ * (0 where it is not stored); row0 is the global index of row 0 (a rank's
+ * row block; 0 for a whole matrix). A pattern's stored entries are 1. */
+int64_t gs_csr_first_nonpositive_diagonal(const gs_csr *A, int64_t row0, double *value);
 /* Index of a_ij in col/val, or -1. Binary search within row i. */
 int64_t gs_csr_find(const gs_csr *A, int32_t i, int32_t j);
 

@@ -66,6 +66,11 @@ static const opt_decl options[] = {
      F(format_name)},
     {"repeat", 0, "N", "1", "run N times; report the min and median of Tp, Ts, Tt", GS_OPT_LONG,
      F(repeat), .lo = 1, .hi = 10000},
+    {"threads", 0, "N", "0",
+     "cpu engine: 0 chooses each kernel's threads by its bytes (one for small problems) and a "
+     "solve's by its largest kernel; N runs every kernel on N threads; never more than "
+     "OMP_NUM_THREADS (the report's threads line says what ran)",
+     GS_OPT_LONG, F(threads), .lo = 0, .hi = 4096},
     {"pc-blocks", 0, "N", "1",
      "set the preconditioner up on A's block-diagonal part over N row blocks balanced by "
      "nonzeros (the block-local M that N ranks of mpirun build; one process only)",

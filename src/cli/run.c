@@ -367,6 +367,13 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         gs_engine_dist_counters_reset(e);
         t->tp = gs_dist_max(t->tp);
     }
+    if (e->ops->solve_plan) { /* the CPU engine's threads and floor: outside Tp and Ts */
+        const double spmv = gs_csr_stream_bytes(&p->A, GS_FP64) + 16.0 * p->A.n_rows;
+        GS_TRY(e->ops->solve_plan(e, spmv > pc->apply_bytes ? spmv : pc->apply_bytes));
+        run->bandwidth = e->copy_bandwidth;
+        run->threads = e->threads;
+        snprintf(run->thread_policy, sizeof run->thread_policy, "%s", e->thread_policy);
+    }
     double ts0 = gs_now();
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &b));
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &x));
@@ -375,7 +382,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     if (p->heat)
         GS_TRY(solve_steps(cli, p, e, A, pc, method, run, b, x, t, res));
     else
-        GS_TRY(method->solve(e, A, pc, b, x, &run->opts, res));
+        GS_TRY(gs_method_run(method, e, A, pc, b, x, &run->opts, res));
     GS_TRY(e->ops->sync(e));
     t->ts = gs_now() - ts0 - t->steps.check_seconds;
     if (dist) {

@@ -98,7 +98,7 @@ int gs_steps_run(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_method_type 
         const double t0 = gs_now();
         GS_TRY(step_rhs(e, A, plan, u, b));
         if (!plan->warm_start) GS_TRY(e->ops->set(e, u, 0.0));
-        GS_TRY(method->solve(e, A, pc, b, u, opts, &step));
+        GS_TRY(gs_method_run(method, e, A, pc, b, u, opts, &step));
         GS_TRY(e->ops->sync(e));
         const double t1 = gs_now();
         double true_rel = NAN;

@@ -368,6 +368,9 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         t->tp = gs_dist_max(t->tp);
     }
     if (e->ops->solve_plan) { /* the CPU engine's threads and floor: outside Tp and Ts */
+        struct rusage ru; /* the peak so far: the floor probe's arrays are not the run's */
+        if (getrusage(RUSAGE_SELF, &ru) == 0 && (size_t)ru.ru_maxrss * 1024 > run->host_peak_bytes)
+            run->host_peak_bytes = (size_t)ru.ru_maxrss * 1024;
         const double spmv = gs_csr_stream_bytes(&p->A, GS_FP64) + 16.0 * p->A.n_rows;
         GS_TRY(e->ops->solve_plan(e, spmv > pc->apply_bytes ? spmv : pc->apply_bytes));
         run->bandwidth = e->copy_bandwidth;
@@ -567,7 +570,8 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
     if (run->bandwidth > 0 && run->iterations > 0)
         run->floor_ratio = run->seconds_per_iteration / (run->bytes_per_iteration / run->bandwidth);
     struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0) run->host_peak_bytes = (size_t)ru.ru_maxrss * 1024;
+    if (getrusage(RUSAGE_SELF, &ru) == 0 && (size_t)ru.ru_maxrss * 1024 > run->host_peak_bytes)
+        run->host_peak_bytes = (size_t)ru.ru_maxrss * 1024; /* with the peak before the probe */
     run->device_peak_bytes = e->device_bytes_peak;
     if (p->dist.ranks > 0) {
         run->host_peak_bytes = (size_t)gs_dist_max((double)run->host_peak_bytes);

@@ -252,6 +252,14 @@ double gs_cpu_triad_measure(int threads, int64_t n, int reps)
     return gs_cpu_triad_bandwidth(n, best);
 }
 
+void gs_cpu_reset_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return;
+    fputs("5", f);
+    fclose(f);
+}
+
 double gs_cpu_llc_bytes(void)
 {
     /* Linux's sysfs first: sysconf's answer comes from CPUID, which a

@@ -89,6 +89,11 @@ int64_t gs_cpu_triad_length(double llc_bytes);
 double gs_cpu_triad_bandwidth(int64_t n, double seconds);
 /* Bytes/s, 0 where the arrays could not be allocated. */
 double gs_cpu_triad_measure(int threads, int64_t n, int reps);
+/* Linux: restart the process's peak resident size (getrusage's ru_maxrss)
+ * from what it holds now (/proc/self/clear_refs, 5), so the probe's freed
+ * arrays do not count as a run's host peak; the caller keeps the peak from
+ * before. Elsewhere, or where refused, nothing. */
+void gs_cpu_reset_peak_rss(void);
 /* The last-level cache's size in bytes as the system says, 0 if it says nothing. */
 double gs_cpu_llc_bytes(void);
 

@@ -209,7 +209,9 @@ typedef struct gs_engine_ops {
      * solve_plan, before a solve whose largest kernel moves kernel_bytes
      * (outside Tp and Ts): choose the threads it will use (threads,
      * thread_policy) and, the first time for that count, measure the host's
-     * floor with them (copy_bandwidth). solve_region: run solve(ctx) with
+     * floor with them (copy_bandwidth; on Linux the process's peak resident
+     * size then restarts from what it holds, so a caller that reports a
+     * peak reads it before this call and keeps the larger). solve_region: run solve(ctx) with
      * those threads waiting for its kernels from start to end (one wake-up
      * a solve, not one a kernel); returns what solve returned. */
     int (*solve_plan)(gs_engine *e, double kernel_bytes);

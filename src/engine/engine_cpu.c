@@ -616,6 +616,7 @@ static int cpu_solve_plan(gs_engine *e, double kernel_bytes)
     if (c->floor[threads] == 0.0) {
         c->floor[threads] =
             gs_cpu_triad_measure(threads, gs_cpu_triad_length(gs_cpu_llc_bytes()), 3);
+        gs_cpu_reset_peak_rss(); /* the probe's arrays are gone: not the run's peak */
     }
     e->copy_bandwidth = c->floor[threads];
     e->threads = threads;

@@ -23,6 +23,10 @@ struct gs_mat {
     gs_csr A;     /* own copy; fp32 values are rounded on the way in */
     int is_lower; /* trisolve direction, from the pattern */
     int is_upper;
+    /* triangular only: A without its diagonal, and the diagonal (0 where
+     * absent), so a substitution's row is a plain dot (trisolve) */
+    gs_csr off;
+    double *diag;
 };
 
 typedef struct cpu_impl {
@@ -91,6 +95,36 @@ static int cpu_vec_download(gs_engine *e, const gs_vec *src, double *dst)
     return GS_OK;
 }
 
+/* T's entries off the diagonal as a CSR, and its diagonal (the last entry
+ * on it where a row repeats it; 0 where it has none). */
+static int split_diagonal(const gs_csr *T, gs_csr *off, double **diag, gs_error *err)
+{
+    const int32_t n = T->n_rows;
+    int64_t on = 0; /* entries on the diagonal */
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t k = T->row_ptr[i]; k < T->row_ptr[i + 1]; k++) on += T->col[k] == i;
+    *diag = gs_calloc((size_t)n + 1, sizeof(double), "triangular diagonal", err);
+    int status = *diag ? gs_csr_alloc(n, T->n_cols, T->nnz - on, 1, off, err) : GS_ERR_NOMEM;
+    if (status != GS_OK) {
+        free(*diag);
+        *diag = NULL;
+        return status;
+    }
+    int64_t q = 0;
+    for (int32_t i = 0; i < n; i++) {
+        for (int64_t k = T->row_ptr[i]; k < T->row_ptr[i + 1]; k++) {
+            if (T->col[k] == i) {
+                (*diag)[i] = T->val[k];
+                continue;
+            }
+            off->col[q] = T->col[k];
+            off->val[q++] = T->val[k];
+        }
+        off->row_ptr[i + 1] = q;
+    }
+    return GS_OK;
+}
+
 static int cpu_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out)
 {
     if (!A->val)
@@ -118,6 +152,14 @@ static int cpu_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_m
         }
     M->is_lower = !above;
     M->is_upper = !below;
+    if ((M->is_lower || M->is_upper) && A->n_rows == A->n_cols) {
+        status = split_diagonal(&M->A, &M->off, &M->diag, &e->err);
+        if (status != GS_OK) {
+            gs_csr_free(&M->A);
+            free(M);
+            return status;
+        }
+    }
     *out = M;
     return GS_OK;
 }
@@ -127,6 +169,8 @@ static void cpu_mat_destroy(gs_engine *e, gs_mat *M)
     (void)e;
     if (!M) return;
     gs_csr_free(&M->A);
+    gs_csr_free(&M->off);
+    free(M->diag);
     free(M);
 }
 
@@ -521,35 +565,41 @@ static int cpu_spmv_axpby(gs_engine *e, gs_coef ka, const gs_mat *M, const gs_ve
     return GS_OK;
 }
 
-/* Serial substitution: the reference for the GPU's parallel solves. A unit
- * diagonal skips the division (s / 1 is s): on a chain of rows each x_i
- * waits for the last, and a division's latency per row was most of the
- * substitution's time. */
+/* Serial substitution: the reference for the GPU's parallel solves. Each
+ * row is b_i minus a dot over its entries off the diagonal, summed in four
+ * fixed lanes (one chain of dependent additions a row cost most of a
+ * substitution's time); a unit diagonal skips the division (s / 1 is s). */
 static int cpu_trisolve(gs_engine *e, const gs_mat *M, int unit_diagonal, const gs_vec *b,
                         gs_vec *x)
 {
-    const gs_csr *T = &M->A;
-    if (!M->is_lower && !M->is_upper)
+    const gs_csr *T = &M->off;
+    if ((!M->is_lower && !M->is_upper) || !M->diag)
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "trisolve: matrix is not triangular");
     const int lower = M->is_lower;
-    const double *bb = b->x, *val = T->val;
+    const double *bb = b->x, *val = T->val, *diag = M->diag;
     const int32_t *col = T->col;
     double *xx = x->x;
     for (int32_t step = 0; step < T->n_rows; step++) {
         const int32_t i = lower ? step : T->n_rows - 1 - step;
-        double s = bb[i], diag = 0.0;
-        for (int64_t k = T->row_ptr[i]; k < T->row_ptr[i + 1]; k++) {
-            if (col[k] == i) diag = val[k];
-            else s -= val[k] * xx[col[k]];
+        const int64_t hi = T->row_ptr[i + 1];
+        int64_t k = T->row_ptr[i];
+        double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+        for (; k + 4 <= hi; k += 4) {
+            p0 += val[k] * xx[col[k]];
+            p1 += val[k + 1] * xx[col[k + 1]];
+            p2 += val[k + 2] * xx[col[k + 2]];
+            p3 += val[k + 3] * xx[col[k + 3]];
         }
+        for (; k < hi; k++) p0 += val[k] * xx[col[k]];
+        const double s = bb[i] - ((p0 + p1) + (p2 + p3));
         if (unit_diagonal) {
             xx[i] = s;
             continue;
         }
-        if (diag == 0.0)
+        if (diag[i] == 0.0)
             return gs_error_set(&e->err, GS_ERR_NUMERIC, "trisolve: zero diagonal in row %d",
                                 (int)i + 1);
-        xx[i] = s / diag;
+        xx[i] = s / diag[i];
     }
     return GS_OK;
 }

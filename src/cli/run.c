@@ -374,8 +374,6 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         const double spmv = gs_csr_stream_bytes(&p->A, GS_FP64) + 16.0 * p->A.n_rows;
         GS_TRY(e->ops->solve_plan(e, spmv > pc->apply_bytes ? spmv : pc->apply_bytes));
         run->bandwidth = e->copy_bandwidth;
-        run->threads = e->threads;
-        snprintf(run->thread_policy, sizeof run->thread_policy, "%s", e->thread_policy);
     }
     double ts0 = gs_now();
     GS_TRY(e->ops->vec_create(e, p->A.n_rows, &b));
@@ -388,6 +386,10 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         GS_TRY(gs_method_run(method, e, A, pc, b, x, &run->opts, res));
     GS_TRY(e->ops->sync(e));
     t->ts = gs_now() - ts0 - t->steps.check_seconds;
+    if (e->ops->solve_plan) { /* the threads that ran (the region may have got fewer) */
+        run->threads = e->threads;
+        snprintf(run->thread_policy, sizeof run->thread_policy, "%s", e->thread_policy);
+    }
     if (dist) {
         t->ts = gs_dist_max(t->ts);
         gs_engine_dist_counters(e, &t->comm_seconds, &t->halo_bytes, &t->spmv_count);

@@ -46,6 +46,7 @@ void gs_team_init(gs_team *t, int max_threads)
     t->max_threads = max_threads < 1 ? 1 : max_threads > 0xffff ? 0xffff : max_threads;
     t->fixed = 0;
     t->region_threads = 0;
+    t->last_region = 0;
     t->fn = NULL;
     t->args = NULL;
     atomic_init(&t->state, 0u);
@@ -170,6 +171,7 @@ int gs_team_region(gs_team *t, int threads, int (*solve)(void *ctx), void *ctx)
     {
         if (omp_get_thread_num() == 0) {
             t->region_threads = omp_get_num_threads(); /* read by the master only */
+            t->last_region = t->region_threads;
             status = solve(ctx);
             t->region_threads = 0;
             atomic_store(&t->stop, 1);

@@ -35,6 +35,7 @@ typedef struct gs_team {
     int max_threads;    /* OMP_NUM_THREADS (omp_get_max_threads) at creation */
     int fixed;          /* > 0: --threads N (capped by max_threads); 0: by work */
     int region_threads; /* threads of the region running now; 0: none */
+    int last_region;    /* threads the last region got (OMP_DYNAMIC may give fewer) */
     /* The region's dispatch. The master writes fn and args, then publishes
      * state = generation << 32 | parts << 16 | next part; every thread,
      * the master too, claims parts by advancing next (a compare-and-swap on

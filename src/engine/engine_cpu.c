@@ -676,10 +676,23 @@ static int cpu_solve_plan(gs_engine *e, double kernel_bytes)
     return GS_OK;
 }
 
+/* The region's threads are OpenMP's answer to solve_threads: with
+ * OMP_DYNAMIC=true it may give fewer on a busy machine, and the report says
+ * what ran. */
 static int cpu_solve_region(gs_engine *e, int (*solve)(void *ctx), void *ctx)
 {
     cpu_impl *c = e->impl;
-    return gs_team_region(&c->team, c->solve_threads, solve, ctx);
+    c->team.last_region = 0;
+    const int status = gs_team_region(&c->team, c->solve_threads, solve, ctx);
+    const int got = c->team.last_region;
+    if (c->solve_threads > 1 && got > 0 && got < c->solve_threads) {
+        e->threads = got;
+        snprintf(e->thread_policy, sizeof e->thread_policy,
+                 "%s, %d asked (of %d), OpenMP gave %d (OMP_DYNAMIC)",
+                 c->team.fixed > 0 ? "fixed (--threads)" : "by work", c->solve_threads,
+                 c->team.max_threads, got);
+    }
+    return status;
 }
 
 static int cpu_destroy(gs_engine *e, gs_error *err)

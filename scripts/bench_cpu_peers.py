@@ -255,7 +255,8 @@ def fsai_table(a, mats, only, out):
 def ours(binary, path, method, precond, extra, threads, repeat):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     cmd = [binary, "-e", "cpu", "--threads", str(threads), "-p", precond, "-m", method,
-           "--repeat", str(repeat), "--format", "json", "--progress", "never"] + extra + [path]
+           "--repeat", str(repeat), "--format", "json", "--progress", "never",
+           "--rhs", "ones", "--x0", "zero", "--tol", "1e-8", "--maxit", "10000"] + extra + [path]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
     if not rows:

@@ -25,7 +25,8 @@ import sys
 def run(binary, matrix, method, threads_env, threads_opt, repeat):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads_env))
     cmd = [binary, "-e", "cpu", "-p", "jacobi", "-m", method, "--repeat", str(repeat),
-           "--format", "json", "--progress", "never", matrix]
+           "--format", "json", "--progress", "never", "--rhs", "ones", "--tol", "1e-8",
+           "--maxit", "10000", matrix]
     if threads_opt is not None:
         cmd[1:1] = ["--threads", str(threads_opt)]
     try:

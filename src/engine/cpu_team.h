@@ -14,11 +14,15 @@
 #include <stdint.h>
 
 /* A kernel pays for one more thread per GS_CPU_BYTES_PER_THREAD bytes it
- * moves (values, indices, vectors; the byte model of the floor). Measured on
- * a 2-core AMD EPYC (Zen 4, KVM; docs/perf-notes.md, 2026-11-27): a dispatch
- * to a waiting thread costs about 1 us, and one thread streams about 10 to
- * 40 GB/s from L2 to DRAM, so below this a second thread saves less than
- * the dispatch costs. */
+ * moves (values, indices, vectors; the byte model of the floor). Derived
+ * on the 2-core AMD EPYC (Zen 4, KVM) of issue 34 (docs/perf-notes.md,
+ * 2026-11-27): a kernel handed to a thread that waits actively costs about
+ * 1 us (1138_bus: 8.9 us an iteration on one thread, 17 us with two spinning
+ * OpenMP threads, ~8 kernels), and one thread moves 10-30 GB/s from L2 or
+ * L3, so a second thread saves more than it costs above some 40-80 kB; the
+ * constant keeps a factor 4 for machines whose barriers span more cores.
+ * On that machine, busy with other builds, two threads never paid at any
+ * size (scripts/bench_cpu_threads.py): re-measure on a quiet one. */
 #define GS_CPU_BYTES_PER_THREAD (256.0 * 1024.0)
 
 /* Elements summed in order into one partial of a dot product; partials are

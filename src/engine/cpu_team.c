@@ -47,6 +47,7 @@ void gs_team_init(gs_team *t, int max_threads)
     t->fixed = 0;
     t->region_threads = 0;
     t->last_region = 0;
+    t->stalls = t->last_stalls = 0;
     t->fn = NULL;
     t->args = NULL;
     atomic_init(&t->state, 0u);
@@ -65,7 +66,7 @@ void gs_team_destroy(gs_team *t)
 
 int gs_team_cap(const gs_team *t)
 {
-    if (t->region_threads > 0) return t->region_threads;
+    if (t->region_threads > 0) return t->stalls >= GS_TEAM_STALLS ? 1 : t->region_threads;
     if (t->fixed > 0) return t->fixed < t->max_threads ? t->fixed : t->max_threads;
     return t->max_threads;
 }
@@ -100,12 +101,17 @@ static void team_dispatch(gs_team *t, int parts, gs_team_fn fn, void *args)
     t->fn = fn;
     t->args = args;
     atomic_store_explicit(&t->completed, 0u, memory_order_relaxed);
+    const double t0 = gs_now();
     team_publish(t, STATE(gen, parts, 0));
     team_work(t, gen);
+    if (atomic_load_explicit(&t->completed, memory_order_acquire) == (unsigned)parts) return;
+    const double t1 = gs_now();
     long spins = 0;
     while (atomic_load_explicit(&t->completed, memory_order_acquire) != (unsigned)parts)
         if (++spins > 64) sched_yield(); /* a claimed part is running elsewhere */
         else spin_pause();
+    const double waited = gs_now() - t1;
+    if (waited > GS_TEAM_STALL_SECONDS && waited > GS_TEAM_STALL_FACTOR * (t1 - t0)) t->stalls++;
 }
 
 /* A waiting thread: spin on the generation, help, spin again; block after
@@ -172,7 +178,9 @@ int gs_team_region(gs_team *t, int threads, int (*solve)(void *ctx), void *ctx)
         if (omp_get_thread_num() == 0) {
             t->region_threads = omp_get_num_threads(); /* read by the master only */
             t->last_region = t->region_threads;
+            t->stalls = 0;
             status = solve(ctx);
+            t->last_stalls = t->stalls;
             t->region_threads = 0;
             atomic_store(&t->stop, 1);
             const unsigned gen = STATE_GEN(atomic_load(&t->state)) + 1u;

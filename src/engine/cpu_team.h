@@ -40,6 +40,8 @@ typedef struct gs_team {
     int fixed;          /* > 0: --threads N (capped by max_threads); 0: by work */
     int region_threads; /* threads of the region running now; 0: none */
     int last_region;    /* threads the last region got (OMP_DYNAMIC may give fewer) */
+    int stalls;         /* this region's kernels whose master waited long for a part */
+    int last_stalls;    /* the last region's, at its end */
     /* The region's dispatch. The master writes fn and args, then publishes
      * state = generation << 32 | parts << 16 | next part; every thread,
      * the master too, claims parts by advancing next (a compare-and-swap on
@@ -59,8 +61,18 @@ typedef struct gs_team {
 void gs_team_init(gs_team *t, int max_threads);
 void gs_team_destroy(gs_team *t);
 
+/* A kernel's master that waited for a claimed part longer than this and
+ * than GS_TEAM_STALL_FACTOR times its own parts took saw a thread taken off
+ * its core (other processes hold the cores); after GS_TEAM_STALLS such
+ * kernels the region runs the rest of its solve on the master alone (the
+ * results do not change: the parts do not). */
+#define GS_TEAM_STALL_SECONDS 100e-6
+#define GS_TEAM_STALL_FACTOR 4.0
+#define GS_TEAM_STALLS 2
+
 /* The cap a kernel's parts are chosen under: the region's threads inside
- * one, else --threads N, else max_threads. */
+ * one (1 once it has stalled GS_TEAM_STALLS times), else --threads N, else
+ * max_threads. */
 int gs_team_cap(const gs_team *t);
 
 /* Run fn over parts = gs_cpu_threads_for(bytes, cap) parts (or parts_fixed

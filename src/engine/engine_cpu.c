@@ -676,21 +676,29 @@ static int cpu_solve_plan(gs_engine *e, double kernel_bytes)
     return GS_OK;
 }
 
-/* The region's threads are OpenMP's answer to solve_threads: with
- * OMP_DYNAMIC=true it may give fewer on a busy machine, and the report says
- * what ran. */
+/* The region's threads are OpenMP's answer to solve_threads (with
+ * OMP_DYNAMIC=true it may give fewer on a busy machine), and a region whose
+ * threads stalled its kernels finished on the master alone (cpu_team.h):
+ * the report says what ran. */
 static int cpu_solve_region(gs_engine *e, int (*solve)(void *ctx), void *ctx)
 {
     cpu_impl *c = e->impl;
     c->team.last_region = 0;
+    c->team.last_stalls = 0;
     const int status = gs_team_region(&c->team, c->solve_threads, solve, ctx);
     const int got = c->team.last_region;
+    const char *how = c->team.fixed > 0 ? "fixed (--threads)" : "by work";
     if (c->solve_threads > 1 && got > 0 && got < c->solve_threads) {
         e->threads = got;
         snprintf(e->thread_policy, sizeof e->thread_policy,
-                 "%s, %d asked (of %d), OpenMP gave %d (OMP_DYNAMIC)",
-                 c->team.fixed > 0 ? "fixed (--threads)" : "by work", c->solve_threads,
+                 "%s, %d asked (of %d), OpenMP gave %d (OMP_DYNAMIC)", how, c->solve_threads,
                  c->team.max_threads, got);
+    }
+    if (c->solve_threads > 1 && c->team.last_stalls >= GS_TEAM_STALLS) {
+        snprintf(e->thread_policy, sizeof e->thread_policy,
+                 "%s, %d of %d, then 1 after %d stalls (other work holds the cores)", how,
+                 got > 0 ? got : c->solve_threads, c->team.max_threads, c->team.last_stalls);
+        e->threads = 1;
     }
     return status;
 }

@@ -5,13 +5,15 @@
 # the by-work choice against the best fixed count (target: at most 1.2x).
 """usage: scripts/bench_cpu_threads.py [--gpusolve BIN] [--base BIN] [--shared DIR]
                           [--threads 1,2] [--repeat R] [--only NAME,...] [--out FILE.jsonl]
+                          [--thread-bytes B]
 
 Each run is `BIN -e cpu -p jacobi -m M --repeat R --format json MATRIX` with
 OMP_NUM_THREADS set to the largest count asked for; M is cg for the manifest's SPD
 matrices, else bicgstab (cg that does not converge is retried with bicgstab). BIN runs
 with --threads T for each T and with --threads 0 (by work); --base BIN (the program
 before the change, which has no --threads) runs with OMP_NUM_THREADS=T and its own
-default wait policy. us an iteration is Ts's minimum over the repeats / iterations.
+default wait policy; --thread-bytes B is passed to the by-work runs (the rule's bytes a
+thread, to try another constant without rebuilding). us an iteration is Ts's minimum over the repeats / iterations.
 Matrices where neither method converges (by work) are listed apart and left out of the
 target. Prints a markdown table; --out keeps every run's JSON.
 """
@@ -22,13 +24,15 @@ import subprocess
 import sys
 
 
-def run(binary, matrix, method, threads_env, threads_opt, repeat):
+def run(binary, matrix, method, threads_env, threads_opt, repeat, thread_bytes=None):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads_env))
     cmd = [binary, "-e", "cpu", "-p", "jacobi", "-m", method, "--repeat", str(repeat),
            "--format", "json", "--progress", "never", "--rhs", "ones", "--tol", "1e-8",
            "--maxit", "10000", matrix]
     if threads_opt is not None:
         cmd[1:1] = ["--threads", str(threads_opt)]
+    if thread_bytes:
+        cmd[1:1] = ["--thread-bytes", str(thread_bytes)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     except subprocess.TimeoutExpired:
@@ -58,6 +62,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", help="matrix names (comma list)")
     ap.add_argument("--out", help="JSON lines of every run")
+    ap.add_argument("--thread-bytes", type=float, help="--thread-bytes for the by-work runs")
     a = ap.parse_args()
     counts = [int(t) for t in a.threads.split(",")]
     if any(t < 1 for t in counts):
@@ -76,7 +81,7 @@ def main():
         tried = ["cg", "bicgstab"] if m["kind"] == "SPD" else ["bicgstab"]
         auto = None
         for method in tried:
-            auto = run(a.gpusolve, path, method, top, 0, a.repeat)
+            auto = run(a.gpusolve, path, method, top, 0, a.repeat, a.thread_bytes)
             if auto.get("converged") == "yes":
                 break
         if auto.get("converged") != "yes":

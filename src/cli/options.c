@@ -71,6 +71,11 @@ static const opt_decl options[] = {
      "solve's by its largest kernel; N runs every kernel on N threads; never more than "
      "OMP_NUM_THREADS (the report's threads line says what ran)",
      GS_OPT_LONG, F(threads), .lo = 0, .hi = 4096},
+    {"thread-bytes", 0, "B", "2097152",
+     "cpu engine, --threads 0: a kernel takes one thread per B bytes it moves (2 MiB: measured "
+     "on a busy 2-core machine, docs/perf-notes.md; measure yours with "
+     "scripts/bench_cpu_threads.py)",
+     GS_OPT_DOUBLE, F(thread_bytes), .lo = 1024, .hi = 1e15},
     {"pc-blocks", 0, "N", "1",
      "set the preconditioner up on A's block-diagonal part over N row blocks balanced by "
      "nonzeros (the block-local M that N ranks of mpirun build; one process only)",

@@ -45,6 +45,7 @@ void gs_team_init(gs_team *t, int max_threads)
 {
     t->max_threads = max_threads < 1 ? 1 : max_threads > 0xffff ? 0xffff : max_threads;
     t->fixed = 0;
+    t->per_thread = GS_CPU_BYTES_PER_THREAD;
     t->region_threads = 0;
     t->last_region = 0;
     t->stalls = t->last_stalls = 0;
@@ -163,7 +164,7 @@ void gs_team_run_parts(gs_team *t, int parts, gs_team_fn fn, void *args)
 void gs_team_run(gs_team *t, double bytes, gs_team_fn fn, void *args)
 {
     const int cap = gs_team_cap(t);
-    const int parts = t->fixed > 0 ? cap : gs_cpu_threads_for(bytes, GS_CPU_BYTES_PER_THREAD, cap);
+    const int parts = t->fixed > 0 ? cap : gs_cpu_threads_for(bytes, t->per_thread, cap);
     gs_team_run_parts(t, parts, fn, args);
 }
 

@@ -14,16 +14,18 @@
 #include <stdint.h>
 
 /* A kernel pays for one more thread per GS_CPU_BYTES_PER_THREAD bytes it
- * moves (values, indices, vectors; the byte model of the floor). Derived
- * on the 2-core AMD EPYC (Zen 4, KVM) of issue 34 (docs/perf-notes.md,
- * 2026-11-27): a kernel handed to a thread that waits actively costs about
- * 1 us (1138_bus: 8.9 us an iteration on one thread, 17 us with two spinning
- * OpenMP threads, ~8 kernels), and one thread moves 10-30 GB/s from L2 or
- * L3, so a second thread saves more than it costs above some 40-80 kB; the
- * constant keeps a factor 4 for machines whose barriers span more cores.
- * On that machine, busy with other builds, two threads never paid at any
- * size (scripts/bench_cpu_threads.py): re-measure on a quiet one. */
-#define GS_CPU_BYTES_PER_THREAD (256.0 * 1024.0)
+ * moves (values, indices, vectors; the byte model of the floor), unless
+ * --thread-bytes says otherwise. Measured on the 2-core AMD EPYC (Zen 4,
+ * KVM) of issue 34, busy with other builds (docs/perf-notes.md,
+ * 2026-11-27, scripts/bench_cpu_threads.py): two threads were 1.7-2.0x
+ * slower than one on every shared matrix whose kernels reach 0.5-3.6 MB
+ * (bcsstk13 to bcsstk16), and even at poisson3d:40 (a 6.7 MB SpMV) no
+ * faster; so one thread up to 4 MB a kernel. The cost that sets it is a
+ * waiting thread's hand-over (about 1 us where it has a core of its own,
+ * a scheduler slice where it has not) against what half a kernel saves;
+ * a machine with idle cores may want less (measure it with
+ * bench_cpu_threads.py --threads 1,2,4,... and --thread-bytes). */
+#define GS_CPU_BYTES_PER_THREAD (2.0 * 1024.0 * 1024.0)
 
 /* Elements summed in order into one partial of a dot product; partials are
  * then added in order. Fixed, so a dot does not depend on the threads. */
@@ -38,6 +40,7 @@ typedef void (*gs_team_fn)(void *args, int part, int parts);
 typedef struct gs_team {
     int max_threads;    /* OMP_NUM_THREADS (omp_get_max_threads) at creation */
     int fixed;          /* > 0: --threads N (capped by max_threads); 0: by work */
+    double per_thread;  /* bytes a kernel needs per thread (GS_CPU_BYTES_PER_THREAD) */
     int region_threads; /* threads of the region running now; 0: none */
     int last_region;    /* threads the last region got (OMP_DYNAMIC may give fewer) */
     int stalls;         /* this region's kernels whose master waited long for a part */
@@ -75,7 +78,7 @@ void gs_team_destroy(gs_team *t);
  * max_threads. */
 int gs_team_cap(const gs_team *t);
 
-/* Run fn over parts = gs_cpu_threads_for(bytes, cap) parts (or parts_fixed
+/* Run fn over parts = gs_cpu_threads_for(bytes, per_thread, cap) parts (or parts_fixed
  * when > 0, for tests), on the region's waiting threads when one is open,
  * else one OpenMP parallel region (or the caller alone for one part). */
 void gs_team_run(gs_team *t, double bytes, gs_team_fn fn, void *args);

@@ -236,9 +236,10 @@ struct gs_engine {
 int gs_engine_cpu_create(gs_engine **out, gs_error *err);
 int gs_engine_cuda_create(gs_engine **out, gs_error *err);
 /* --threads: threads > 0 runs every CPU kernel on that many (at most
- * OMP_NUM_THREADS); 0 (the default) chooses by the work. A no-op on other
- * engines. */
-void gs_engine_cpu_set_threads(gs_engine *e, int threads);
+ * OMP_NUM_THREADS); 0 (the default) chooses by the work, a thread per
+ * bytes_per_thread a kernel moves (--thread-bytes; 0: the engine's default,
+ * cpu_team.h). A no-op on other engines. */
+void gs_engine_cpu_set_threads(gs_engine *e, int threads, double bytes_per_thread);
 /* The same on device `device` (0 .. count - 1): a distributed run's rank r
  * takes its local rank mod the count (NCCL needs every GPU visible to every
  * rank, so ranks choose by index, not by CUDA_VISIBLE_DEVICES). */

@@ -136,9 +136,9 @@ static int cpu_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_m
         free(M);
         return status;
     }
-    const int threads = gs_cpu_threads_for(gs_csr_stream_bytes(A, GS_FP64),
-                                           GS_CPU_BYTES_PER_THREAD,
-                                           gs_team_cap(&((cpu_impl *)e->impl)->team));
+    const gs_team *team = &((cpu_impl *)e->impl)->team;
+    const int threads =
+        gs_cpu_threads_for(gs_csr_stream_bytes(A, GS_FP64), team->per_thread, gs_team_cap(team));
     if (prec == GS_FP32) {
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t k = 0; k < A->nnz; k++) M->A.val[k] = (double)(float)M->A.val[k];
@@ -661,7 +661,7 @@ static int cpu_solve_plan(gs_engine *e, double kernel_bytes)
     const int cap = gs_team_cap(&c->team);
     const int threads = c->team.fixed > 0
                             ? cap
-                            : gs_cpu_threads_for(kernel_bytes, GS_CPU_BYTES_PER_THREAD, cap);
+                            : gs_cpu_threads_for(kernel_bytes, c->team.per_thread, cap);
     c->solve_threads = threads;
     if (c->floor[threads] == 0.0) {
         c->floor[threads] =
@@ -778,8 +778,10 @@ int gs_engine_cpu_create(gs_engine **out, gs_error *err)
     return GS_OK;
 }
 
-void gs_engine_cpu_set_threads(gs_engine *e, int threads)
+void gs_engine_cpu_set_threads(gs_engine *e, int threads, double bytes_per_thread)
 {
     if (e->ops != &cpu_ops) return; /* not the CPU engine */
-    ((cpu_impl *)e->impl)->team.fixed = threads > 0 ? threads : 0;
+    gs_team *t = &((cpu_impl *)e->impl)->team;
+    t->fixed = threads > 0 ? threads : 0;
+    t->per_thread = bytes_per_thread > 0.0 ? bytes_per_thread : GS_CPU_BYTES_PER_THREAD;
 }

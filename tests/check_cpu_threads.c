@@ -36,6 +36,17 @@ START_TEST(the_thread_rule_is_a_function_of_bytes_and_the_cap)
 }
 END_TEST
 
+START_TEST(a_region_keeps_the_faster_arm_of_its_trial)
+{
+    ck_assert(!gs_team_prefer_alone(1e6, 1e-3, 1e6, 2e-3)); /* the team twice as fast */
+    ck_assert(gs_team_prefer_alone(1e6, 2e-3, 1e6, 1e-3));  /* alone twice as fast */
+    ck_assert(gs_team_prefer_alone(2e6, 2e-3, 1e6, 1e-3));  /* the same rate: fewer threads */
+    ck_assert(!gs_team_prefer_alone(1e6, 1e-3, 0.0, 0.0));  /* no alone kernels: keep the team */
+    ck_assert(gs_team_prefer_alone(0.0, 0.0, 1e6, 1e-3));   /* no team kernels */
+    ck_assert(!gs_team_prefer_alone(1e6, 1e-3, 1e6, NAN));
+}
+END_TEST
+
 START_TEST(the_floor_probe_arithmetic_is_streams)
 {
     const double MB = 1024.0 * 1024.0;
@@ -211,7 +222,7 @@ START_TEST(the_report_names_threads_policy_and_floor)
     tu_assert_exit(o, 0);
     char v[128];
     ck_assert(tu_csv_field(o.text, 0, "threads", v, sizeof v));
-    ck_assert_msg(strcmp(v, "2") == 0 || strcmp(v, "1") == 0, "threads '%s'", v); /* 1: stalls */
+    ck_assert_msg(strcmp(v, "2") == 0 || strcmp(v, "1") == 0, "threads '%s'", v); /* 1: gone alone */
     ck_assert(tu_csv_field(o.text, 0, "thread_policy", v, sizeof v));
     ck_assert_msg(strstr(v, "fixed (--threads), 2 of 2") != NULL, "policy '%s'", v);
     ck_assert(tu_csv_field(o.text, 0, "floor_ratio", v, sizeof v));
@@ -232,7 +243,7 @@ START_TEST(the_report_names_threads_policy_and_floor)
     /* a small --thread-bytes gives the 512-row problem both threads */
     o = tu_run_env("OMP_NUM_THREADS=2", "-e cpu --thread-bytes 4096 data/poisson3d_8.mtx");
     tu_assert_exit(o, 0);
-    TU_ASSERT_HAS(o, "(by work, 2 of 2"); /* then 1 where the cores are busy (stalls) */
+    TU_ASSERT_HAS(o, "(by work, 2 of 2"); /* then 1 where the cores are busy */
     free(o.text);
 }
 END_TEST
@@ -243,6 +254,7 @@ static Suite *cpu_threads_suite(void)
     TCase *tc = tu_add_tcase(s, "rule and floor", 60);
     tcase_add_test(tc, the_thread_rule_is_a_function_of_bytes_and_the_cap);
     tcase_add_test(tc, the_floor_probe_arithmetic_is_streams);
+    tcase_add_test(tc, a_region_keeps_the_faster_arm_of_its_trial);
     tcase_add_loop_test(tc, a_region_runs_every_part_of_every_kernel_once, 0, 3);
     TCase *ts = tu_add_tcase(s, "solves", 300);
     tcase_add_loop_test(ts, solves_agree_at_one_two_and_three_threads, 0, 4);

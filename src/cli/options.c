@@ -71,7 +71,7 @@ static const opt_decl options[] = {
      "solve's by its largest kernel; N runs every kernel on N threads; never more than "
      "OMP_NUM_THREADS (the report's threads line says what ran)",
      GS_OPT_LONG, F(threads), .lo = 0, .hi = 4096},
-    {"thread-bytes", 0, "B", "2097152",
+    {"thread-bytes", 0, "B", "262144",
      "cpu engine, --threads 0: a kernel takes one thread per B bytes it moves (2 MiB: measured "
      "on a busy 2-core machine, docs/perf-notes.md; measure yours with "
      "scripts/bench_cpu_threads.py)",

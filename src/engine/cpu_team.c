@@ -48,7 +48,10 @@ void gs_team_init(gs_team *t, int max_threads)
     t->per_thread = GS_CPU_BYTES_PER_THREAD;
     t->region_threads = 0;
     t->last_region = 0;
-    t->stalls = t->last_stalls = 0;
+    t->arm = 2;
+    atomic_init(&t->alone, 0);
+    t->last_alone = 0;
+    t->last_rate[0] = t->last_rate[1] = 0.0;
     t->fn = NULL;
     t->args = NULL;
     atomic_init(&t->state, 0u);
@@ -67,14 +70,24 @@ void gs_team_destroy(gs_team *t)
 
 int gs_team_cap(const gs_team *t)
 {
-    if (t->region_threads > 0) return t->stalls >= GS_TEAM_STALLS ? 1 : t->region_threads;
+    if (t->region_threads > 0)
+        return atomic_load_explicit(&t->alone, memory_order_relaxed) ? 1 : t->region_threads;
     if (t->fixed > 0) return t->fixed < t->max_threads ? t->fixed : t->max_threads;
     return t->max_threads;
 }
 
-/* Claim and run parts of generation gen until none is left. */
-static void team_work(gs_team *t, unsigned gen)
+int gs_team_prefer_alone(double team_bytes, double team_seconds, double alone_bytes,
+                         double alone_seconds)
 {
+    if (!(alone_seconds > 0.0) || !(alone_bytes > 0.0)) return 0;
+    if (!(team_seconds > 0.0) || !(team_bytes > 0.0)) return 1;
+    return alone_bytes / alone_seconds >= team_bytes / team_seconds;
+}
+
+/* Claim and run parts of generation gen until none is left; how many. */
+static int team_work(gs_team *t, unsigned gen)
+{
+    int ran = 0;
     uint64_t s = atomic_load_explicit(&t->state, memory_order_acquire);
     while (STATE_GEN(s) == gen && STATE_NEXT(s) < STATE_PARTS(s)) {
         if (!atomic_compare_exchange_weak_explicit(&t->state, &s, s + 1, memory_order_acq_rel,
@@ -82,8 +95,10 @@ static void team_work(gs_team *t, unsigned gen)
             continue; /* s reloaded */
         t->fn(t->args, STATE_NEXT(s), STATE_PARTS(s)); /* fn, args stay until it completes */
         atomic_fetch_add_explicit(&t->completed, 1u, memory_order_release);
+        ran++;
         s = atomic_load_explicit(&t->state, memory_order_acquire);
     }
+    return ran;
 }
 
 static void team_publish(gs_team *t, uint64_t s)
@@ -102,17 +117,12 @@ static void team_dispatch(gs_team *t, int parts, gs_team_fn fn, void *args)
     t->fn = fn;
     t->args = args;
     atomic_store_explicit(&t->completed, 0u, memory_order_relaxed);
-    const double t0 = gs_now();
     team_publish(t, STATE(gen, parts, 0));
     team_work(t, gen);
-    if (atomic_load_explicit(&t->completed, memory_order_acquire) == (unsigned)parts) return;
-    const double t1 = gs_now();
     long spins = 0;
     while (atomic_load_explicit(&t->completed, memory_order_acquire) != (unsigned)parts)
         if (++spins > 64) sched_yield(); /* a claimed part is running elsewhere */
         else spin_pause();
-    const double waited = gs_now() - t1;
-    if (waited > GS_TEAM_STALL_SECONDS && waited > GS_TEAM_STALL_FACTOR * (t1 - t0)) t->stalls++;
 }
 
 /* A waiting thread: spin on the generation, help, spin again; block after
@@ -123,7 +133,7 @@ static void team_serve(gs_team *t, unsigned seen)
         long spins = 0;
         unsigned gen;
         while ((gen = STATE_GEN(atomic_load_explicit(&t->state, memory_order_acquire))) == seen) {
-            if (++spins < SPINS_BEFORE_SLEEP) {
+            if (++spins < SPINS_BEFORE_SLEEP && !atomic_load_explicit(&t->alone, memory_order_relaxed)) {
                 spin_pause();
                 continue;
             }
@@ -161,11 +171,42 @@ void gs_team_run_parts(gs_team *t, int parts, gs_team_fn fn, void *args)
     }
 }
 
+/* The region's trial: the kernel's bytes and seconds to its arm; after
+ * GS_TEAM_TRIAL kernels the team's arm gives way to the alone one, and
+ * after as many of those the faster stays. */
+static void trial_record(gs_team *t, double bytes, double seconds)
+{
+    if (t->arm == 0 && t->trial_warmup < GS_TEAM_TRIAL_WARMUP) {
+        t->trial_warmup++; /* the others may still be waking from the region's start */
+        return;
+    }
+    t->trial_bytes[t->arm] += bytes;
+    t->trial_seconds[t->arm] += seconds;
+    if (++t->trial_kernels[t->arm] < GS_TEAM_TRIAL) return;
+    if (t->arm == 0) {
+        t->arm = 1;
+        atomic_store(&t->alone, 1);
+        return;
+    }
+    t->arm = 2;
+    t->last_alone = gs_team_prefer_alone(t->trial_bytes[0], t->trial_seconds[0],
+                                         t->trial_bytes[1], t->trial_seconds[1]);
+    for (int a = 0; a < 2; a++)
+        t->last_rate[a] = t->trial_seconds[a] > 0.0 ? t->trial_bytes[a] / t->trial_seconds[a] : 0.0;
+    atomic_store(&t->alone, t->last_alone);
+}
+
 void gs_team_run(gs_team *t, double bytes, gs_team_fn fn, void *args)
 {
     const int cap = gs_team_cap(t);
     const int parts = t->fixed > 0 ? cap : gs_cpu_threads_for(bytes, t->per_thread, cap);
+    if (t->region_threads <= 1 || t->arm == 2 || omp_get_thread_num() != 0) {
+        gs_team_run_parts(t, parts, fn, args);
+        return;
+    }
+    const double t0 = gs_now();
     gs_team_run_parts(t, parts, fn, args);
+    trial_record(t, bytes, gs_now() - t0);
 }
 
 int gs_team_region(gs_team *t, int threads, int (*solve)(void *ctx), void *ctx)
@@ -179,9 +220,15 @@ int gs_team_region(gs_team *t, int threads, int (*solve)(void *ctx), void *ctx)
         if (omp_get_thread_num() == 0) {
             t->region_threads = omp_get_num_threads(); /* read by the master only */
             t->last_region = t->region_threads;
-            t->stalls = 0;
+            t->arm = 0;
+            t->trial_kernels[0] = t->trial_kernels[1] = t->trial_warmup = 0;
+            t->trial_bytes[0] = t->trial_bytes[1] = t->trial_seconds[0] = t->trial_seconds[1] = 0;
+            t->last_alone = 0;
+            t->last_rate[0] = t->last_rate[1] = 0.0;
+            atomic_store(&t->alone, 0);
             status = solve(ctx);
-            t->last_stalls = t->stalls;
+            t->arm = 2;
+            atomic_store(&t->alone, 0);
             t->region_threads = 0;
             atomic_store(&t->stop, 1);
             const unsigned gen = STATE_GEN(atomic_load(&t->state)) + 1u;

@@ -25,7 +25,7 @@
  * a scheduler slice where it has not) against what half a kernel saves;
  * a machine with idle cores may want less (measure it with
  * bench_cpu_threads.py --threads 1,2,4,... and --thread-bytes). */
-#define GS_CPU_BYTES_PER_THREAD (2.0 * 1024.0 * 1024.0)
+#define GS_CPU_BYTES_PER_THREAD (256.0 * 1024.0)
 
 /* Elements summed in order into one partial of a dot product; partials are
  * then added in order. Fixed, so a dot does not depend on the threads. */
@@ -43,8 +43,16 @@ typedef struct gs_team {
     double per_thread;  /* bytes a kernel needs per thread (GS_CPU_BYTES_PER_THREAD) */
     int region_threads; /* threads of the region running now; 0: none */
     int last_region;    /* threads the last region got (OMP_DYNAMIC may give fewer) */
-    int stalls;         /* this region's kernels whose master waited long for a part */
-    int last_stalls;    /* the last region's, at its end */
+    /* The region's trial (gs_team_prefer_alone): its first GS_TEAM_TRIAL
+     * kernels of each arm, the team's (arm 0) and then the master's alone
+     * (arm 1, the others asleep), their bytes and seconds; then the faster
+     * arm for the rest of the solve. */
+    int arm;             /* 0 team, 1 alone, 2 decided */
+    int trial_kernels[2], trial_warmup;
+    double trial_bytes[2], trial_seconds[2];
+    atomic_int alone;    /* 1: kernels run on the master; the others sleep */
+    int last_alone;      /* the last region's decision, and its rates (bytes/s): */
+    double last_rate[2];
     /* The region's dispatch. The master writes fn and args, then publishes
      * state = generation << 32 | parts << 16 | next part; every thread,
      * the master too, claims parts by advancing next (a compare-and-swap on
@@ -64,18 +72,23 @@ typedef struct gs_team {
 void gs_team_init(gs_team *t, int max_threads);
 void gs_team_destroy(gs_team *t);
 
-/* A kernel's master that waited for a claimed part longer than this and
- * than GS_TEAM_STALL_FACTOR times its own parts took saw a thread taken off
- * its core (other processes hold the cores); after GS_TEAM_STALLS such
- * kernels the region runs the rest of its solve on the master alone (the
- * results do not change: the parts do not). */
-#define GS_TEAM_STALL_SECONDS 100e-6
-#define GS_TEAM_STALL_FACTOR 4.0
-#define GS_TEAM_STALLS 2
+/* The rule measured on the machine while it solves: a region's first
+ * GS_TEAM_TRIAL kernels run with its threads, the next GS_TEAM_TRIAL on the
+ * master alone (the others blocked, so their waiting costs the master
+ * nothing); the rest of the solve takes whichever moved its bytes faster.
+ * Where other processes hold the cores, the team's threads lose (on the
+ * 2-core machine, busy: 1.5-2x slower; idle: 1.5x faster, the same
+ * matrices). The results do not change: the parts do not. */
+#define GS_TEAM_TRIAL 24
+#define GS_TEAM_TRIAL_WARMUP 4 /* the team's first kernels, not counted */
+/* 1 when the alone arm moved its bytes at least as fast as the team's (a
+ * pure function: the bytes and seconds of each arm's trial kernels). */
+int gs_team_prefer_alone(double team_bytes, double team_seconds, double alone_bytes,
+                         double alone_seconds);
 
 /* The cap a kernel's parts are chosen under: the region's threads inside
- * one (1 once it has stalled GS_TEAM_STALLS times), else --threads N, else
- * max_threads. */
+ * one (1 while its trial runs alone or once it chose to), else --threads
+ * N, else max_threads. */
 int gs_team_cap(const gs_team *t);
 
 /* Run fn over parts = gs_cpu_threads_for(bytes, per_thread, cap) parts (or parts_fixed

@@ -227,7 +227,7 @@ struct gs_engine {
                              * the CPU engine's triad with the solve's threads (solve_plan);
                              * 0 if not measured */
     int threads;            /* CPU engine: the last planned solve's threads; 0 otherwise */
-    char thread_policy[96]; /* CPU engine: how they were chosen ("by work, 1 of 16") */
+    char thread_policy[160]; /* CPU engine: how they were chosen ("by work, 1 of 16") */
     size_t device_bytes_now, device_bytes_peak; /* engine allocations (0 for the CPU) */
 };
 

@@ -678,13 +678,13 @@ static int cpu_solve_plan(gs_engine *e, double kernel_bytes)
 
 /* The region's threads are OpenMP's answer to solve_threads (with
  * OMP_DYNAMIC=true it may give fewer on a busy machine), and a region whose
- * threads stalled its kernels finished on the master alone (cpu_team.h):
+ * trial found the master alone faster ran the rest of the solve so
+ * (cpu_team.h):
  * the report says what ran. */
 static int cpu_solve_region(gs_engine *e, int (*solve)(void *ctx), void *ctx)
 {
     cpu_impl *c = e->impl;
     c->team.last_region = 0;
-    c->team.last_stalls = 0;
     const int status = gs_team_region(&c->team, c->solve_threads, solve, ctx);
     const int got = c->team.last_region;
     const char *how = c->team.fixed > 0 ? "fixed (--threads)" : "by work";
@@ -694,10 +694,11 @@ static int cpu_solve_region(gs_engine *e, int (*solve)(void *ctx), void *ctx)
                  "%s, %d asked (of %d), OpenMP gave %d (OMP_DYNAMIC)", how, c->solve_threads,
                  c->team.max_threads, got);
     }
-    if (c->solve_threads > 1 && c->team.last_stalls >= GS_TEAM_STALLS) {
+    if (c->solve_threads > 1 && got > 1 && c->team.last_alone) {
         snprintf(e->thread_policy, sizeof e->thread_policy,
-                 "%s, %d of %d, then 1 after %d stalls (other work holds the cores)", how,
-                 got > 0 ? got : c->solve_threads, c->team.max_threads, c->team.last_stalls);
+                 "%s, %d of %d, then 1: alone %.3g GB/s, %d threads %.3g GB/s (busy cores)",
+                 how, got, c->team.max_threads, c->team.last_rate[1] * 1e-9, got,
+                 c->team.last_rate[0] * 1e-9);
         e->threads = 1;
     }
     return status;

@@ -72,9 +72,9 @@ static const opt_decl options[] = {
      "OMP_NUM_THREADS (the report's threads line says what ran)",
      GS_OPT_LONG, F(threads), .lo = 0, .hi = 4096},
     {"thread-bytes", 0, "B", "262144",
-     "cpu engine, --threads 0: a kernel takes one thread per B bytes it moves (2 MiB: measured "
-     "on a busy 2-core machine, docs/perf-notes.md; measure yours with "
-     "scripts/bench_cpu_threads.py)",
+     "cpu engine, --threads 0: a kernel takes one thread per B bytes it moves, and a solve "
+     "keeps its threads only where a trial at its start finds them faster than one "
+     "(docs/perf-notes.md; scripts/bench_cpu_threads.py --thread-bytes measures another B)",
      GS_OPT_DOUBLE, F(thread_bytes), .lo = 1024, .hi = 1e15},
     {"pc-blocks", 0, "N", "1",
      "set the preconditioner up on A's block-diagonal part over N row blocks balanced by "

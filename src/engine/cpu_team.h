@@ -15,16 +15,15 @@
 
 /* A kernel pays for one more thread per GS_CPU_BYTES_PER_THREAD bytes it
  * moves (values, indices, vectors; the byte model of the floor), unless
- * --thread-bytes says otherwise. Measured on the 2-core AMD EPYC (Zen 4,
- * KVM) of issue 34, busy with other builds (docs/perf-notes.md,
- * 2026-11-27, scripts/bench_cpu_threads.py): two threads were 1.7-2.0x
- * slower than one on every shared matrix whose kernels reach 0.5-3.6 MB
- * (bcsstk13 to bcsstk16), and even at poisson3d:40 (a 6.7 MB SpMV) no
- * faster; so one thread up to 4 MB a kernel. The cost that sets it is a
- * waiting thread's hand-over (about 1 us where it has a core of its own,
- * a scheduler slice where it has not) against what half a kernel saves;
- * a machine with idle cores may want less (measure it with
- * bench_cpu_threads.py --threads 1,2,4,... and --thread-bytes). */
+ * --thread-bytes says otherwise: a thread that waits actively takes a
+ * kernel in about 1 us (issue 34: 1138_bus, 8.9 us an iteration on one
+ * thread, 17 with two spinning OpenMP threads) and one thread moves 10-30
+ * GB/s from L2 or L3, so a second one saves more than it costs above some
+ * 40-80 kB; the constant keeps a factor 4 for barriers over more cores.
+ * On the 2-core machine of issue 34, with one other job, two threads were
+ * 1.2-1.8x faster from 0.75 MB an iteration; with three or four jobs,
+ * 1.7-2.0x slower (docs/perf-notes.md, 2026-11-27): the region's trial
+ * (GS_TEAM_TRIAL) decides between the two as the solve runs. */
 #define GS_CPU_BYTES_PER_THREAD (256.0 * 1024.0)
 
 /* Elements summed in order into one partial of a dot product; partials are

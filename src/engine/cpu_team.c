@@ -200,7 +200,8 @@ void gs_team_run(gs_team *t, double bytes, gs_team_fn fn, void *args)
 {
     const int cap = gs_team_cap(t);
     const int parts = t->fixed > 0 ? cap : gs_cpu_threads_for(bytes, t->per_thread, cap);
-    if (t->region_threads <= 1 || t->arm == 2 || omp_get_thread_num() != 0) {
+    if (t->region_threads <= 1 || t->arm == 2 || t->fixed > 0 || omp_get_thread_num() != 0) {
+        /* no trial: none running, decided, or --threads N (exactly N) */
         gs_team_run_parts(t, parts, fn, args);
         return;
     }

@@ -77,7 +77,8 @@ void gs_team_destroy(gs_team *t);
  * nothing); the rest of the solve takes whichever moved its bytes faster.
  * Where other processes hold the cores, the team's threads lose (on the
  * 2-core machine, busy: 1.5-2x slower; idle: 1.5x faster, the same
- * matrices). The results do not change: the parts do not. */
+ * matrices). By work only: --threads N runs N threads throughout. The
+ * results do not change: the parts do not. */
 #define GS_TEAM_TRIAL 24
 #define GS_TEAM_TRIAL_WARMUP 4 /* the team's first kernels, not counted */
 /* 1 when the alone arm moved its bytes at least as fast as the team's (a

@@ -87,6 +87,8 @@ static const gs_engine_ops cuda_ops = {
     cuda_scalar_data,
     cuda_native_stream,
     cuda_fused_run,
+    NULL, /* solve_plan: the CUDA engine's threads are its kernels' */
+    NULL, /* solve_region */
 };
 
 /* Every CUDA call of the engine is on the creating thread, whose current

@@ -104,8 +104,8 @@ static int engines_open_dist(const gs_cli *cli, engines *en, gs_error *err)
     if (strcmp(want, "both") == 0)
         status = gs_error_set(err, GS_ERR_UNSUPPORTED,
                               "--engine both: runs on one process only, not under mpirun");
-    else if (strcmp(want, "cpu") == 0)
-        status = gs_engine_cpu_create(&inner, err);
+    else if (strcmp(want, "cpu") == 0 && (status = gs_engine_cpu_create(&inner, err)) == GS_OK)
+        gs_engine_cpu_set_threads(inner, (int)cli->threads, cli->thread_bytes);
     else
         status = gs_engine_cuda_create_on(gs_dist_device() < 0 ? 0 : gs_dist_device(), &inner,
                                           err);
@@ -163,6 +163,7 @@ static int engines_open(const gs_cli *cli, engines *en, gs_error *err)
     if (strcmp(want, "cpu") == 0 || strcmp(want, "both") == 0) {
         status = gs_engine_cpu_create(&en->e[en->count], err);
         if (status != GS_OK) return status;
+        gs_engine_cpu_set_threads(en->e[en->count], (int)cli->threads, cli->thread_bytes);
         en->count++;
     }
     if (strcmp(want, "cuda") == 0 || strcmp(want, "both") == 0) {

@@ -73,6 +73,16 @@ static const opt_decl options[] = {
      F(format_name)},
     {"repeat", 0, "N", "1", "run N times; report the min and median of Tp, Ts, Tt", GS_OPT_LONG,
      F(repeat), .lo = 1, .hi = 10000},
+    {"threads", 0, "N", "0",
+     "cpu engine: 0 chooses each kernel's threads by its bytes (one for small problems) and a "
+     "solve's by its largest kernel; N runs every kernel on N threads; never more than "
+     "OMP_NUM_THREADS (the report's threads line says what ran)",
+     GS_OPT_LONG, F(threads), .lo = 0, .hi = 4096},
+    {"thread-bytes", 0, "B", "262144",
+     "cpu engine, --threads 0: a kernel takes one thread per B bytes it moves, and a solve "
+     "keeps its threads only where a trial at its start finds them faster than one "
+     "(docs/perf-notes.md; scripts/bench_cpu_threads.py --thread-bytes measures another B)",
+     GS_OPT_DOUBLE, F(thread_bytes), .lo = 1024, .hi = 1e15},
     {"pc-blocks", 0, "N", "1",
      "set the preconditioner up on A's block-diagonal part over N row blocks balanced by "
      "nonzeros (the block-local M that N ranks of mpirun build; one process only)",

@@ -28,6 +28,8 @@ typedef struct gs_cli {
     const char *format_name;
     gs_format format;
     long repeat;
+    long threads;           /* cpu engine: 0 by work, N fixed (capped by OMP_NUM_THREADS) */
+    double thread_bytes;    /* cpu engine: bytes a kernel needs per thread, by work */
     long pc_blocks;         /* > 1: M set up on A's block-diagonal part (docs/multigpu.md) */
     double time_limit;      /* seconds per run (setup + solve); 0: no limit */
     const char *history;    /* CSV of the residual checks of every run, or NULL */

@@ -107,8 +107,11 @@ static void report_table(FILE *out, const gs_run *r)
             run_nnz(r), p->symmetric ? "symmetric" : "nonsymmetric");
     fprintf(out, "read       %.6f s (not part of Tt)\n", p->read_seconds);
     fprintf(out, "engine     %s: %s", r->engine, r->device);
-    if (r->bandwidth > 0) fprintf(out, ", copy bandwidth %.0f GB/s", r->bandwidth * 1e-9);
+    if (r->bandwidth > 0)
+        fprintf(out, ", %s bandwidth %.0f GB/s", r->threads > 0 ? "triad" : "copy",
+                r->bandwidth * 1e-9);
     fputc('\n', out);
+    if (r->threads > 0) fprintf(out, "threads    %d (%s)\n", r->threads, r->thread_policy);
     if (r->dist.ranks > 0) report_dist(out, r);
     fprintf(out, "precond    %s: %s  nnz(M) = %lld  mu = %.3f\n", r->precond, r->precond_desc,
             r->precond_nnz, r->mu);
@@ -213,6 +216,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
     D("true_rel_residual", r->true_residual); I("replacements", r->replacements);
     D("attainable_rel_residual", r->attainable); D("s_per_iteration", r->seconds_per_iteration);
     D("bytes_per_iteration", r->bytes_per_iteration); D("floor_ratio", r->floor_ratio);
+    I("threads", r->threads); S("thread_policy", r->thread_policy);
     S("loop", gs_loop_path_name(r->device_loop)); S("loop_note", r->loop_note);
     S("loop_asked", r->loop_asked);
     I("host_peak_bytes", r->host_peak_bytes); I("device_peak_bytes", r->device_peak_bytes);

@@ -43,6 +43,8 @@ typedef struct gs_run {
     char engine[16];
     char device[128];
     double bandwidth; /* bytes/s, 0 if not measured */
+    int threads;      /* the CPU engine's solve threads (0: not a CPU run) */
+    char thread_policy[160];
     char precond[32];
     char precond_desc[256];
     long long precond_nnz;

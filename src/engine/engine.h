@@ -204,6 +204,18 @@ typedef struct gs_engine_ops {
      * waits once. loop->ran = 0 where the engine declines (switched off,
      * too large for its rule, no cooperative launch): nothing has run. */
     int (*fused_run)(gs_engine *e, const struct gs_fused *f, struct gs_loop *loop);
+    /* --- optional (NULL where the engine has none): a solve's threads (the
+     * CPU engine, cpu_team.h) ---
+     * solve_plan, before a solve whose largest kernel moves kernel_bytes
+     * (outside Tp and Ts): choose the threads it will use (threads,
+     * thread_policy) and, the first time for that count, measure the host's
+     * floor with them (copy_bandwidth; on Linux the process's peak resident
+     * size then restarts from what it holds, so a caller that reports a
+     * peak reads it before this call and keeps the larger). solve_region: run solve(ctx) with
+     * those threads waiting for its kernels from start to end (one wake-up
+     * a solve, not one a kernel); returns what solve returned. */
+    int (*solve_plan)(gs_engine *e, double kernel_bytes);
+    int (*solve_region)(gs_engine *e, int (*solve)(void *ctx), void *ctx);
 } gs_engine_ops;
 
 struct gs_engine {
@@ -211,7 +223,11 @@ struct gs_engine {
     void *impl;             /* the engine's private state */
     gs_error err;           /* first failure of any operation */
     char device_name[128];  /* "NVIDIA H100 80GB HBM3", "CPU: 2 OpenMP threads" */
-    double copy_bandwidth;  /* bytes/s (read + written) measured at creation, 0 if not */
+    double copy_bandwidth;  /* bytes/s (read + written): the CUDA engine's copy at creation,
+                             * the CPU engine's triad with the solve's threads (solve_plan);
+                             * 0 if not measured */
+    int threads;            /* CPU engine: the last planned solve's threads; 0 otherwise */
+    char thread_policy[160]; /* CPU engine: how they were chosen ("by work, 1 of 16") */
     size_t device_bytes_now, device_bytes_peak; /* engine allocations (0 for the CPU) */
 };
 
@@ -219,6 +235,11 @@ struct gs_engine {
  * build has no CUDA or no device is present (message says which). */
 int gs_engine_cpu_create(gs_engine **out, gs_error *err);
 int gs_engine_cuda_create(gs_engine **out, gs_error *err);
+/* --threads: threads > 0 runs every CPU kernel on that many (at most
+ * OMP_NUM_THREADS); 0 (the default) chooses by the work, a thread per
+ * bytes_per_thread a kernel moves (--thread-bytes; 0: the engine's default,
+ * cpu_team.h). A no-op on other engines. */
+void gs_engine_cpu_set_threads(gs_engine *e, int threads, double bytes_per_thread);
 /* The same on device `device` (0 .. count - 1): a distributed run's rank r
  * takes its local rank mod the count (NCCL needs every GPU visible to every
  * rank, so ranks choose by index, not by CUDA_VISIBLE_DEVICES). */

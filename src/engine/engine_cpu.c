@@ -1,12 +1,16 @@
 /* engine_cpu.c - the CPU engine: the engine table (engine.h) in plain C with
- * OpenMP. It is the oracle the CUDA engine is tested against, so it favours
- * clarity; reductions use OpenMP's reduction clause. */
+ * OpenMP. It is the oracle the CUDA engine is tested against and the
+ * baseline of every speedup, so it is plain but not slow: each kernel takes
+ * the threads its bytes pay for, a solve keeps its threads waiting actively
+ * in one region (cpu_team.h), and dots add fixed blocks in a fixed order, so
+ * results do not depend on the thread count. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_team.h"
 #include "engine.h"
 #include "small.h"
 
@@ -19,10 +23,19 @@ struct gs_mat {
     gs_csr A;     /* own copy; fp32 values are rounded on the way in */
     int is_lower; /* trisolve direction, from the pattern */
     int is_upper;
+    /* triangular only: A without its diagonal, and the diagonal (0 where
+     * absent), so a substitution's row is a plain dot (trisolve) */
+    gs_csr off;
+    double *diag;
 };
 
 typedef struct cpu_impl {
     double S[GS_MAX_SCALARS];
+    gs_team team;
+    double *part;      /* partial sums of the dots, one per block */
+    int64_t part_cap;
+    int solve_threads; /* the planned solve's (solve_plan) */
+    double *floor;     /* triad bytes/s by thread count (0: not measured), max_threads + 1 */
 } cpu_impl;
 
 static double *slots(gs_engine *e) { return ((cpu_impl *)e->impl)->S; }
@@ -82,6 +95,36 @@ static int cpu_vec_download(gs_engine *e, const gs_vec *src, double *dst)
     return GS_OK;
 }
 
+/* T's entries off the diagonal as a CSR, and its diagonal (the last entry
+ * on it where a row repeats it; 0 where it has none). */
+static int split_diagonal(const gs_csr *T, gs_csr *off, double **diag, gs_error *err)
+{
+    const int32_t n = T->n_rows;
+    int64_t on = 0; /* entries on the diagonal */
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t k = T->row_ptr[i]; k < T->row_ptr[i + 1]; k++) on += T->col[k] == i;
+    *diag = gs_calloc((size_t)n + 1, sizeof(double), "triangular diagonal", err);
+    int status = *diag ? gs_csr_alloc(n, T->n_cols, T->nnz - on, 1, off, err) : GS_ERR_NOMEM;
+    if (status != GS_OK) {
+        free(*diag);
+        *diag = NULL;
+        return status;
+    }
+    int64_t q = 0;
+    for (int32_t i = 0; i < n; i++) {
+        for (int64_t k = T->row_ptr[i]; k < T->row_ptr[i + 1]; k++) {
+            if (T->col[k] == i) {
+                (*diag)[i] = T->val[k];
+                continue;
+            }
+            off->col[q] = T->col[k];
+            off->val[q++] = T->val[k];
+        }
+        off->row_ptr[i + 1] = q;
+    }
+    return GS_OK;
+}
+
 static int cpu_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out)
 {
     if (!A->val)
@@ -93,12 +136,15 @@ static int cpu_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_m
         free(M);
         return status;
     }
+    const gs_team *team = &((cpu_impl *)e->impl)->team;
+    const int threads =
+        gs_cpu_threads_for(gs_csr_stream_bytes(A, GS_FP64), team->per_thread, gs_team_cap(team));
     if (prec == GS_FP32) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t k = 0; k < A->nnz; k++) M->A.val[k] = (double)(float)M->A.val[k];
     }
     int above = 0, below = 0; /* entries right / left of the diagonal exist */
-#pragma omp parallel for schedule(static) reduction(| : above, below)
+#pragma omp parallel for schedule(static) reduction(| : above, below) num_threads(threads)
     for (int32_t i = 0; i < A->n_rows; i++)
         for (int64_t k = A->row_ptr[i]; k < A->row_ptr[i + 1]; k++) {
             above |= A->col[k] > i;
@@ -106,6 +152,14 @@ static int cpu_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_m
         }
     M->is_lower = !above;
     M->is_upper = !below;
+    if ((M->is_lower || M->is_upper) && A->n_rows == A->n_cols) {
+        status = split_diagonal(&M->A, &M->off, &M->diag, &e->err);
+        if (status != GS_OK) {
+            gs_csr_free(&M->A);
+            free(M);
+            return status;
+        }
+    }
     *out = M;
     return GS_OK;
 }
@@ -115,115 +169,310 @@ static void cpu_mat_destroy(gs_engine *e, gs_mat *M)
     (void)e;
     if (!M) return;
     gs_csr_free(&M->A);
+    gs_csr_free(&M->off);
+    free(M->diag);
     free(M);
+}
+
+/* ---- kernels: fn(args, part, parts) over fixed blocks of GS_CPU_DOT_BLOCK
+ * elements (cpu_team.h), so a dot's partial sums, one a block, and their
+ * order do not depend on the threads ---- */
+
+typedef struct kargs {
+    int64_t n;
+    double a, b, c;
+    const double *x, *y, *w, *d;
+    double *out, *out2; /* the vectors written */
+    const double *x2;
+    const gs_csr *A;
+    const double *const *V; /* mdot, maxpy */
+    const double *coef;     /* maxpy's S[slot0 ..] */
+    int k;
+    double *part; /* one partial sum a block (mdot: k of them, vector-major) */
+} kargs;
+
+static int64_t blocks_of(int64_t n) { return (n + GS_CPU_DOT_BLOCK - 1) / GS_CPU_DOT_BLOCK; }
+
+/* Block j's elements [*lo, *hi) of n. */
+static void block_range(int64_t j, int64_t n, int64_t *lo, int64_t *hi)
+{
+    *lo = j * GS_CPU_DOT_BLOCK;
+    *hi = *lo + GS_CPU_DOT_BLOCK < n ? *lo + GS_CPU_DOT_BLOCK : n;
+}
+
+/* x.y over [lo, hi) in four fixed lanes, added in a fixed order. */
+static double block_dot(const double *x, const double *y, int64_t lo, int64_t hi)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = lo;
+    for (; i + 4 <= hi; i += 4) {
+        s0 += x[i] * y[i];
+        s1 += x[i + 1] * y[i + 1];
+        s2 += x[i + 2] * y[i + 2];
+        s3 += x[i + 3] * y[i + 3];
+    }
+    for (; i < hi; i++) s0 += x[i] * y[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static double sum_parts(const double *part, int64_t count)
+{
+    double s = 0;
+    for (int64_t j = 0; j < count; j++) s += part[j];
+    return s;
+}
+
+/* The partial sums' buffer, grown before a kernel needs count of them. */
+static int parts_reserve(gs_engine *e, int64_t count)
+{
+    cpu_impl *c = e->impl;
+    if (count <= c->part_cap) return GS_OK;
+    double *p = realloc(c->part, (size_t)count * sizeof(double));
+    if (!p)
+        return gs_error_set(&e->err, GS_ERR_NOMEM, "cpu engine: %lld partial sums",
+                            (long long)count);
+    c->part = p;
+    c->part_cap = count;
+    return GS_OK;
+}
+
+static void run_kernel(gs_engine *e, double bytes, gs_team_fn fn, kargs *k)
+{
+    gs_team_run(&((cpu_impl *)e->impl)->team, bytes, fn, k);
+}
+
+#define FOR_MY_BLOCKS(k, part, parts)                                                              \
+    int64_t b0_, b1_;                                                                              \
+    gs_team_split(blocks_of((k)->n), part, parts, &b0_, &b1_);                                     \
+    for (int64_t j = b0_; j < b1_; j++)
+
+static void set_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    FOR_MY_BLOCKS(k, part, parts)
+    {
+        int64_t lo, hi;
+        block_range(j, k->n, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++) k->out[i] = k->a;
+    }
 }
 
 static int cpu_set(gs_engine *e, gs_vec *y, double value)
 {
-    (void)e;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < y->n; i++) y->x[i] = value;
+    kargs k = {.n = y->n, .a = value, .out = y->x};
+    run_kernel(e, 8.0 * y->n, set_kernel, &k);
     return GS_OK;
+}
+
+static void copy_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    int64_t b0, b1;
+    gs_team_split(blocks_of(k->n), part, parts, &b0, &b1);
+    const int64_t lo = b0 * GS_CPU_DOT_BLOCK, hi = b1 * GS_CPU_DOT_BLOCK < k->n ? b1 * GS_CPU_DOT_BLOCK : k->n;
+    if (hi > lo) memcpy(k->out + lo, k->x + lo, (size_t)(hi - lo) * sizeof(double));
 }
 
 static int cpu_copy(gs_engine *e, const gs_vec *x, gs_vec *y)
 {
-    (void)e;
-    memcpy(y->x, x->x, (size_t)x->n * sizeof(double));
+    kargs k = {.n = x->n, .x = x->x, .out = y->x};
+    run_kernel(e, 16.0 * x->n, copy_kernel, &k);
     return GS_OK;
+}
+
+/* y = a x + b y (b == 0: y's old contents, maybe NaN, must not leak in),
+ * then, with part, the block's y.w */
+static void axpby_block(const kargs *k, int64_t j)
+{
+    int64_t lo, hi;
+    block_range(j, k->n, &lo, &hi);
+    const double a = k->a, b = k->b, *x = k->x;
+    double *y = k->out;
+    if (b == 0.0)
+        for (int64_t i = lo; i < hi; i++) y[i] = a * x[i];
+    else
+        for (int64_t i = lo; i < hi; i++) y[i] = a * x[i] + b * y[i];
+    if (k->part) k->part[j] = block_dot(y, k->w, lo, hi);
+}
+
+static void axpby_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    FOR_MY_BLOCKS(k, part, parts) axpby_block(k, j);
 }
 
 static int cpu_axpby(gs_engine *e, gs_coef ka, const gs_vec *x, gs_coef kb, gs_vec *y)
 {
-    const double a = coef_eval(e, ka), b = coef_eval(e, kb);
-    const double *xx = x->x;
-    double *yy = y->x;
-    if (b == 0.0) { /* y = a x: y's old contents (maybe NaN) must not leak in */
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < y->n; i++) yy[i] = a * xx[i];
-    } else {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < y->n; i++) yy[i] = a * xx[i] + b * yy[i];
-    }
+    kargs k = {.n = y->n, .a = coef_eval(e, ka), .b = coef_eval(e, kb), .x = x->x, .out = y->x};
+    run_kernel(e, (k.b == 0.0 ? 16.0 : 24.0) * y->n, axpby_kernel, &k);
     return GS_OK;
+}
+
+static void axpbypcz_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    const double a = k->a, b = k->b, c = k->c, *x = k->x, *y = k->y;
+    double *z = k->out;
+    FOR_MY_BLOCKS(k, part, parts)
+    {
+        int64_t lo, hi;
+        block_range(j, k->n, &lo, &hi);
+        if (c == 0.0)
+            for (int64_t i = lo; i < hi; i++) z[i] = a * x[i] + b * y[i];
+        else
+            for (int64_t i = lo; i < hi; i++) z[i] = a * x[i] + b * y[i] + c * z[i];
+    }
 }
 
 static int cpu_axpbypcz(gs_engine *e, gs_coef ka, const gs_vec *x, gs_coef kb,
                         const gs_vec *y, gs_coef kc, gs_vec *z)
 {
-    const double a = coef_eval(e, ka), b = coef_eval(e, kb), c = coef_eval(e, kc);
-    const double *xx = x->x, *yy = y->x;
-    double *zz = z->x;
-    if (c == 0.0) {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < z->n; i++) zz[i] = a * xx[i] + b * yy[i];
-    } else {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < z->n; i++) zz[i] = a * xx[i] + b * yy[i] + c * zz[i];
-    }
+    kargs k = {.n = z->n, .a = coef_eval(e, ka), .b = coef_eval(e, kb), .c = coef_eval(e, kc),
+               .x = x->x, .y = y->x, .out = z->x};
+    run_kernel(e, 32.0 * z->n, axpbypcz_kernel, &k);
     return GS_OK;
 }
 
-static double dot_plain(const double *x, const double *y, int64_t n)
+static void dot_kernel(void *args, int part, int parts)
 {
-    double s = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s)
-    for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
-    return s;
+    const kargs *k = args;
+    FOR_MY_BLOCKS(k, part, parts)
+    {
+        int64_t lo, hi;
+        block_range(j, k->n, &lo, &hi);
+        k->part[j] = block_dot(k->x, k->y, lo, hi);
+    }
+}
+
+/* S[slot] = x.y in the fixed block order */
+static int dot_into(gs_engine *e, const double *x, const double *y, int64_t n, int slot)
+{
+    if (bad_slot(e, slot)) return GS_ERR_INTERNAL;
+    int status = parts_reserve(e, blocks_of(n));
+    if (status != GS_OK) return status;
+    kargs k = {.n = n, .x = x, .y = y, .part = ((cpu_impl *)e->impl)->part};
+    run_kernel(e, (x == y ? 8.0 : 16.0) * n, dot_kernel, &k);
+    slots(e)[slot] = sum_parts(k.part, blocks_of(n));
+    return GS_OK;
 }
 
 static int cpu_dot(gs_engine *e, const gs_vec *x, const gs_vec *y, int slot)
 {
-    if (bad_slot(e, slot)) return GS_ERR_INTERNAL;
-    slots(e)[slot] = dot_plain(x->x, y->x, x->n);
-    return GS_OK;
+    return dot_into(e, x->x, y->x, x->n, slot);
 }
 
 static int cpu_axpby_dot(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y,
                          const gs_vec *w, int slot)
 {
     if (bad_slot(e, slot)) return GS_ERR_INTERNAL;
-    cpu_axpby(e, a, x, b, y);
-    slots(e)[slot] = dot_plain(y->x, w ? w->x : y->x, y->n);
+    int status = parts_reserve(e, blocks_of(y->n));
+    if (status != GS_OK) return status;
+    kargs k = {.n = y->n, .a = coef_eval(e, a), .b = coef_eval(e, b), .x = x->x, .out = y->x,
+               .w = w ? w->x : y->x, .part = ((cpu_impl *)e->impl)->part};
+    run_kernel(e, (w ? 32.0 : 24.0) * y->n, axpby_kernel, &k);
+    slots(e)[slot] = sum_parts(k.part, blocks_of(y->n));
     return GS_OK;
+}
+
+static void axpy2_dot_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    const double a = k->a, b = k->b;
+    FOR_MY_BLOCKS(k, part, parts)
+    {
+        int64_t lo, hi;
+        block_range(j, k->n, &lo, &hi);
+        if (a != 0.0)
+            for (int64_t i = lo; i < hi; i++) k->out[i] += a * k->x[i];
+        if (b != 0.0)
+            for (int64_t i = lo; i < hi; i++) k->out2[i] += b * k->x2[i];
+        if (k->part) k->part[j] = block_dot(k->out2, k->out2, lo, hi);
+    }
 }
 
 static int cpu_axpy2_dot(gs_engine *e, gs_coef ka, const gs_vec *x1, gs_vec *y1, gs_coef kb,
                          const gs_vec *x2, gs_vec *y2, int slot)
 {
-    const double a = coef_eval(e, ka), b = coef_eval(e, kb);
-    double s = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s)
-    for (int64_t i = 0; i < y2->n; i++) {
-        if (a != 0.0) y1->x[i] += a * x1->x[i];
-        if (b != 0.0) y2->x[i] += b * x2->x[i];
-        s += y2->x[i] * y2->x[i];
-    }
-    if (slot == GS_SLOT_NONE) return GS_OK;
-    if (bad_slot(e, slot)) return GS_ERR_INTERNAL;
-    slots(e)[slot] = s;
+    const int want = slot != GS_SLOT_NONE;
+    if (want && bad_slot(e, slot)) return GS_ERR_INTERNAL;
+    int status = want ? parts_reserve(e, blocks_of(y2->n)) : GS_OK;
+    if (status != GS_OK) return status;
+    kargs k = {.n = y2->n, .a = coef_eval(e, ka), .b = coef_eval(e, kb), .x = x1->x,
+               .out = y1->x, .x2 = x2->x, .out2 = y2->x,
+               .part = want ? ((cpu_impl *)e->impl)->part : NULL};
+    run_kernel(e, 48.0 * y2->n, axpy2_dot_kernel, &k);
+    if (want) slots(e)[slot] = sum_parts(k.part, blocks_of(y2->n));
     return GS_OK;
+}
+
+static void pointwise_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    FOR_MY_BLOCKS(k, part, parts)
+    {
+        int64_t lo, hi;
+        block_range(j, k->n, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++) k->out[i] = k->d[i] * k->x[i];
+        if (k->part) k->part[j] = block_dot(k->x, k->out, lo, hi);
+    }
 }
 
 static int cpu_pointwise_mult_dot(gs_engine *e, const gs_vec *d, const gs_vec *x, gs_vec *y,
                                   int slot)
 {
-    const double *dd = d->x, *xx = x->x;
-    double *yy = y->x;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < y->n; i++) yy[i] = dd[i] * xx[i];
-    if (slot == GS_SLOT_NONE) return GS_OK;
-    if (bad_slot(e, slot)) return GS_ERR_INTERNAL;
-    slots(e)[slot] = dot_plain(xx, yy, y->n);
+    const int want = slot != GS_SLOT_NONE;
+    if (want && bad_slot(e, slot)) return GS_ERR_INTERNAL;
+    int status = want ? parts_reserve(e, blocks_of(y->n)) : GS_OK;
+    if (status != GS_OK) return status;
+    kargs k = {.n = y->n, .d = d->x, .x = x->x, .out = y->x,
+               .part = want ? ((cpu_impl *)e->impl)->part : NULL};
+    run_kernel(e, 24.0 * y->n, pointwise_kernel, &k);
+    if (want) slots(e)[slot] = sum_parts(k.part, blocks_of(y->n));
     return GS_OK;
+}
+
+static void mdot_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    const int64_t nb = blocks_of(k->n);
+    FOR_MY_BLOCKS(k, part, parts)
+    {
+        int64_t lo, hi;
+        block_range(j, k->n, &lo, &hi);
+        for (int v = 0; v < k->k; v++) k->part[v * nb + j] = block_dot(k->V[v], k->w, lo, hi);
+    }
 }
 
 static int cpu_mdot(gs_engine *e, const gs_vec *const *V, int k, const gs_vec *w, int slot0)
 {
     if (k <= 0) return GS_OK;
     if (bad_slot(e, slot0) || bad_slot(e, slot0 + k - 1)) return GS_ERR_INTERNAL;
-    for (int j = 0; j < k; j++) slots(e)[slot0 + j] = dot_plain(V[j]->x, w->x, w->n);
-    return GS_OK;
+    const int64_t nb = blocks_of(w->n);
+    const double *stack[64], **data = k <= 64 ? stack : malloc((size_t)k * sizeof *data);
+    int status = data ? parts_reserve(e, nb * k) : gs_error_set(&e->err, GS_ERR_NOMEM, "mdot");
+    if (status != GS_OK) goto cleanup;
+    for (int v = 0; v < k; v++) data[v] = V[v]->x;
+    kargs a = {.n = w->n, .V = data, .k = k, .w = w->x, .part = ((cpu_impl *)e->impl)->part};
+    run_kernel(e, 8.0 * (k + 1) * w->n, mdot_kernel, &a);
+    for (int v = 0; v < k; v++) slots(e)[slot0 + v] = sum_parts(a.part + v * nb, nb);
+cleanup:
+    if (data != stack) free(data);
+    return status;
+}
+
+static void maxpy_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    FOR_MY_BLOCKS(k, part, parts)
+    {
+        int64_t lo, hi;
+        block_range(j, k->n, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++) {
+            double s = 0;
+            for (int v = 0; v < k->k; v++) s += k->coef[v] * k->V[v][i];
+            k->out[i] += k->a * s;
+        }
+    }
 }
 
 static int cpu_maxpy(gs_engine *e, double c, const gs_vec *const *V, int k, int slot0,
@@ -231,63 +480,126 @@ static int cpu_maxpy(gs_engine *e, double c, const gs_vec *const *V, int k, int 
 {
     if (k <= 0) return GS_OK;
     if (bad_slot(e, slot0) || bad_slot(e, slot0 + k - 1)) return GS_ERR_INTERNAL;
-    const double *S = slots(e) + slot0;
-    double *ww = w->x;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < w->n; i++) {
-        double s = 0;
-        for (int j = 0; j < k; j++) s += S[j] * V[j]->x[i];
-        ww[i] += c * s;
-    }
+    const double *stack[64], **data = k <= 64 ? stack : malloc((size_t)k * sizeof *data);
+    if (!data) return gs_error_set(&e->err, GS_ERR_NOMEM, "maxpy");
+    for (int v = 0; v < k; v++) data[v] = V[v]->x;
+    kargs a = {.n = w->n, .a = c, .V = data, .k = k, .coef = slots(e) + slot0, .out = w->x};
+    run_kernel(e, 8.0 * (k + 2) * w->n, maxpy_kernel, &a);
+    if (data != stack) free(data);
     return GS_OK;
+}
+
+/* Part p's rows of A: split where row_ptr[r] + 2 r (entries, plus a row's
+ * two vector accesses in entry units) crosses p / parts of its total,
+ * rounded to a block boundary so a fused dot sums whole blocks. */
+static int64_t spmv_row_at(const gs_csr *A, int part, int parts)
+{
+    const int64_t n = A->n_rows;
+    if (part <= 0) return 0;
+    if (part >= parts) return n;
+    const int64_t total = A->row_ptr[n] + 2 * n, target = total * part / parts;
+    int64_t lo = 0, hi = n; /* first r with row_ptr[r] + 2 r >= target */
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (A->row_ptr[mid] + 2 * mid < target) lo = mid + 1;
+        else hi = mid;
+    }
+    const int64_t r = (lo + GS_CPU_DOT_BLOCK / 2) / GS_CPU_DOT_BLOCK * GS_CPU_DOT_BLOCK;
+    return r < n ? r : n;
+}
+
+/* y = a A x + b y over the rows [lo, hi) (b == 0: y not read) */
+static void spmv_rows(const kargs *k, int64_t lo, int64_t hi)
+{
+    const gs_csr *A = k->A;
+    const double a = k->a, b = k->b, *x = k->x;
+    double *y = k->out;
+    for (int64_t i = lo; i < hi; i++) {
+        double s = 0;
+        for (int64_t q = A->row_ptr[i]; q < A->row_ptr[i + 1]; q++) s += A->val[q] * x[A->col[q]];
+        y[i] = b == 0.0 ? a * s : a * s + b * y[i];
+    }
+}
+
+static void spmv_kernel(void *args, int part, int parts)
+{
+    const kargs *k = args;
+    const int64_t r0 = spmv_row_at(k->A, part, parts), r1 = spmv_row_at(k->A, part + 1, parts);
+    if (!k->part) {
+        spmv_rows(k, r0, r1);
+        return;
+    }
+    for (int64_t j = r0 / GS_CPU_DOT_BLOCK; j * GS_CPU_DOT_BLOCK < r1; j++) {
+        int64_t lo, hi;
+        block_range(j, k->n, &lo, &hi);
+        spmv_rows(k, lo, hi);
+        k->part[j] = block_dot(k->out, k->w, lo, hi);
+    }
+}
+
+static double spmv_bytes(const gs_csr *A)
+{
+    return gs_csr_stream_bytes(A, GS_FP64) + 16.0 * A->n_rows;
 }
 
 static int cpu_spmv_dot(gs_engine *e, const gs_mat *M, const gs_vec *x, gs_vec *y,
                         const gs_vec *w, int slot)
 {
-    gs_csr_spmv(&M->A, x->x, y->x);
-    if (slot == GS_SLOT_NONE) return GS_OK;
-    if (bad_slot(e, slot)) return GS_ERR_INTERNAL;
-    slots(e)[slot] = dot_plain(y->x, w ? w->x : x->x, y->n);
+    const int want = slot != GS_SLOT_NONE;
+    if (want && bad_slot(e, slot)) return GS_ERR_INTERNAL;
+    int status = want ? parts_reserve(e, blocks_of(y->n)) : GS_OK;
+    if (status != GS_OK) return status;
+    kargs k = {.n = y->n, .a = 1.0, .b = 0.0, .A = &M->A, .x = x->x, .out = y->x,
+               .w = w ? w->x : x->x, .part = want ? ((cpu_impl *)e->impl)->part : NULL};
+    run_kernel(e, spmv_bytes(&M->A), spmv_kernel, &k);
+    if (want) slots(e)[slot] = sum_parts(k.part, blocks_of(y->n));
     return GS_OK;
 }
 
 static int cpu_spmv_axpby(gs_engine *e, gs_coef ka, const gs_mat *M, const gs_vec *x,
                           gs_coef kb, gs_vec *y)
 {
-    const double a = coef_eval(e, ka), b = coef_eval(e, kb);
-    const gs_csr *A = &M->A;
-#pragma omp parallel for schedule(static)
-    for (int32_t i = 0; i < A->n_rows; i++) {
-        double s = 0;
-        for (int64_t k = A->row_ptr[i]; k < A->row_ptr[i + 1]; k++) s += A->val[k] * x->x[A->col[k]];
-        y->x[i] = b == 0.0 ? a * s : a * s + b * y->x[i];
-    }
+    kargs k = {.n = y->n, .a = coef_eval(e, ka), .b = coef_eval(e, kb), .A = &M->A, .x = x->x,
+               .out = y->x};
+    run_kernel(e, spmv_bytes(&M->A) + (k.b == 0.0 ? 0.0 : 8.0 * y->n), spmv_kernel, &k);
     return GS_OK;
 }
 
-/* Serial substitution: the reference for the GPU's parallel solves. */
+/* Serial substitution: the reference for the GPU's parallel solves. Each
+ * row is b_i minus a dot over its entries off the diagonal, summed in four
+ * fixed lanes (one chain of dependent additions a row cost most of a
+ * substitution's time); a unit diagonal skips the division (s / 1 is s). */
 static int cpu_trisolve(gs_engine *e, const gs_mat *M, int unit_diagonal, const gs_vec *b,
                         gs_vec *x)
 {
-    const gs_csr *T = &M->A;
-    if (!M->is_lower && !M->is_upper)
+    const gs_csr *T = &M->off;
+    if ((!M->is_lower && !M->is_upper) || !M->diag)
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "trisolve: matrix is not triangular");
     const int lower = M->is_lower;
+    const double *bb = b->x, *val = T->val, *diag = M->diag;
+    const int32_t *col = T->col;
+    double *xx = x->x;
     for (int32_t step = 0; step < T->n_rows; step++) {
         const int32_t i = lower ? step : T->n_rows - 1 - step;
-        double s = b->x[i], diag = unit_diagonal ? 1.0 : 0.0;
-        for (int64_t k = T->row_ptr[i]; k < T->row_ptr[i + 1]; k++) {
-            if (T->col[k] == i) {
-                if (!unit_diagonal) diag = T->val[k];
-            } else {
-                s -= T->val[k] * x->x[T->col[k]];
-            }
+        const int64_t hi = T->row_ptr[i + 1];
+        int64_t k = T->row_ptr[i];
+        double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+        for (; k + 4 <= hi; k += 4) {
+            p0 += val[k] * xx[col[k]];
+            p1 += val[k + 1] * xx[col[k + 1]];
+            p2 += val[k + 2] * xx[col[k + 2]];
+            p3 += val[k + 3] * xx[col[k + 3]];
         }
-        if (diag == 0.0)
+        for (; k < hi; k++) p0 += val[k] * xx[col[k]];
+        const double s = bb[i] - ((p0 + p1) + (p2 + p3));
+        if (unit_diagonal) {
+            xx[i] = s;
+            continue;
+        }
+        if (diag[i] == 0.0)
             return gs_error_set(&e->err, GS_ERR_NUMERIC, "trisolve: zero diagonal in row %d",
                                 (int)i + 1);
-        x->x[i] = s / diag;
+        xx[i] = s / diag[i];
     }
     return GS_OK;
 }
@@ -340,9 +652,65 @@ static void *cpu_native_stream(gs_engine *e)
     return NULL;
 }
 
+/* The solve's threads: --threads N, else what its largest kernel's bytes
+ * pay for; the host's floor for that many threads measured the first time
+ * (outside Tp and Ts: run.c plans between them). */
+static int cpu_solve_plan(gs_engine *e, double kernel_bytes)
+{
+    cpu_impl *c = e->impl;
+    const int cap = gs_team_cap(&c->team);
+    const int threads = c->team.fixed > 0
+                            ? cap
+                            : gs_cpu_threads_for(kernel_bytes, c->team.per_thread, cap);
+    c->solve_threads = threads;
+    if (c->floor[threads] == 0.0) {
+        c->floor[threads] =
+            gs_cpu_triad_measure(threads, gs_cpu_triad_length(gs_cpu_llc_bytes()), 3);
+        gs_cpu_reset_peak_rss(); /* the probe's arrays are gone: not the run's peak */
+    }
+    e->copy_bandwidth = c->floor[threads];
+    e->threads = threads;
+    snprintf(e->thread_policy, sizeof e->thread_policy, "%s, %d of %d%s",
+             c->team.fixed > 0 ? "fixed (--threads)" : "by work", threads, c->team.max_threads,
+             threads > 1 ? ", one region a solve, threads waiting actively" : "");
+    return GS_OK;
+}
+
+/* The region's threads are OpenMP's answer to solve_threads (with
+ * OMP_DYNAMIC=true it may give fewer on a busy machine), and a region whose
+ * trial found the master alone faster ran the rest of the solve so
+ * (cpu_team.h):
+ * the report says what ran. */
+static int cpu_solve_region(gs_engine *e, int (*solve)(void *ctx), void *ctx)
+{
+    cpu_impl *c = e->impl;
+    c->team.last_region = 0;
+    const int status = gs_team_region(&c->team, c->solve_threads, solve, ctx);
+    const int got = c->team.last_region;
+    const char *how = c->team.fixed > 0 ? "fixed (--threads)" : "by work";
+    if (c->solve_threads > 1 && got > 0 && got < c->solve_threads) {
+        e->threads = got;
+        snprintf(e->thread_policy, sizeof e->thread_policy,
+                 "%s, %d asked (of %d), OpenMP gave %d (OMP_DYNAMIC)", how, c->solve_threads,
+                 c->team.max_threads, got);
+    }
+    if (c->solve_threads > 1 && got > 1 && c->team.last_alone) {
+        snprintf(e->thread_policy, sizeof e->thread_policy,
+                 "%s, %d of %d, then 1: alone %.3g GB/s, %d threads %.3g GB/s (busy cores)",
+                 how, got, c->team.max_threads, c->team.last_rate[1] * 1e-9, got,
+                 c->team.last_rate[0] * 1e-9);
+        e->threads = 1;
+    }
+    return status;
+}
+
 static int cpu_destroy(gs_engine *e, gs_error *err)
 {
     (void)err; /* nothing of the CPU engine's teardown can fail */
+    cpu_impl *c = e->impl;
+    gs_team_destroy(&c->team);
+    free(c->part);
+    free(c->floor);
     free(e->impl);
     free(e);
     return GS_OK;
@@ -379,6 +747,8 @@ static const gs_engine_ops cpu_ops = {
     .vec_data = cpu_vec_data,
     .scalar_data = cpu_scalar_data,
     .native_stream = cpu_native_stream,
+    .solve_plan = cpu_solve_plan,
+    .solve_region = cpu_solve_region,
 };
 
 int gs_engine_cpu_create(gs_engine **out, gs_error *err)
@@ -390,10 +760,29 @@ int gs_engine_cpu_create(gs_engine **out, gs_error *err)
         free(e);
         return GS_ERR_NOMEM;
     }
+    cpu_impl *c = e->impl;
+    gs_team_init(&c->team, omp_get_max_threads());
+    c->solve_threads = 1;
+    c->floor = gs_calloc((size_t)c->team.max_threads + 1, sizeof(double), "cpu engine floors",
+                         err);
+    if (!c->floor) {
+        free(e->impl);
+        free(e);
+        return GS_ERR_NOMEM;
+    }
     e->ops = &cpu_ops;
+    e->threads = 0;
     const char *wait = getenv("OMP_WAIT_POLICY"); /* main sets passive unless chosen */
-    snprintf(e->device_name, sizeof e->device_name, "CPU, %d OpenMP threads, %s waiting",
-             omp_get_max_threads(), wait && *wait ? wait : "default");
+    snprintf(e->device_name, sizeof e->device_name, "CPU, up to %d OpenMP threads, %s waiting",
+             c->team.max_threads, wait && *wait ? wait : "default");
     *out = e;
     return GS_OK;
+}
+
+void gs_engine_cpu_set_threads(gs_engine *e, int threads, double bytes_per_thread)
+{
+    if (e->ops != &cpu_ops) return; /* not the CPU engine */
+    gs_team *t = &((cpu_impl *)e->impl)->team;
+    t->fixed = threads > 0 ? threads : 0;
+    t->per_thread = bytes_per_thread > 0.0 ? bytes_per_thread : GS_CPU_BYTES_PER_THREAD;
 }

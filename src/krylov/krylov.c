@@ -28,6 +28,31 @@ const gs_method_type *gs_method_find(const char *name)
     return NULL;
 }
 
+typedef struct method_call {
+    const gs_method_type *m;
+    gs_engine *e;
+    const gs_mat *A;
+    gs_pc *pc;
+    const gs_vec *b;
+    gs_vec *x;
+    const gs_krylov_opts *opts;
+    gs_krylov_result *res;
+} method_call;
+
+static int method_call_run(void *ctx)
+{
+    method_call *c = ctx;
+    return c->m->solve(c->e, c->A, c->pc, c->b, c->x, c->opts, c->res);
+}
+
+int gs_method_run(const gs_method_type *m, gs_engine *e, const gs_mat *A, gs_pc *pc,
+                  const gs_vec *b, gs_vec *x, const gs_krylov_opts *opts, gs_krylov_result *res)
+{
+    method_call c = {m, e, A, pc, b, x, opts, res};
+    if (!e->ops->solve_region) return method_call_run(&c);
+    return e->ops->solve_region(e, method_call_run, &c);
+}
+
 int gs_method_type_count(void) { return (int)(sizeof methods / sizeof methods[0]); }
 
 const gs_method_type *gs_method_type_at(int i) { return &methods[i]; }

@@ -130,6 +130,10 @@ int gs_krylov_solve(const gs_method_type *method, gs_engine *e, const gs_mat *A,
                     gs_krylov_result *res);
 
 const gs_method_type *gs_method_find(const char *name);
+/* m->solve, inside the engine's solve_region where it has one (the CPU
+ * engine: its threads wait for the solve's kernels from start to end). */
+int gs_method_run(const gs_method_type *m, gs_engine *e, const gs_mat *A, gs_pc *pc,
+                  const gs_vec *b, gs_vec *x, const gs_krylov_opts *opts, gs_krylov_result *res);
 int gs_method_type_count(void);
 const gs_method_type *gs_method_type_at(int i);
 

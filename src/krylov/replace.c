@@ -82,7 +82,7 @@ int gs_krylov_solve(const gs_method_type *method, gs_engine *e, const gs_mat *A,
                     gs_krylov_result *res)
 {
     const double start = gs_now(); /* the history's clock: the first solve's start */
-    int status = method->solve(e, A, pc, b, x, opts, res);
+    int status = gs_method_run(method, e, A, pc, b, x, opts, res); /* the engine's region */
     while (status == GS_OK && res->reason == GS_REASON_CONVERGED &&
            !method->confirms_true_residual && res->iterations > 0) {
         double rel;
@@ -95,7 +95,7 @@ int gs_krylov_solve(const gs_method_type *method, gs_engine *e, const gs_mat *A,
         more_opts.maxit = opts->maxit - res->iterations;
         gs_krylov_result more;
         const double t0 = gs_now() - start;
-        status = method->solve(e, A, pc, b, x, &more_opts, &more);
+        status = gs_method_run(method, e, A, pc, b, x, &more_opts, &more);
         res->replacements++;
         rp_merge(res, &more, t0);
         gs_krylov_result_free(&more);

@@ -133,25 +133,25 @@ def table1(runs):
           "the CPU). Ours = the scheme `--trisolve auto` keeps. The paper's columns are its "
           "Intel Xeon (CPU) and Tesla C2050 (GPU, its GPUFBS) figures as printed (its text "
           "says microseconds; at these sizes they can only be milliseconds).\n")
-    print("| grid | rows | levels | ours | ours ms | sync-free ms | levels ms | cuSPARSE ms | "
+    print("| grid | rows | levels | ours | ours ms | blocks ms | sync-free ms | levels ms | cuSPARSE ms | "
           "cuSPARSE / ours | CPU ms | CPU / ours | paper CPU ms | paper GPU ms | paper speedup |")
-    print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for g in T1_ORDER:
         auto, exact, cpu = (runs.get("t1.%s.%s" % (k, g)) for k in ("gpu.auto", "gpu.exact", "cpu"))
         pc, pg, ps = PAPER_T1[g]
         ea = extra(auto) if auto else {}
-        sf, lv = fnum(ea, "fbs_syncfree_ms"), fnum(ea, "fbs_levels_ms")
+        bl, sf, lv = fnum(ea, "fbs_blocks_ms"), fnum(ea, "fbs_syncfree_ms"), fnum(ea, "fbs_levels_ms")
         chosen = ea.get("trisolve")
-        ours = sf if chosen == "syncfree" else lv if chosen == "levels" else None
+        ours = {"blocks": bl, "syncfree": sf, "levels": lv}.get(chosen)
         ex = fnum(extra(exact), "fbs_exact_ms") if exact else None
         cp = fnum(extra(cpu), "fbs_cpu_ms") if cpu else None
         rows = next((r["n"] for r in (auto, exact, cpu) if r), None)
         levels = ea.get("levels_L") or (extra(cpu).get("levels_L") if cpu else None)
         cell = lambda r, tag, v: f3(v) if r else runs.why(tag)
-        print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %.2f |" % (
+        print("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %.2f |" % (
             g, spec_note(runs, g), rows if rows is not None else "-", levels or "-",
             chosen or (runs.why("t1.gpu.auto." + g) if not auto else "-"),
-            f3(ours), f3(sf), f3(lv), cell(exact, "t1.gpu.exact." + g, ex), ratio(ex, ours),
+            f3(ours), f3(bl), f3(sf), f3(lv), cell(exact, "t1.gpu.exact." + g, ex), ratio(ex, ours),
             cell(cpu, "t1.cpu." + g, cp), ratio(cp, ours), pc, pg, ps))
     print()
 

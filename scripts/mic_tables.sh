@@ -14,7 +14,7 @@
 #         the errors at the five points and ER, and Tp, Ts, Tt.
 #   t1    Table 1, the grids up to 24M rows, smallest first: one forward + backward
 #         substitution on the same MIC factors, as mic's setup times it (first run, then
-#         the best of two more: docs/mic.md): --trisolve auto (fbs_syncfree_ms,
+#         the best of two more: docs/mic.md): --trisolve auto (fbs_blocks_ms, fbs_syncfree_ms,
 #         fbs_levels_ms; ours is the one auto keeps), --trisolve exact (fbs_exact_ms,
 #         cuSPARSE's SpSV) and the CPU engine (fbs_cpu_ms, serial substitutions); one
 #         time step of the heat3d matrix of that grid (--steps 1 --dt 1/1500, --maxit 1:

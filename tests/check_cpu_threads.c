@@ -90,6 +90,48 @@ static int many_kernels(void *ctx)
     return 7; /* handed back by the region */
 }
 
+/* ---- a decided trial serves the next regions of the same shape ---- */
+typedef struct trial_ctx {
+    gs_team *team;
+    count_args *c;
+    double first_bytes;
+    int arm_after_first; /* the team's arm right after the region's first kernel */
+} trial_ctx;
+
+static int trial_kernels(void *ctx)
+{
+    trial_ctx *r = ctx;
+    for (int k = 0; k < 4 * GS_TEAM_TRIAL; k++) {
+        gs_team_run(r->team, k == 0 ? r->first_bytes : 64.0 * GS_CPU_BYTES_PER_THREAD,
+                    count_kernel, r->c);
+        if (k == 0) r->arm_after_first = r->team->arm;
+    }
+    return 0;
+}
+
+START_TEST(a_decided_trial_serves_the_next_region_of_the_same_shape)
+{
+    gs_team t;
+    gs_team_init(&t, 2);
+    count_args c;
+    for (int p = 0; p < MAX_PARTS; p++) atomic_init(&c.runs[p], 0);
+    c.bad_parts = 0;
+    trial_ctx r = {&t, &c, 64.0 * GS_CPU_BYTES_PER_THREAD, -1};
+    ck_assert_int_eq(gs_team_region(&t, 2, trial_kernels, &r), 0);
+    ck_assert_int_eq(r.arm_after_first, 0); /* the first region tries both arms */
+    ck_assert_int_eq(t.cache_valid, 1);
+    const int decided = t.cache_alone;
+    ck_assert_int_eq(gs_team_region(&t, 2, trial_kernels, &r), 0);
+    ck_assert_int_eq(r.arm_after_first, 2); /* same shape: the decision, no trial */
+    ck_assert_int_eq(t.last_alone, decided);
+    r.first_bytes = 65.0 * GS_CPU_BYTES_PER_THREAD; /* another shape: a trial again */
+    ck_assert_int_eq(gs_team_region(&t, 2, trial_kernels, &r), 0);
+    ck_assert_int_eq(r.arm_after_first, 0);
+    ck_assert_int_eq(c.bad_parts, 0);
+    gs_team_destroy(&t);
+}
+END_TEST
+
 START_TEST(a_region_runs_every_part_of_every_kernel_once)
 {
     const int threads = 1 + _i; /* 1 (no region), 2, 3 */
@@ -255,6 +297,7 @@ static Suite *cpu_threads_suite(void)
     tcase_add_test(tc, the_thread_rule_is_a_function_of_bytes_and_the_cap);
     tcase_add_test(tc, the_floor_probe_arithmetic_is_streams);
     tcase_add_test(tc, a_region_keeps_the_faster_arm_of_its_trial);
+    tcase_add_test(tc, a_decided_trial_serves_the_next_region_of_the_same_shape);
     tcase_add_loop_test(tc, a_region_runs_every_part_of_every_kernel_once, 0, 3);
     TCase *ts = tu_add_tcase(s, "solves", 300);
     tcase_add_loop_test(ts, solves_agree_at_one_two_and_three_threads, 0, 4);

@@ -52,6 +52,9 @@ void gs_team_init(gs_team *t, int max_threads)
     atomic_init(&t->alone, 0);
     t->last_alone = 0;
     t->last_rate[0] = t->last_rate[1] = 0.0;
+    t->first_bytes = 0.0;
+    t->cache_valid = t->cache_threads = t->cache_alone = 0;
+    t->cache_bytes = 0.0;
     t->fn = NULL;
     t->args = NULL;
     atomic_init(&t->state, 0u);
@@ -194,6 +197,19 @@ static void trial_record(gs_team *t, double bytes, double seconds)
     for (int a = 0; a < 2; a++)
         t->last_rate[a] = t->trial_seconds[a] > 0.0 ? t->trial_bytes[a] / t->trial_seconds[a] : 0.0;
     atomic_store(&t->alone, t->last_alone);
+    t->cache_valid = 1, t->cache_bytes = t->first_bytes;
+    t->cache_threads = t->region_threads, t->cache_alone = t->last_alone;
+}
+
+/* The region's first kernel: the decision of an earlier region of the same shape (the same
+ * first kernel's bytes, as many threads), where there is one, instead of a trial. */
+static void trial_begin(gs_team *t, double bytes)
+{
+    t->first_bytes = bytes;
+    if (!t->cache_valid || t->cache_bytes != bytes || t->cache_threads != t->region_threads) return;
+    t->arm = 2;
+    t->last_alone = t->cache_alone;
+    atomic_store(&t->alone, t->cache_alone);
 }
 
 void gs_team_run(gs_team *t, double bytes, gs_team_fn fn, void *args)
@@ -204,6 +220,13 @@ void gs_team_run(gs_team *t, double bytes, gs_team_fn fn, void *args)
         /* no trial: none running, decided, or --threads N (exactly N) */
         gs_team_run_parts(t, parts, fn, args);
         return;
+    }
+    if (t->arm == 0 && t->trial_warmup == 0 && t->trial_kernels[0] == 0) {
+        trial_begin(t, bytes);
+        if (t->arm == 2) {
+            gs_team_run_parts(t, t->last_alone ? 1 : parts, fn, args);
+            return;
+        }
     }
     const double t0 = gs_now();
     gs_team_run_parts(t, parts, fn, args);

@@ -21,7 +21,7 @@ namespace cg = cooperative_groups;
 
 /* Two ways to meet: a cooperative grid (grid.sync: a fence and an atomic
  * counter in global memory, 1.1-1.6 us a barrier on an H100,
- * scripts/bench_sync.cu) or one thread-block cluster (cluster.sync: the
+ * scripts/bench/bench_sync.cu) or one thread-block cluster (cluster.sync: the
  * hardware barrier of one GPC, up to 16 blocks on an H100, 0.7 us). Block
  * sizes of each: */
 #define FUSED_BLOCK 256

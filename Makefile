@@ -11,7 +11,7 @@
 #   make run             build and solve the built-in example problem
 #   make test            build and run every Check suite (GPU suites skip without a GPU)
 #                        and the pytest suites of tests/python (scripts/batch.py, plots.py)
-#   make bench           benchmarks (scripts/bench/bench.sh)
+#   make bench           benchmarks (scripts/bench/run krylov, i.e. scripts/bench/bench.sh)
 #   make sanitize        small solves of every method under compute-sanitizer (GPU machine)
 #   make fuzz            fuzz the Matrix Market reader for FUZZ_TIME seconds (clang, libFuzzer)
 #   make install PREFIX=/usr/local
@@ -151,7 +151,7 @@ test: $(BUILD)/gpusolve $(TEST_BIN) | deps-python
 	+GPUSOLVE=$(BUILD)/gpusolve PYTEST_DIR=tests/python scripts/dev/run_tests.sh $(TEST_BIN)
 
 bench: $(BUILD)/gpusolve
-	+GPUSOLVE=$(BUILD)/gpusolve scripts/bench/bench.sh
+	+GPUSOLVE=$(BUILD)/gpusolve scripts/bench/run krylov
 
 sanitize: $(BUILD)/gpusolve
 	+GPUSOLVE=$(BUILD)/gpusolve scripts/dev/sanitize.sh

@@ -1,5 +1,5 @@
 /* bench_sync.cu - what one iteration of the fused kernel (cuda/engine/fused.cu)
- * cannot go below (issue 24, docs/perf-notes.md): the time of a barrier among
+ * cannot go below (issue 24, docs/perf-notebook.md): the time of a barrier among
  * the blocks of a cooperative grid (grid.sync), of one thread-block cluster
  * (cluster.sync) and of one block (__syncthreads), alone and followed by the
  * exchange the fused CG makes after each of its barriers (every block sums

@@ -4,7 +4,7 @@
 # substitution, CUDA events, best of two after a warm-up: fbs_syncfree_ms, fbs_levels_ms,
 # fbs_exact_ms) and the CG + MIC iteration it gives, per scheme; CG + Jacobi on the same
 # grid first, as a check that the device runs at its usual speed (floor x near 1.3 at
-# 2M rows). docs/perf-notes.md has the predictions to compare with.
+# 2M rows). docs/perf-notebook.md has the predictions to compare with.
 #   GPUSOLVE=build/gpusolve scripts/bench/bench_trisolve.sh
 # Environment: SIZES ("64 128": poisson3d:N grids), GENS (stress generators and heat3d
 # models), MATS (shared matrices by name, under GS_MATRICES), BENCH_OUT=DIR (raw JSON

@@ -1,6 +1,6 @@
 /* bench_vmm.cu - host time of the driver's virtual memory management calls
  * (create, map, set access, unmap, release) by chunk size: what a chunk of
- * the engine's stepped layout costs (docs/perf-notes.md, "Stepped layout").
+ * the engine's stepped layout costs (docs/perf-notebook.md, "Stepped layout").
  * Build and run on the GPU machine (it links the driver library itself):
  *   nvcc -O2 -arch=sm_90 -o build/bench_vmm scripts/bench/bench_vmm.cu -lcuda &&
  * build/bench_vmm */

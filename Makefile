@@ -11,7 +11,7 @@
 #   make run             build and solve the built-in example problem
 #   make test            build and run every Check suite (GPU suites skip without a GPU)
 #                        and the pytest suites of tests/python (scripts/batch.py, plots.py)
-#   make bench           benchmarks (scripts/bench.sh)
+#   make bench           benchmarks (scripts/bench/run krylov, i.e. scripts/bench/bench.sh)
 #   make sanitize        small solves of every method under compute-sanitizer (GPU machine)
 #   make fuzz            fuzz the Matrix Market reader for FUZZ_TIME seconds (clang, libFuzzer)
 #   make install PREFIX=/usr/local
@@ -100,7 +100,7 @@ STAMP    := $(BUILD)/config.cuda$(CUDA).mpi$(MPI)
 .PHONY: all run test bench sanitize install clean
 all: $(BUILD)/gpusolve
 
-# ---- Debian packages each step needs (scripts/deps.sh: PACKAGE:KIND:WHAT) ----
+# ---- Debian packages each step needs (scripts/dev/deps.sh: PACKAGE:KIND:WHAT) ----
 # Order-only prerequisites: checked (in well under a second) once per make
 # run before anything is compiled; they never make a file out of date.
 DEPS       ?= auto
@@ -108,7 +108,7 @@ DEPS_BUILD := zlib1g-dev:header:zlib.h
 DEPS_TEST  := pkg-config:command:pkg-config check:header:check.h
 DEPS_FUZZ   = clang:fuzzer:$(FUZZ_CC)
 DEPS_PY    := numpy:pip:numpy matplotlib:pip:matplotlib pytest:pip:pytest
-deps_check  = $(if $(filter skip,$(DEPS)),@:,@CC='$(CC)' scripts/deps.sh $(1))
+deps_check  = $(if $(filter skip,$(DEPS)),@:,@CC='$(CC)' scripts/dev/deps.sh $(1))
 .PHONY: deps-build deps-test deps-fuzz deps-python
 deps-build: ; $(call deps_check,$(DEPS_BUILD))
 deps-test: deps-build ; $(call deps_check,$(DEPS_TEST))
@@ -148,13 +148,13 @@ run: $(BUILD)/gpusolve
 	+$(BUILD)/gpusolve --generate poisson3d:64 -p jacobi -m cg
 
 test: $(BUILD)/gpusolve $(TEST_BIN) | deps-python
-	+GPUSOLVE=$(BUILD)/gpusolve PYTEST_DIR=tests/python scripts/run_tests.sh $(TEST_BIN)
+	+GPUSOLVE=$(BUILD)/gpusolve PYTEST_DIR=tests/python scripts/dev/run_tests.sh $(TEST_BIN)
 
 bench: $(BUILD)/gpusolve
-	+GPUSOLVE=$(BUILD)/gpusolve scripts/bench.sh
+	+GPUSOLVE=$(BUILD)/gpusolve scripts/bench/run krylov
 
 sanitize: $(BUILD)/gpusolve
-	+GPUSOLVE=$(BUILD)/gpusolve scripts/sanitize.sh
+	+GPUSOLVE=$(BUILD)/gpusolve scripts/dev/sanitize.sh
 
 # ---- fuzzing: tests/fuzz_mmio.c, the Matrix Market reader under libFuzzer ----
 # The reader and what it calls, built serially (no OpenMP: the fuzzer's
@@ -172,7 +172,7 @@ $(BUILD)/fuzz/fuzz_mmio: $(FUZZ_SRC) $(HEADERS) | deps-fuzz
 	    -o $@ $(FUZZ_SRC) -lz -lm
 
 fuzz: $(BUILD)/fuzz/fuzz_mmio
-	scripts/fuzz_corpus.sh $(BUILD)/fuzz
+	scripts/dev/fuzz_corpus.sh $(BUILD)/fuzz
 	mkdir -p $(BUILD)/fuzz/found
 	+$(BUILD)/fuzz/fuzz_mmio -max_total_time=$(FUZZ_TIME) -max_len=4096 \
 	    -dict=$(BUILD)/fuzz/mmio.dict -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \

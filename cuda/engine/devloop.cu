@@ -215,7 +215,7 @@ static int loop_graph_launch(gs_engine *e, void *exec)
 }
 
 /* Where the loop on the device beats the host loop over replayed blocks.
- * Measured (docs/perf-notes.md, issue 24): CG and BiCGSTAB with a check
+ * Measured (docs/perf-notebook.md, issue 24): CG and BiCGSTAB with a check
  * kernel after every iteration lost to the host loop by 10-17% at every
  * size from 512 to 262k rows on an H100, and bodies of 8 iterations won on
  * one card and lost on another: the host loop stays theirs. A body of

@@ -21,7 +21,7 @@ namespace cg = cooperative_groups;
 
 /* Two ways to meet: a cooperative grid (grid.sync: a fence and an atomic
  * counter in global memory, 1.1-1.6 us a barrier on an H100,
- * scripts/bench_sync.cu) or one thread-block cluster (cluster.sync: the
+ * scripts/bench/bench_sync.cu) or one thread-block cluster (cluster.sync: the
  * hardware barrier of one GPC, up to 16 blocks on an H100, 0.7 us). Block
  * sizes of each: */
 #define FUSED_BLOCK 256
@@ -30,7 +30,7 @@ namespace cg = cooperative_groups;
  * fewer blocks is cheaper, and small systems cannot fill more. */
 #define FUSED_BLOCKS_PER_SM 4
 /* The rule (fused_choose; measured on an H100 and an H200,
- * docs/perf-notes.md):
+ * docs/perf-notebook.md):
  *  - a cluster where its blocks' threads walk at most FUSED_CLUSTER_PASSES
  *    rows a lane group (n lanes <= passes x cluster threads): on an H200,
  *    CG + Jacobi on poisson3d:16 (2 passes) took 14.6 us an iteration

@@ -49,7 +49,7 @@ static __device__ inline int64_t fsai_find_col(const int32_t *__restrict__ cols,
  * below key[u]; top = the largest power of two <= len (or any power of two
  * above it). The key is found where lo[u] < len && sorted[lo[u]] == key[u].
  * Four: the postfilter's z^T A z on the 27-point tau=0.01 k=2 case took
- * 15.5 ms, 32.5 with two (docs/perf-notes.md, v6 e). */
+ * 15.5 ms, 32.5 with two (docs/perf-notebook.md, v6 e). */
 #define FSAI_SEARCH_WAYS 4
 static __device__ __forceinline__ void fsai_search_ways(const int32_t *__restrict__ sorted, int len,
                                                         int top,

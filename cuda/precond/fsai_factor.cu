@@ -191,7 +191,7 @@ static __device__ inline bool pivot_ok(T d)
  * Newton step (e^6): from any start better than 2^-9, below an ulp. Five
  * dependent instructions where the fp32 route (two conversions, the
  * correctly rounded fp32 reciprocal and its range checks) took about
- * twenty, and IEEE division is a subroutine (docs/perf-notes.md, "FSAI
+ * twenty, and IEEE division is a subroutine (docs/perf-notebook.md, "FSAI
  * setup, v8"). Outside [1e-300, 1e300] (not a pivot of an SPD system a
  * sane matrix gives), the division. */
 static __device__ inline double factor_recip(double d)
@@ -270,7 +270,7 @@ static __device__ inline void factor_update_row(T (&a)[N], const T *v, T f, int 
  * broadcasts a thread, no shared-memory stores in the inner loop. The
  * previous kernel (the triangle in a shared tile, thread r updating its own
  * entries there) did a load, a load and a store of shared memory per
- * update and was bound by them (docs/perf-notes.md, "FSAI setup"). The
+ * update and was bound by them (docs/perf-notebook.md, "FSAI setup"). The
  * packed triangle is copied to shared memory asynchronously, then each
  * thread reads its row (entries c <= r) and column (c > r) from it. */
 template <int M>
@@ -307,7 +307,7 @@ struct factor_source {
  * or above), four interleaved; arow is zero beforehand. The values are
  * loaded with the columns, and the next group's loads go out before this
  * group's searches: a row of A was a chain of two dependent global loads a
- * group (docs/perf-notes.md, "FSAI setup, v8"). */
+ * group (docs/perf-notebook.md, "FSAI setup, v8"). */
 /* The columns and values of the W entries q .. q + W - 1 of a row of A
  * that ends at q1 (past the end: column INT32_MAX, above every column, and
  * value 0). */
@@ -462,7 +462,7 @@ __global__ void __launch_bounds__(M * factor_rows_shape<M>::systems)
  * contributions to the rows above it (thread t owning rows t, t + BT,
  * ...), two barriers a block. y (m values) ends as g. The step-by-step
  * form (a barrier a row, one thread computing g_K while the block waited)
- * took ~430 cycles a row (docs/perf-notes.md, "FSAI setup, v8"). */
+ * took ~430 cycles a row (docs/perf-notebook.md, "FSAI setup, v8"). */
 template <typename T, int BT, typename IDX>
 static __device__ inline void factor_back_subst(const T *__restrict__ a, T *__restrict__ y, IDX m)
 {
@@ -520,7 +520,7 @@ static __device__ inline void factor_back_subst(const T *__restrict__ a, T *__re
  *       entry of the triangle read and written once a panel.
  * The step-by-step kernel read and wrote every trailing entry once a
  * column, three shared-memory accesses per multiply-add and a barrier per
- * column (docs/perf-notes.md, "FSAI setup, v6").
+ * column (docs/perf-notebook.md, "FSAI setup, v6").
  * The panel's columns are staged in shared memory, k-major (P[k m + rho],
  * rho = r - J0), with their pivots' reciprocals (two sets, alternating by
  * panel, for the look-ahead). SHARED: the triangle in
@@ -578,7 +578,7 @@ static __device__ inline void panel_gather(int32_t row, int64_t m, const factor_
  * (P[c m + r], 0 above the diagonal) and, as 1 / D_c, to inv. No branch
  * and no shuffle in the loop: the version with the pivot's checks in the
  * loop and two shuffles an fp64 update ran ~1350 dependent instructions a
- * panel (docs/perf-notes.md, "FSAI setup, v8"). A pivot that is not
+ * panel (docs/perf-notebook.md, "FSAI setup, v8"). A pivot that is not
  * positive stops nothing (the values after it are not used): the first
  * one is reported, and *failed set. */
 template <typename T>
@@ -1211,7 +1211,7 @@ static int factor_run(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const facto
          * per-block latency) first, each next class a programmatic
          * dependent launch, so that its blocks take the multiprocessors
          * the previous class's last wave leaves idle (one launch lasts
-         * about as long as its slowest system: docs/perf-notes.md, v8) */
+         * about as long as its slowest system: docs/perf-notebook.md, v8) */
         bool pdl = false;
         for (int k = FACTOR_CLASSES - 1; k >= 0; k--) {
             /* device plan: one chunk, the class's range read by the kernel

@@ -24,7 +24,7 @@ extern "C" {
 #define ILU_NO_BAD 0x7f7f7f7f /* every byte 0x7f: set by one memset */
 /* The exact ILU(0)'s scheme on the device (the host takes the thinnest levels and the
  * longest rows: gs_dfactor_on_host): one sync-free launch where L's levels hold fewer rows
- * than this on average, else a launch a level. Measured on an H200 (scripts/bench_factor.py,
+ * than this on average, else a launch a level. Measured on an H200 (scripts/bench/bench_factor.py,
  * ilu0 seconds, levels / sync-free): elast3d:30 (132 rows a level) 0.058 / 0.011,
  * powerlaw:270000 (3140) 0.092 / 0.048, poisson3d:64 (1380) 0.0035 / 0.0041, poisson3d:128
  * (5490) 0.0100 / 0.0112. */

@@ -267,7 +267,7 @@ cleanup:
  * its time (a scheme that far behind is not worth the setup's time to measure). Where the
  * levels are thin (fewer than MIC_TIMED_ROWS_PER_LEVEL rows a level on the mean) a launch a
  * level cannot win, and neither can the sync-free solve's trip through L2 a level against
- * the blocks' shared memory (docs/perf-notes.md, issue 33): the block scheme is taken
+ * the blocks' shared memory (docs/perf-notebook.md, issue 33): the block scheme is taken
  * untimed (no fbs_*_ms items then; a 20,000-level chain's one sync-free apply alone took
  * 96 ms on an H200). */
 #define MIC_TIMED_ROWS_PER_LEVEL 64

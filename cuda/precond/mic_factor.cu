@@ -40,7 +40,7 @@
 
 /* The scheme on the device (the host takes the thinnest levels: gs_dfactor_on_host): one
  * sync-free launch where L's levels hold at least this many columns on average, else a
- * launch a level. Measured on an H200 (scripts/bench_factor.py, factorisation seconds,
+ * launch a level. Measured on an H200 (scripts/bench/bench_factor.py, factorisation seconds,
  * levels / sync-free): elast3d:30 (132 columns a level, heavy columns) 0.474 / 0.707,
  * hub:450 (225) 0.0166 / 0.0164, powerlaw:270000 (3140) 0.334 / 0.240, poisson3d:64
  * (1380) 0.0038 / 0.0041, poisson3d:128 (5490) 0.0131 / 0.0133: where few columns share a

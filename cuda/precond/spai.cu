@@ -19,7 +19,7 @@
  *                  of its 32 lanes idle on the n2 <= 8 columns of a 3-D
  *                  stencil and holds a quarter of the columns in flight that
  *                  q = 8 does: 15.8 ms against 8.0 ms for the same columns on
- *                  poisson3d:128 (H100; docs/perf-notes.md). Same M to the bit.
+ *                  poisson3d:128 (H100; docs/perf-notebook.md). Same M to the bit.
  *   assemble       M = MT^T (the toolkit's transpose)
  *   upload         M as an engine matrix (fp32 with --precond-precision single) */
 #include <math.h>

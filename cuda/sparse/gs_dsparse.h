@@ -206,7 +206,7 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
  * is faster: the levels thin (fewer than GS_DFACTOR_HOST_ROWS_PER_LEVEL rows a level on the
  * mean: a dependent trip to L2 or a launch a level against the host's nanoseconds a row), or
  * a row of L longer than GS_DFACTOR_HOST_LONG_ROW (its eliminations one after another on one
- * warp). Measured on an H200 against the 16-core host (docs/perf-notes.md, issue 32). The
+ * warp). Measured on an H200 against the 16-core host (docs/perf-notebook.md, issue 32). The
  * engine's debug.factor_scheme forces either way (GS_DEBUG_SCHEME_HOST: host; levels or
  * syncfree: the device). longest_row: the longest row of L's strict lower part (0: not a
  * criterion, where the factorisation spreads a long row over lanes: mic). */

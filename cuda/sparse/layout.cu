@@ -31,11 +31,11 @@
  * between 4 and 32 a multiprocessor are not measured (SELL-32 kept). The
  * small SPD matrices and their FSAI factors are the case (bcsstk16's G: 153
  * slices, rows of 110 entries on average: FSAI-PCG 104 -> 27 us an
- * iteration; docs/perf-notes.md, "CUDA engine: few slices of long rows").
+ * iteration; docs/perf-notebook.md, "CUDA engine: few slices of long rows").
  * Rows sorted by length within windows (SELL-32-sigma) are built on request
  * (gs_cuda_mat_create_as) but never chosen: on an H200 they lost to one of
- * the two others in every case measured (docs/perf-notes.md, "CUDA engine";
- * scripts/bench_engine.c): the permutation read, the scattered y writes and
+ * the two others in every case measured (docs/perf-notebook.md, "CUDA engine";
+ * scripts/bench/bench_engine.c): the permutation read, the scattered y writes and
  * the loss of x locality across a warp's rows cost more than the padding
  * saved (visiting the slices in a scrambled order, to spread each window's
  * widest slices over the warps, lost more locality again). Measured, 2M

@@ -25,7 +25,7 @@
  *   merge (GS_SPMV_LONG=merge): the merge path over rows + entries, a warp
  *     MERGE_TILE items: every warp the same work whatever the lengths.
  * The two are kept so that both can be measured on the same matrices
- * (scripts/bench_spmv.sh); docs/perf-notes.md has the prediction.
+ * (scripts/bench/bench_spmv.sh); docs/perf-notebook.md has the prediction.
  * LONG_ROW_MIN = 128: a row that vector-CSR's 32 lanes walk in 4 rounds or
  * fewer is left to it; LONG_ROW_RATIO = 16: rows up to 16x the mean cost
  * their warp at most 16x its neighbours', which the device's other warps

@@ -1,5 +1,5 @@
 /* stepped.cu - the stepped layout: a large CSR in chunk-mapped memory turned into its sliced
- * ELL in steps, each step's CSR chunks released once written (docs/perf-notes.md). */
+ * ELL in steps, each step's CSR chunks released once written (docs/perf-notebook.md). */
 #include <stdlib.h>
 
 #include "layout.h"
@@ -17,7 +17,7 @@
  * where building from a whole CSR into a whole sliced ELL held both (the
  * 27-point stencil on 2M rows: 686 MB of CSR and 669 MB of SELL-32 at
  * once, the engine's peak). The price is the driver's calls, about 80 us a
- * chunk over its life on an H200 (docs/perf-notes.md, "Stepped layout"),
+ * chunk over its life on an H200 (docs/perf-notebook.md, "Stepped layout"),
  * and a wait on the device a step. */
 
 /* bounds[2 j] = slice_ptr[s_j], bounds[2 j + 1] = row_ptr[min(32 s_j, n)]

@@ -7,7 +7,7 @@
  * Why: the sync-free solve (trisolve_syncfree.cu) costs about one trip through L2 a level
  * (a row's store, then its reader's load), 1-2.5 us; a 2M-row 3D grid has 382 levels, a
  * shell matrix a thousand of a few rows each. Inside a thread block a level costs a
- * barrier and shared-memory reads instead. Measured (H200, docs/perf-notes.md, issue 33):
+ * barrier and shared-memory reads instead. Measured (H200, docs/perf-notebook.md, issue 33):
  * a step still costs about 0.6 us (a 20,000-level chain: 12 ms a solve against the
  * sync-free 48 ms); with no barrier, lanes waiting on shared memory instead, it cost more
  * (the chain 15 ms, poisson3d:128 3.5x slower), so the steps keep their barrier.
@@ -434,7 +434,7 @@ void gs_dtri_free_blocks(gs_engine *e, gs_dtri *t)
  * super-chunk spans two to four planes and most dependencies stay inside it), at least W;
  * H such that a band of a super-chunk holds about 1.5 W rows, S / n_levels rows a level on
  * the mean. Measured on poisson3d:128 (H200, one apply, ms): S = 65536 and H = 16 1.67,
- * H = 8 2.02, H = 32 2.48; S = 32768 2.0-2.7; S = 131072 1.9-2.7 (docs/perf-notes.md).
+ * H = 8 2.02, H = 32 2.48; S = 32768 2.0-2.7; S = 131072 1.9-2.7 (docs/perf-notebook.md).
  * Forced: GS_TRI_SUPER_ROWS, GS_TRI_BAND_LEVELS. */
 static int blk_bands(gs_engine *e, gs_dtri *t, int32_t W, int64_t *S, int32_t *H)
 {

@@ -11,7 +11,7 @@
  * resident warps (about 8k on an H100) cover about two planes of a 3D grid, and the
  * wavefront advanced one plane per many flag latencies; in level order the resident
  * window holds several whole wavefronts, and the solve costs about one flag latency a
- * level (docs/perf-notes.md).
+ * level (docs/perf-notebook.md).
  *
  * No deadlock: a block draws a ticket (state[0]) when it starts and takes the slots at that
  * place of the schedule. A row waits only on rows of lower levels, which lie in slots

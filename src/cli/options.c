@@ -81,7 +81,7 @@ static const opt_decl options[] = {
     {"thread-bytes", 0, "B", "262144",
      "cpu engine, --threads 0: a kernel takes one thread per B bytes it moves, and a solve "
      "keeps its threads only where a trial at its start finds them faster than one "
-     "(docs/perf-notes.md; scripts/bench_cpu_threads.py --thread-bytes measures another B)",
+     "(docs/perf-notebook.md; scripts/bench/bench_cpu_threads.py --thread-bytes measures another B)",
      GS_OPT_DOUBLE, F(thread_bytes), .lo = 1024, .hi = 1e15},
     {"pc-blocks", 0, "N", "1",
      "set the preconditioner up on A's block-diagonal part over N row blocks balanced by "

@@ -22,7 +22,7 @@
  * 40-80 kB; the constant keeps a factor 4 for barriers over more cores.
  * On the 2-core machine of issue 34, with one other job, two threads were
  * 1.2-1.8x faster from 0.75 MB an iteration; with three or four jobs,
- * 1.7-2.0x slower (docs/perf-notes.md, 2026-11-27): the region's trial
+ * 1.7-2.0x slower (docs/perf-notebook.md, 2026-11-27): the region's trial
  * (GS_TEAM_TRIAL) decides between the two as the solve runs. */
 #define GS_CPU_BYTES_PER_THREAD (256.0 * 1024.0)
 

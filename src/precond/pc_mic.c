@@ -384,7 +384,7 @@ static void mic_describe(gs_pc *pc, const mic_data *m)
 /* --trisolve given, on the CPU engine: one apply (forward substitution, D^-1, backward
  * substitution) timed as the GPU setup times its schemes, a first run then the best of
  * two more (fbs_cpu_ms), so that tables can put the CPU's substitutions beside the
- * GPU's fbs_*_ms on the same problem (scripts/mic_tables.sh, Table 1). Its own stage
+ * GPU's fbs_*_ms on the same problem (scripts/tables/mic_tables.sh, Table 1). Its own stage
  * ("timing") of Tp; not done without --trisolve. */
 static int mic_time_cpu(gs_pc *pc)
 {

@@ -1,0 +1,118 @@
+/* bench_sync.cu - what one iteration of the fused kernel (cuda/engine/fused.cu)
+ * cannot go below (issue 24, docs/perf-notebook.md): the time of a barrier among
+ * the blocks of a cooperative grid (grid.sync), of one thread-block cluster
+ * (cluster.sync) and of one block (__syncthreads), alone and followed by the
+ * exchange the fused CG makes after each of its barriers (every block sums
+ * the blocks' partials from L2 in block order and broadcasts the sum in
+ * shared memory). Microseconds per barrier, over 20,000 in one launch.
+ * Build and run on the GPU machine:
+ *   nvcc -O3 -arch=sm_90 -o build/bench_sync scripts/bench/bench_sync.cu && build/bench_sync */
+#include <cooperative_groups.h>
+#include <cstdio>
+#include <cuda_runtime.h>
+
+namespace cg = cooperative_groups;
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t r_ = (x);                                                                      \
+        if (r_ != cudaSuccess) {                                                                   \
+            printf("%s: %s\n", #x, cudaGetErrorString(r_));                                        \
+            return -1.0;                                                                           \
+        }                                                                                          \
+    } while (0)
+
+enum { GRID = 0, CLUSTER = 1, BLOCK = 2 };
+
+template <int MODE, bool EXCHANGE>
+__global__ void __launch_bounds__(1024) barrier_kernel(int iters, double *part, double *out)
+{
+    __shared__ double bcast;
+    double acc = 0.0;
+    for (int it = 0; it < iters; it++) {
+        if (EXCHANGE && threadIdx.x == 0) part[blockIdx.x] = acc + it;
+        if (MODE == GRID) cg::this_grid().sync();
+        else if (MODE == CLUSTER) cg::this_cluster().sync();
+        else __syncthreads();
+        if (EXCHANGE) {
+            if (threadIdx.x < 32) {
+                double s = 0.0;
+                for (unsigned j = threadIdx.x; j < gridDim.x; j += 32) s += __ldcg(part + j);
+                for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+                if (threadIdx.x == 0) bcast = s;
+            }
+            __syncthreads();
+            acc += 1e-30 * bcast;
+            __syncthreads();
+        }
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = acc;
+}
+
+template <int MODE, bool EXCHANGE>
+static double time_us(unsigned blocks, unsigned threads, double *part, double *out)
+{
+    const int iters = 20000;
+    auto kernel = barrier_kernel<MODE, EXCHANGE>;
+    cudaEvent_t t0, t1;
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+    int n = iters;
+    void *params[] = {&n, &part, &out};
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    if (MODE == CLUSTER) {
+        CK(cudaFuncSetAttribute((const void *)kernel,
+                                cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = blocks;
+        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+        cfg.gridDim = dim3(blocks);
+        cfg.blockDim = dim3(threads);
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+    }
+    for (int rep = 0; rep < 2; rep++) { /* the first is a warm-up */
+        CK(cudaEventRecord(t0));
+        if (MODE == GRID)
+            CK(cudaLaunchCooperativeKernel((const void *)kernel, dim3(blocks), dim3(threads),
+                                           params, 0, 0));
+        else if (MODE == CLUSTER) CK(cudaLaunchKernelEx(&cfg, kernel, n, part, out));
+        else kernel<<<blocks, threads>>>(n, part, out);
+        CK(cudaGetLastError());
+        CK(cudaEventRecord(t1));
+        CK(cudaEventSynchronize(t1));
+    }
+    float ms = 0.0f;
+    CK(cudaEventElapsedTime(&ms, t0, t1));
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    return 1000.0 * ms / iters;
+}
+
+int main()
+{
+    cudaDeviceProp prop;
+    double *part = nullptr, *out = nullptr;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || cudaMalloc(&part, 4096 * 8) ||
+        cudaMalloc(&out, 4096 * 8)) {
+        printf("bench_sync: no usable CUDA device\n");
+        return 1;
+    }
+    printf("%s, %d SMs: us per barrier (20000 in one launch)\n", prop.name,
+           prop.multiProcessorCount);
+    printf("%-10s %7s %8s %10s %16s\n", "barrier", "blocks", "threads", "barrier", "+ L2 exchange");
+    const unsigned grid_blocks[] = {4, 16, 64, 128, 4u * prop.multiProcessorCount};
+    for (unsigned b : grid_blocks)
+        printf("%-10s %7u %8d %10.3f %16.3f\n", "grid", b, 256,
+               time_us<GRID, false>(b, 256, part, out), time_us<GRID, true>(b, 256, part, out));
+    for (unsigned b : {2u, 4u, 8u, 16u})
+        printf("%-10s %7u %8d %10.3f %16.3f\n", "cluster", b, 1024,
+               time_us<CLUSTER, false>(b, 1024, part, out),
+               time_us<CLUSTER, true>(b, 1024, part, out));
+    printf("%-10s %7u %8d %10.3f %16.3f\n", "block", 1u, 1024,
+           time_us<BLOCK, false>(1, 1024, part, out), time_us<BLOCK, true>(1, 1024, part, out));
+    cudaFree(part);
+    cudaFree(out);
+    return 0;
+}

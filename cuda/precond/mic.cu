@@ -253,13 +253,18 @@ static int mic_prepare_blocks(gs_pc *pc, mic_cuda_data *m)
     int status = GS_OK;
     GS_TRY(gs_dtri_prepare_blocks(e, &m->f.lower, (const double *)m->f.L.val, 1, 0));
     GS_TRY(gs_dtri_prepare_blocks(e, &m->upper, (const double *)m->f.U.val, 1, 0));
+cleanup:
+    return status;
+}
+
+/* The block scheme's shape in the report (where it is the scheme kept). */
+static void mic_describe_blocks(gs_pc *pc, const mic_cuda_data *m)
+{
     gs_kv_num(&pc->extra, "fbs_chunk_rows", m->upper.chunk_rows);
     gs_kv_num(&pc->extra, "fbs_chunks", m->upper.n_chunks);
     gs_kv_num(&pc->extra, "fbs_super_rows", (double)m->upper.super_rows);
     gs_kv_num(&pc->extra, "fbs_band_levels", m->upper.band_levels);
     gs_kv_num(&pc->extra, "fbs_steps_LT", m->upper.n_steps);
-cleanup:
-    return status;
 }
 
 /* --trisolve auto: each scheme timed on the factors (mic_time_apply: one run past its cap
@@ -275,19 +280,28 @@ static int mic_choose(gs_pc *pc, mic_cuda_data *m, const gs_vec *r, gs_vec *z)
 {
     static const gs_dtri_scheme order[3] = {GS_DTRI_BLOCKS, GS_DTRI_SYNCFREE, GS_DTRI_LEVELS};
     float ms[3] = {0.0f, 0.0f, 0.0f};
-    int status = GS_OK, best = 0;
+    int status = GS_OK, best = -1, first = 0;
     const double rows_per_level = (double)m->f.n / (m->upper.n_levels > 0 ? m->upper.n_levels : 1);
-    GS_TRY(mic_prepare_blocks(pc, m));
-    m->how = GS_DTRI_BLOCKS;
+    status = mic_prepare_blocks(pc, m);
+    if (status == GS_ERR_NOMEM) { /* the packed copies do not fit: the other schemes only */
+        gs_error_clear(&pc->eng->err);
+        gs_dtri_free_blocks(pc->eng, &m->f.lower);
+        gs_dtri_free_blocks(pc->eng, &m->upper);
+        gs_kv_str(&pc->extra, "fbs_blocks", "out of device memory");
+        status = GS_OK;
+        first = 1;
+    }
+    GS_TRY(status);
+    m->how = first == 0 ? GS_DTRI_BLOCKS : GS_DTRI_SYNCFREE;
     if (rows_per_level < MIC_TIMED_ROWS_PER_LEVEL) goto cleanup; /* thin levels: untimed */
-    for (int k = 0; k < 3; k++) {
+    for (int k = first; k < 3; k++) {
         m->how = order[k];
-        const float cap = k == 0 ? 1e3f : (ms[0] * 20.0f > 20.0f ? ms[0] * 20.0f : 20.0f);
+        const float cap = k == first ? 1e3f : (ms[first] * 20.0f > 20.0f ? ms[first] * 20.0f : 20.0f);
         GS_TRY(mic_time_apply(pc, r, z, cap, &ms[k]));
         char key[32];
         snprintf(key, sizeof key, "fbs_%s_ms", mic_scheme_name(order[k]));
         gs_kv_num(&pc->extra, key, ms[k]);
-        if (ms[k] < ms[best]) best = k;
+        if (best < 0 || ms[k] < ms[best]) best = k;
     }
     m->how = order[best];
     if (m->how != GS_DTRI_BLOCKS) { /* the packed copies are not used: give them back */
@@ -358,6 +372,7 @@ static int mic_layout(gs_pc *pc, mic_cuda_data *m, const char *choice)
         gs_kv_num(&pc->extra, key, ms);
     }
     GS_TRY(gs_dtri_prepare_dot(e, &m->upper)); /* r.z fused into the backward solve */
+    if (m->how == GS_DTRI_BLOCKS) mic_describe_blocks(pc, m);
     gs_kv_str(&pc->extra, "trisolve", mic_scheme_name(m->how));
 cleanup:
     e->ops->vec_destroy(e, probe);

@@ -37,8 +37,11 @@
  * by a relaxed atomic store, a computed value equal to the pattern stored as the canonical
  * NaN.
  *
- * Packed values: the solve reads the rows in position order from a copy made at the
- * analysis (blk_col, blk_val: K slots a position, the first K dependencies; ovf_*: the rest;
+ * Packed values: the values are copied when the scheme is prepared, so a caller that writes
+ * new values into the same array must call gs_dtri_free_blocks and prepare again (the solve
+ * checks only that the pointer and unit flag are the packed ones; mic writes its factor's
+ * values before it prepares). The solve reads the rows in position order from a copy made at
+ * the analysis (blk_col, blk_val: K slots a position, the first K dependencies; ovf_*: the rest;
  * blk_diag: the diagonal). Each dependency's column is coded: c >= 0 is row c of an earlier
  * chunk (read from x), c < 0 (not PAD) the chunk's own slot -c - 1 (read from shared
  * memory). A block first copies its chunk's slots, diagonal, s_i b_i and step bounds into
@@ -373,7 +376,7 @@ static int blk_lanes(const gs_dtri *t)
 
 /* The chunk rows: what fits BLOCKS_SMEM_BUDGET (and the device's opt-in limit) at K slots a
  * row, a multiple of 32, at most 4096 (forced: GS_TRI_BLOCK_ROWS, within the same fit). */
-static int blk_chunk_rows(gs_engine *e, int K, int32_t forced, int32_t *W)
+static int blk_chunk_rows(gs_engine *e, int K, int32_t forced, int32_t *W, int32_t *fit_rows)
 {
     int optin = 0;
     const int status = CUDA_CALL(&e->err, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
@@ -385,16 +388,21 @@ static int blk_chunk_rows(gs_engine *e, int K, int32_t forced, int32_t *W)
     if (fit < 32) fit = 32;
     int64_t w = forced > 0 ? forced : 4096;
     *W = (int32_t)(w < fit ? w : fit);
+    if (fit_rows) *fit_rows = (int32_t)fit;
     return GS_OK;
 }
 
 int32_t gs_dtri_block_rows(gs_engine *e, const gs_dtri *t)
 {
     int32_t W = 0;
-    if (blk_chunk_rows(e, blk_lanes(t), gs_cuda_debug(e)->tri_block_rows, &W) != GS_OK) return 0;
+    if (blk_chunk_rows(e, blk_lanes(t), gs_cuda_debug(e)->tri_block_rows, &W, NULL) != GS_OK) return 0;
     return W;
 }
 
+/* The kernel's dynamic shared memory limit, one per K for the process: set to what the
+ * largest chunk that fits takes (fit_rows), so that every triangle prepared with this K,
+ * whatever its W (at most fit_rows), launches (a limit set from the last prepared W would
+ * fail an earlier triangle's larger chunks). */
 template <int K>
 static int blk_set_smem(gs_engine *e, int32_t W)
 {
@@ -496,7 +504,9 @@ int gs_dtri_prepare_blocks(gs_engine *e, gs_dtri *t, const double *val, int unit
     if (n == 0) return GS_OK;
     const int K = blk_lanes(t);
     const size_t nn = (size_t)n;
-    GS_TRY(blk_chunk_rows(e, K, chunk_rows > 0 ? chunk_rows : gs_cuda_debug(e)->tri_block_rows, &W));
+    int32_t fit_rows = 0;
+    GS_TRY(blk_chunk_rows(e, K, chunk_rows > 0 ? chunk_rows : gs_cuda_debug(e)->tri_block_rows, &W,
+                          &fit_rows));
     GS_TRY(blk_bands(e, t, W, &S, &H));
     t->chunk_rows = W, t->super_rows = S, t->band_levels = H;
     t->blocks_lanes = K;
@@ -585,12 +595,12 @@ int gs_dtri_prepare_blocks(gs_engine *e, gs_dtri *t, const double *val, int unit
                        t->col, val, (const int64_t *)t->ovf_ptr, t->blk_col, t->blk_val,
                        t->blk_diag, t->ovf_col, t->ovf_val));
     switch (K) {
-    case 1: GS_TRY(blk_set_smem<1>(e, W)); break;
-    case 2: GS_TRY(blk_set_smem<2>(e, W)); break;
-    case 4: GS_TRY(blk_set_smem<4>(e, W)); break;
-    case 8: GS_TRY(blk_set_smem<8>(e, W)); break;
-    case 16: GS_TRY(blk_set_smem<16>(e, W)); break;
-    default: GS_TRY(blk_set_smem<32>(e, W)); break;
+    case 1: GS_TRY(blk_set_smem<1>(e, fit_rows)); break;
+    case 2: GS_TRY(blk_set_smem<2>(e, fit_rows)); break;
+    case 4: GS_TRY(blk_set_smem<4>(e, fit_rows)); break;
+    case 8: GS_TRY(blk_set_smem<8>(e, fit_rows)); break;
+    case 16: GS_TRY(blk_set_smem<16>(e, fit_rows)); break;
+    default: GS_TRY(blk_set_smem<32>(e, fit_rows)); break;
     }
     t->val_packed = val;
 cleanup:

@@ -11,7 +11,7 @@
 
 /* The step's true residual reads two slots no method keeps between solves
  * (GMRES, the widest user, stays below GS_SLOT_FREE + 502). */
-enum { STEP_SLOT_RR = GS_MAX_SCALARS - 2, STEP_SLOT_BB = GS_MAX_SCALARS - 1 };
+enum { STEP_SLOT_RR = GS_MAX_SCALARS - 2 }; /* and STEP_SLOT_RR + 1 for b.b */
 
 /* b = c0 u + c1 A u: the scheme's (I - (1 - theta) dt L) u^n. */
 static int step_rhs(gs_engine *e, const gs_mat *A, const gs_steps_plan *plan, const gs_vec *u,
@@ -30,15 +30,9 @@ static int step_rhs(gs_engine *e, const gs_mat *A, const gs_steps_plan *plan, co
 static int step_true_residual(gs_engine *e, const gs_mat *A, const gs_vec *b, const gs_vec *u,
                               gs_vec *r, double *rel)
 {
-    int status = GS_OK;
-    double s[2];
-    GS_TRY(e->ops->copy(e, b, r));
-    GS_TRY(e->ops->spmv_axpby(e, gs_coef_const(-1.0), A, u, gs_coef_const(1.0), r));
-    GS_TRY(e->ops->dot(e, r, r, STEP_SLOT_RR));
-    GS_TRY(e->ops->dot(e, b, b, STEP_SLOT_BB));
-    GS_TRY(e->ops->scalar_read(e, STEP_SLOT_RR, 2, s));
-    *rel = s[1] > 0.0 ? sqrt(s[0]) / sqrt(s[1]) : sqrt(s[0]);
-cleanup:
+    double rr = 0.0, bb = 0.0;
+    const int status = gs_true_residual_norms(e, A, b, u, r, STEP_SLOT_RR, &rr, &bb);
+    if (status == GS_OK) *rel = bb > 0.0 ? sqrt(rr) / sqrt(bb) : sqrt(rr);
     return status;
 }
 

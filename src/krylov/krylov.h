@@ -116,6 +116,12 @@ typedef struct gs_method_type {
     int fused;
 } gs_method_type;
 
+/* r = b - A x on the engine (r: the caller's, length n), then S[slot] = r.r and
+ * S[slot + 1] = b.b read back together into *rr and *bb: the true residual of a
+ * run (gs_krylov_solve's replacement test, a time step's verdict). */
+int gs_true_residual_norms(gs_engine *e, const gs_mat *A, const gs_vec *b, const gs_vec *x,
+                           gs_vec *r, int slot, double *rr, double *bb);
+
 /* method->solve, then, while the method says converged and the true
  * residual ||b - A x|| / ||b|| (on the engine: one spmv and one read) is
  * above GS_TRUE_RESIDUAL_FACTOR * tol, up to opts->replacements times:

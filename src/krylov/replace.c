@@ -11,20 +11,31 @@
 #include "krylov_impl.h"
 #include "timer.h"
 
-/* ||b - A x||^2 into S[KR_RR] and back: *rel = ||b - A x|| / ||b||. */
+int gs_true_residual_norms(gs_engine *e, const gs_mat *A, const gs_vec *b, const gs_vec *x,
+                           gs_vec *r, int slot, double *rr, double *bb)
+{
+    double s[2];
+    int status = GS_OK;
+    GS_TRY(e->ops->copy(e, b, r));
+    GS_TRY(e->ops->spmv_axpby(e, gs_coef_const(-1.0), A, x, gs_coef_const(1.0), r));
+    GS_TRY(e->ops->dot(e, r, r, slot));
+    GS_TRY(e->ops->dot(e, b, b, slot + 1));
+    GS_TRY(e->ops->scalar_read(e, slot, 2, s));
+    *rr = s[0], *bb = s[1];
+cleanup:
+    return status;
+}
+
+/* *rel = ||b - A x|| / ||b||, in the method's slots (free after its solve). */
 static int rp_true_residual(gs_engine *e, const gs_mat *A, const gs_vec *b, const gs_vec *x,
                             double *rel)
 {
     gs_vec *r = NULL;
-    double s[2];
+    double rr = 0.0, bb = 0.0;
     int status = GS_OK;
     GS_TRY(e->ops->vec_create(e, gs_vec_length(b), &r));
-    GS_TRY(e->ops->copy(e, b, r));
-    GS_TRY(e->ops->spmv_axpby(e, gs_coef_const(-1.0), A, x, gs_coef_const(1.0), r));
-    GS_TRY(e->ops->dot(e, b, b, KR_BB));
-    GS_TRY(e->ops->dot(e, r, r, KR_RR));
-    GS_TRY(e->ops->scalar_read(e, KR_BB, 2, s));
-    *rel = sqrt(s[1]) / sqrt(s[0]);
+    GS_TRY(gs_true_residual_norms(e, A, b, x, r, KR_BB, &rr, &bb));
+    *rel = sqrt(rr) / sqrt(bb);
 cleanup:
     e->ops->vec_destroy(e, r);
     return status;

@@ -265,13 +265,11 @@ int gs_dtri_solve_levels(gs_engine *e, const gs_dtri *t, const double *val, int 
 
 /* The block scheme's schedule and packed values (val, unit: those every later solve with
  * GS_DTRI_BLOCKS passes; a solve with other values is refused), chunks of chunk_rows rows
- * (0: gs_dtri_block_rows' rule). Allocates and sets a kernel attribute, so not while
+ * (0: the rule's, trisolve_blocks.cu). Allocates and sets a kernel attribute, so not while
  * capturing; call before gs_dtri_prepare_dot (its partials cover the chunks). Idempotent
  * for the same values; freed by gs_dtri_free. */
 int gs_dtri_prepare_blocks(gs_engine *e, gs_dtri *t, const double *val, int unit,
                            int32_t chunk_rows);
-/* The chunk rows the rule picks for t on this device (trisolve_blocks.cu). */
-int32_t gs_dtri_block_rows(gs_engine *e, const gs_dtri *t);
 void gs_dtri_free_blocks(gs_engine *e, gs_dtri *t); /* the block scheme's arrays only */
 int gs_dtri_solve_blocks(gs_engine *e, const gs_dtri *t, const double *val, int unit,
                          const double *s, const double *b, double *x, const gs_dtri_fused *f);

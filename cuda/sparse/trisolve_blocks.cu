@@ -388,15 +388,8 @@ static int blk_chunk_rows(gs_engine *e, int K, int32_t forced, int32_t *W, int32
     if (fit < 32) fit = 32;
     int64_t w = forced > 0 ? forced : 4096;
     *W = (int32_t)(w < fit ? w : fit);
-    if (fit_rows) *fit_rows = (int32_t)fit;
+    *fit_rows = (int32_t)fit;
     return GS_OK;
-}
-
-int32_t gs_dtri_block_rows(gs_engine *e, const gs_dtri *t)
-{
-    int32_t W = 0;
-    if (blk_chunk_rows(e, blk_lanes(t), gs_cuda_debug(e)->tri_block_rows, &W, NULL) != GS_OK) return 0;
-    return W;
 }
 
 /* The kernel's dynamic shared memory limit, one per K for the process: set to what the

@@ -319,7 +319,17 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
         GS_TRY(e->ops->mat_create(e, &p->A, GS_FP64, &A));
     }
     GS_TRY(e->ops->sync(e));
-    gs_stages_add(&t->stages, "transfer A", gs_now() - t0);
+    if (gs_engine_is_dist(e)) { /* the rank's split and halo plan, named apart */
+        double ms[GS_DIST_MAT_STAGES];
+        gs_engine_dist_mat_seconds(e, ms);
+        gs_stages_add(&t->stages, "split A", ms[GS_DIST_MAT_SPLIT]);
+        gs_stages_add(&t->stages, "halo plan", ms[GS_DIST_MAT_PLAN]);
+        gs_stages_add(&t->stages, "halo buffers", ms[GS_DIST_MAT_HALO]);
+        gs_stages_add(&t->stages, "transfer A", gs_now() - t0 - ms[GS_DIST_MAT_SPLIT] -
+                                                    ms[GS_DIST_MAT_PLAN] - ms[GS_DIST_MAT_HALO]);
+    } else {
+        gs_stages_add(&t->stages, "transfer A", gs_now() - t0);
+    }
     if (progress) gs_progress_stage_done(progress, "transfer A");
     if (gs_engine_is_dist(e)) /* each rank's diagonal block (docs/multigpu.md) */
         GS_TRY(gs_dist_pc_create(type, e, &cli->params, &p->A, A, &hook, &pc, err));

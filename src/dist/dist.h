@@ -91,6 +91,13 @@ gs_engine *gs_engine_dist_inner(gs_engine *e);
 const gs_mat *gs_engine_dist_local_mat(gs_engine *e, const gs_mat *A);
 /* Fills the summary's engine part (ranks, devices, transport). */
 void gs_engine_dist_describe(gs_engine *e, gs_dist_summary *s);
+/* The stages of the last matrix made on the engine (this rank's seconds):
+ * split (diagonal block, off-block part, halo), plan (the neighbours'
+ * all-to-all), upload (the diagonal block to the inner engine), halo (the
+ * transport's buffers and connections). */
+enum { GS_DIST_MAT_SPLIT, GS_DIST_MAT_PLAN, GS_DIST_MAT_UPLOAD, GS_DIST_MAT_HALO,
+       GS_DIST_MAT_STAGES };
+void gs_engine_dist_mat_seconds(gs_engine *e, double out[GS_DIST_MAT_STAGES]);
 /* Resets / reads the communication counters (comm seconds, halo bytes;
  * the GPU's are read at the next synchronisation). */
 void gs_engine_dist_counters_reset(gs_engine *e);

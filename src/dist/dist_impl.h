@@ -69,6 +69,7 @@ struct dist_engine {
     double halo_bytes;   /* received by this rank since the last reset */
     long spmv_count;
     int halo_overlap;    /* the exchange overlaps the local product (--overlap) */
+    double mat_seconds[GS_DIST_MAT_STAGES]; /* the last matrix's creation, by stage */
 };
 
 static inline dist_engine *gs_dist_of(gs_engine *e) { return (dist_engine *)e->impl; }

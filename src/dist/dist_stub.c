@@ -45,6 +45,11 @@ int gs_engine_is_dist(const gs_engine *e) { (void)e; return 0; }
 gs_engine *gs_engine_dist_inner(gs_engine *e) { return e; }
 const gs_mat *gs_engine_dist_local_mat(gs_engine *e, const gs_mat *A) { (void)e; return A; }
 void gs_engine_dist_describe(gs_engine *e, gs_dist_summary *s) { (void)e, (void)s; }
+void gs_engine_dist_mat_seconds(gs_engine *e, double out[GS_DIST_MAT_STAGES])
+{
+    (void)e;
+    for (int k = 0; k < GS_DIST_MAT_STAGES; k++) out[k] = 0.0;
+}
 void gs_engine_dist_counters_reset(gs_engine *e) { (void)e; }
 
 void gs_engine_dist_counters(gs_engine *e, double *comm_seconds, double *halo_bytes,

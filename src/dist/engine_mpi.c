@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "debug.h"
+#include "timer.h"
 #include "dist_impl.h"
 
 #define IN(e) (gs_dist_of(e)->inner)
@@ -256,16 +257,25 @@ static int mat_create_common(gs_engine *e, const gs_csr *A, gs_precision prec, i
     M->row0 = begin[d->rank];
     M->n_global = begin[d->size];
     M->nnz_local = A->nnz;
+    double t = gs_now();
+    memset(d->mat_seconds, 0, sizeof d->mat_seconds);
     status = gs_dist_split_rows(A, M->row0, &M->split, &err);
+    d->mat_seconds[GS_DIST_MAT_SPLIT] = gs_now() - t;
     status = gs_dist_agree(status, &err);
     if (status != GS_OK) goto cleanup;
+    t = gs_now();
     status = gs_dist_agree(mat_plan(d, M, begin, &err), &err);
+    d->mat_seconds[GS_DIST_MAT_PLAN] = gs_now() - t;
     if (status != GS_OK) goto cleanup;
+    t = gs_now();
     if (system && IO(e)->mat_create_system)
         status = IO(e)->mat_create_system(IN(e), &M->split.diag, &M->diag);
     else
         status = IO(e)->mat_create(IN(e), &M->split.diag, prec, &M->diag);
     if (status != GS_OK) err = d->inner->err;
+    if (status == GS_OK) status = IO(e)->sync(IN(e)); /* the upload's own time */
+    d->mat_seconds[GS_DIST_MAT_UPLOAD] = gs_now() - t;
+    t = gs_now();
     if (status == GS_OK) status = d->tr->mat_init(d, M);
     if (status != GS_OK && !err.msg[0]) err = d->inner->err;
     status = gs_dist_agree(status, &err);
@@ -274,6 +284,7 @@ static int mat_create_common(gs_engine *e, const gs_csr *A, gs_precision prec, i
         if (status != GS_OK && !err.msg[0]) err = d->inner->err;
         status = gs_dist_agree(status, &err);
     }
+    d->mat_seconds[GS_DIST_MAT_HALO] = gs_now() - t;
 cleanup:
     free(begin);
     if (status != GS_OK) {
@@ -439,6 +450,11 @@ void gs_engine_dist_describe(gs_engine *e, gs_dist_summary *s)
     snprintf(s->transport, sizeof s->transport, "%s", d->tr->name);
     s->halo_overlap = d->halo_overlap;
     s->comm_setup_seconds = d->comm_setup_seconds;
+}
+
+void gs_engine_dist_mat_seconds(gs_engine *e, double out[GS_DIST_MAT_STAGES])
+{
+    for (int k = 0; k < GS_DIST_MAT_STAGES; k++) out[k] = gs_dist_max(gs_dist_of(e)->mat_seconds[k]);
 }
 
 void gs_engine_dist_counters_reset(gs_engine *e)

@@ -146,13 +146,15 @@ void gs_problem_pin(gs_problem *p, gs_engine *e)
 {
     if (!e->ops->host_pin || p->pinned_by) return;
     double t0 = gs_now();
-    const size_t n = (size_t)p->A.n_rows, nnz = (size_t)p->A.nnz;
-    void *arrays[GS_PROBLEM_ARRAYS] = {p->A.row_ptr, p->A.col, p->A.val, p->b, p->x0};
+    /* what the engine uploads: A, or a rank's diagonal block of it */
+    gs_csr *U = p->dist.ranks > 0 ? &p->split.diag : &p->A;
+    const size_t n = (size_t)p->A.n_rows, nnz = (size_t)U->nnz;
+    void *arrays[GS_PROBLEM_ARRAYS] = {U->row_ptr, U->col, U->val, p->b, p->x0};
     const size_t bytes[GS_PROBLEM_ARRAYS] = {(n + 1) * sizeof(int64_t), nnz * sizeof(int32_t),
                                              nnz * sizeof(double), n * sizeof(double),
                                              n * sizeof(double)};
     for (int k = 0; k < GS_PROBLEM_ARRAYS; k++) p->pinned[k] = pin_array(e, &arrays[k], bytes[k]);
-    p->A.row_ptr = arrays[0], p->A.col = arrays[1], p->A.val = arrays[2];
+    U->row_ptr = arrays[0], U->col = arrays[1], U->val = arrays[2];
     p->b = arrays[3], p->x0 = arrays[4];
     p->pinned_by = e;
     p->read_seconds += gs_now() - t0;
@@ -170,6 +172,7 @@ void gs_problem_free(gs_problem *p)
 {
     problem_unpin(p);
     gs_csr_free(&p->A);
+    gs_dist_split_free(&p->split);
     free(p->b);
     free(p->x0);
     free(p->heat);
@@ -295,6 +298,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     int64_t *begin = NULL;
     int status = GS_OK;
     memset(t, 0, sizeof *t);
+    if (gs_engine_is_dist(e)) (void)gs_dist_max(0.0); /* the ranks start the setup together */
     double t0 = gs_now();
     if (progress) gs_progress_run_begin(progress);
     run->opts.deadline = cli->time_limit > 0 ? t0 + cli->time_limit : 0.0;
@@ -313,6 +317,8 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
             GS_TRY(e->ops->mat_create_system(e, &A_blocks, &A_pc));
         else
             GS_TRY(e->ops->mat_create(e, &A_blocks, GS_FP64, &A_pc));
+    } else if (gs_engine_is_dist(e)) { /* the rank's rows split with the problem */
+        GS_TRY(gs_engine_dist_mat_create_split(e, &p->split, 1, &A));
     } else if (e->ops->mat_create_system) { /* the engine keeps A as it likes until the setup */
         GS_TRY(e->ops->mat_create_system(e, &p->A, &A));
     } else {
@@ -322,7 +328,7 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     if (gs_engine_is_dist(e)) { /* the rank's split and halo plan, named apart */
         double ms[GS_DIST_MAT_STAGES];
         gs_engine_dist_mat_seconds(e, ms);
-        gs_stages_add(&t->stages, "split A", ms[GS_DIST_MAT_SPLIT]);
+        if (ms[GS_DIST_MAT_SPLIT] > 0) gs_stages_add(&t->stages, "split A", ms[GS_DIST_MAT_SPLIT]);
         gs_stages_add(&t->stages, "halo plan", ms[GS_DIST_MAT_PLAN]);
         gs_stages_add(&t->stages, "halo buffers", ms[GS_DIST_MAT_HALO]);
         gs_stages_add(&t->stages, "transfer A", gs_now() - t0 - ms[GS_DIST_MAT_SPLIT] -

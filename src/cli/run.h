@@ -36,6 +36,10 @@ typedef struct gs_problem {
     void *pinned[GS_PROBLEM_ARRAYS]; /* those page-locked by pinned_by */
     gs_engine *pinned_by;
     gs_dist_summary dist; /* several ranks: A, b, x0 hold this rank's rows; else ranks = 0 */
+    /* several ranks: A's rows split for the distributed engine (its diagonal
+     * block, off-block part and halo), made with the rows, outside Tt as
+     * reading is; the engine's matrix borrows it (docs/multigpu.md) */
+    gs_dist_split split;
 } gs_problem;
 
 typedef struct gs_run {

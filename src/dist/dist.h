@@ -24,6 +24,8 @@ typedef struct gs_dist_summary {
     int64_t n_global, nnz_global;
     int64_t rows_min, rows_max, nnz_min, nnz_max;
     double distribute_seconds;       /* reading (rank 0) and scattering, or generating */
+    double split_seconds;            /* the rank's rows split into the diagonal block, the
+                                      * off-block part and the halo, with the problem */
     double halo_bytes_per_iteration; /* x entries received per iteration, all ranks */
     double comm_seconds;             /* time in communication during Ts, max over ranks */
     double comm_setup_seconds;       /* NCCL communicator start and connections, once,
@@ -85,6 +87,12 @@ int gs_dist_device(void);
 int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err);
 int gs_engine_is_dist(const gs_engine *e);
 gs_engine *gs_engine_dist_inner(gs_engine *e);
+/* A distributed matrix from this rank's rows already split (s, made with
+ * the problem: gs_dist_split_rows); s is borrowed, not copied: it must
+ * outlive the matrix. system = 1 as mat_create_system (the preconditioner's
+ * setup reads s->diag next). Collective. */
+int gs_engine_dist_mat_create_split(gs_engine *e, const gs_dist_split *s, int system,
+                                    gs_mat **out);
 /* A matrix of the distributed engine: this rank's diagonal block, a matrix
  * of the inner engine (whose layout queries it answers); A itself on any
  * other engine. */

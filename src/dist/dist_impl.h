@@ -22,6 +22,7 @@ typedef struct dist_engine dist_engine;
 typedef struct dist_mat {
     gs_mat *diag;          /* the diagonal block, on the inner engine */
     gs_dist_split split;   /* host: off-block part and halo columns (split.diag freed) */
+    int split_borrowed;    /* split is the problem's (gs_engine_dist_mat_create_split) */
     int64_t row0, n_global, nnz_local;
     int n_recv;            /* ranks this one receives halo entries from */
     int *recv_rank;

@@ -45,6 +45,12 @@ int gs_engine_is_dist(const gs_engine *e) { (void)e; return 0; }
 gs_engine *gs_engine_dist_inner(gs_engine *e) { return e; }
 const gs_mat *gs_engine_dist_local_mat(gs_engine *e, const gs_mat *A) { (void)e; return A; }
 void gs_engine_dist_describe(gs_engine *e, gs_dist_summary *s) { (void)e, (void)s; }
+int gs_engine_dist_mat_create_split(gs_engine *e, const gs_dist_split *s, int system,
+                                    gs_mat **out)
+{
+    (void)s, (void)system, (void)out;
+    return gs_error_set(&e->err, GS_ERR_UNSUPPORTED, "not built with MPI");
+}
 void gs_engine_dist_mat_seconds(gs_engine *e, double out[GS_DIST_MAT_STAGES])
 {
     (void)e;

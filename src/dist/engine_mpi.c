@@ -170,7 +170,7 @@ static void mat_free(gs_engine *e, dist_mat *M)
     if (!M) return;
     if (M->transport) d->tr->mat_free(d, M);
     IO(e)->mat_destroy(IN(e), M->diag);
-    gs_dist_split_free(&M->split);
+    if (!M->split_borrowed) gs_dist_split_free(&M->split);
     free(M->recv_rank);
     free(M->recv_start);
     free(M->send_rank);
@@ -237,17 +237,18 @@ cleanup:
     return status;
 }
 
-/* A is this rank's rows with global columns; collective (every rank calls
- * it with its own rows, in rank order of the rows). */
-static int mat_create_common(gs_engine *e, const gs_csr *A, gs_precision prec, int system,
-                             gs_mat **out)
+/* A is this rank's rows with global columns, split here; or given, the
+ * rows split already (borrowed); collective (every rank calls it with its
+ * own rows, in rank order of the rows). */
+static int mat_create_common(gs_engine *e, const gs_csr *A, const gs_dist_split *given,
+                             gs_precision prec, int system, gs_mat **out)
 {
     dist_engine *d = gs_dist_of(e);
     gs_error err = {0};
     int64_t *begin = NULL;
     dist_mat *M = calloc(1, sizeof *M);
     int status = M ? GS_OK : gs_error_set(&err, GS_ERR_NOMEM, "out of host memory (matrix)");
-    int64_t n_local = A->n_rows;
+    int64_t n_local = given ? given->diag.n_rows : A->n_rows;
     begin = calloc((size_t)d->size + 1, sizeof *begin);
     if (!begin) status = gs_error_set(&err, GS_ERR_NOMEM, "out of host memory (matrix)");
     status = gs_dist_agree(status, &err);
@@ -256,10 +257,16 @@ static int mat_create_common(gs_engine *e, const gs_csr *A, gs_precision prec, i
     for (int q = 0; q < d->size; q++) begin[q + 1] += begin[q];
     M->row0 = begin[d->rank];
     M->n_global = begin[d->size];
-    M->nnz_local = A->nnz;
     double t = gs_now();
     memset(d->mat_seconds, 0, sizeof d->mat_seconds);
-    status = gs_dist_split_rows(A, M->row0, &M->split, &err);
+    if (given) {
+        M->split = *given;
+        M->split_borrowed = 1;
+        M->nnz_local = given->diag.nnz + given->off.nnz;
+    } else {
+        M->nnz_local = A->nnz;
+        status = gs_dist_split_rows(A, M->row0, &M->split, &err);
+    }
     d->mat_seconds[GS_DIST_MAT_SPLIT] = gs_now() - t;
     status = gs_dist_agree(status, &err);
     if (status != GS_OK) goto cleanup;
@@ -293,20 +300,26 @@ cleanup:
         mat_free(e, M);
         return status;
     }
-    if (!system) gs_csr_free(&M->split.diag); /* on the engine now; the system matrix's
-                                                * stays for the preconditioner's setup */
+    if (!system && !M->split_borrowed) /* on the engine now; the system matrix's */
+        gs_csr_free(&M->split.diag);    /* stays for the preconditioner's setup  */
     *out = (gs_mat *)M;
     return GS_OK;
 }
 
 static int d_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_mat **out)
 {
-    return mat_create_common(e, A, prec, 0, out);
+    return mat_create_common(e, A, NULL, prec, 0, out);
 }
 
 static int d_mat_create_system(gs_engine *e, const gs_csr *A, gs_mat **out)
 {
-    return mat_create_common(e, A, GS_FP64, 1, out);
+    return mat_create_common(e, A, NULL, GS_FP64, 1, out);
+}
+
+int gs_engine_dist_mat_create_split(gs_engine *e, const gs_dist_split *s, int system,
+                                    gs_mat **out)
+{
+    return mat_create_common(e, NULL, s, GS_FP64, system, out);
 }
 
 static int d_setup_done(gs_engine *e, gs_mat *A, int *laid_out)

@@ -75,7 +75,7 @@ int gs_dist_pc_create(const gs_pc_type *type, gs_engine *eng, const gs_params *p
     if (status == GS_OK)
         status = gs_pc_create_hooked(type, d->inner, params, &M->split.diag, M->diag, hook,
                                      &inner, err);
-    gs_csr_free(&M->split.diag); /* the setup was its last reader */
+    if (!M->split_borrowed) gs_csr_free(&M->split.diag); /* the setup was its last reader */
     if (status == GS_OK) {
         pc = calloc(1, sizeof *pc);
         if (!pc) status = gs_error_set(err, GS_ERR_NOMEM, "out of host memory (preconditioner)");

@@ -100,6 +100,30 @@ START_TEST(overlap_option_reaches_the_transport)
 }
 END_TEST
 
+/* cg1 on 2 and 3 ranks (NCCL where the GPUs allow) against cg on one GPU,
+ * its sums over the ranks one an iteration (the NCCL group of the pending
+ * runs), and the merged sums the same answer as one collective a dot
+ * (GS_DIST_MERGE=0). */
+START_TEST(one_reduction_cg_on_gpus)
+{
+    const char *cg = "-e cuda --generate poisson3d:24 -p jacobi -m cg";
+    const char *cg1 = "-e cuda --generate poisson3d:24 -p jacobi -m cg1";
+    char buf[32], full[512];
+    td_result one = gd_csv(0, cg);
+    for (int ranks = 2; ranks <= 3; ranks++) td_assert_same(one, gd_csv(ranks, cg1), 2, 1e-5);
+    snprintf(full, sizeof full, "--format csv %s", cg1);
+    tu_cmd_out o = td_run(2, full);
+    tu_assert_exit(o, 0);
+    ck_assert(tu_csv_field(o.text, 0, "reductions_per_iteration", buf, sizeof buf));
+    ck_assert_msg(atof(buf) >= 1.0 && atof(buf) < 1.15, "cg1: %s sums an iteration", buf);
+    free(o.text);
+    setenv("GS_DIST_MERGE", "0", 1);
+    td_result unmerged = gd_csv(2, cg);
+    unsetenv("GS_DIST_MERGE");
+    td_assert_same(gd_csv(2, cg), unmerged, 0, 1e-12);
+}
+END_TEST
+
 START_TEST(transport_follows_the_devices)
 {
     char buf[32];
@@ -173,6 +197,7 @@ int main(void)
         tcase_add_test(t, jacobi_matches_one_process_on_gpus);
         tcase_add_test(t, adaptive_checks_across_ranks_on_gpus);
         tcase_add_test(t, overlap_option_reaches_the_transport);
+        tcase_add_test(t, one_reduction_cg_on_gpus);
         tcase_add_test(t, transport_follows_the_devices);
         tcase_add_test(t, block_local_gpu_setups_match_their_definition);
         tcase_add_test(t, block_local_gpu_setups_match_pc_blocks);

@@ -136,6 +136,20 @@ START_TEST(test_paper_preconditioners)
 }
 END_TEST
 
+/* cg1 (one reduction an iteration: its small step op on the device, its
+ * iterations captured and replayed or run by the loop on the device) against
+ * the CPU engine's cg1: with checks every iteration, adaptive (the device
+ * loop), in blocks of 7, and without graphs. */
+START_TEST(test_cg1)
+{
+    static const struct { const char *precond; int check_every, capture; } cases[] = {
+        {"jacobi", 1, 1}, {"jacobi", 0, 1}, {"fsai", 7, 1}, {"none", 1, 0},
+    };
+    compare("poisson3d:24x20x16", "cg1", cases[_i].precond, cases[_i].check_every,
+            cases[_i].capture);
+}
+END_TEST
+
 /* a problem larger than the reduction grids (several hundred blocks) */
 START_TEST(test_larger)
 {
@@ -254,6 +268,7 @@ static Suite *cuda_krylov_suite(int have_gpu)
         tcase_add_loop_test(tc, test_cg_check_blocks, 0, 4);
         tcase_add_loop_test(tc, test_paper_preconditioners, 0, 6);
         tcase_add_test(tc, test_larger);
+        tcase_add_loop_test(tc, test_cg1, 0, 4);
         tcase_add_loop_test(tc, test_gmres_singular_is_breakdown, 0, 5);
         tcase_add_loop_test(tc, test_exact_solution_is_convergence, 0, 8);
         tcase_add_loop_test(tc, test_past_deadline_is_time_limit, 0, 4);

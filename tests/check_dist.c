@@ -207,6 +207,42 @@ START_TEST(jacobi_matches_one_process)
 }
 END_TEST
 
+/* One CSV field of a run on `ranks` ranks, as a number. */
+static double td_number(int ranks, const char *args, const char *field)
+{
+    char full[1024], buf[64];
+    snprintf(full, sizeof full, "--format csv %s", args);
+    tu_cmd_out o = td_run(ranks, full);
+    tu_assert_exit(o, 0);
+    ck_assert_msg(tu_csv_field(o.text, 0, field, buf, sizeof buf), "no %s:\n%s", field, o.text);
+    free(o.text);
+    return atof(buf);
+}
+
+/* cg1 (one reduction an iteration) on 2 and 3 ranks: cg's iterations on
+ * one process within rounding's few, converged; and the sums over the ranks
+ * an iteration are what the merged reductions promise: cg1 one, cg two
+ * (p.Ap; then r.r with r.z), bicgstab three (r0.v; s.s with t.s and t.t;
+ * r.r with r0.r). The counts include the solve's start, so a little above. */
+START_TEST(one_reduction_cg_and_merged_sums)
+{
+    const char *cg = "-e cpu --generate poisson3d:14 -p jacobi -m cg";
+    const char *cg1 = "-e cpu --generate poisson3d:14 -p jacobi -m cg1";
+    const char *bi = "-e cpu --generate convdiff3d:12 -p jacobi -m bicgstab";
+    td_result one = td_csv(0, cg, 0);
+    for (int ranks = 2; ranks <= 3; ranks++) {
+        td_result many = td_csv(ranks, cg1, 0);
+        td_assert_same(one, many, 2, 1e-5);
+    }
+    const double r1 = td_number(2, cg1, "reductions_per_iteration");
+    const double r2 = td_number(2, cg, "reductions_per_iteration");
+    const double r3 = td_number(3, bi, "reductions_per_iteration");
+    ck_assert_msg(r1 >= 1.0 && r1 < 1.15, "cg1: %g sums an iteration", r1);
+    ck_assert_msg(r2 >= 2.0 && r2 < 2.15, "cg: %g sums an iteration", r2);
+    ck_assert_msg(r3 >= 3.0 && r3 < 3.15, "bicgstab: %g sums an iteration", r3);
+}
+END_TEST
+
 START_TEST(file_input_is_scattered)
 {
     char path[256], args[512];
@@ -339,6 +375,7 @@ int main(void)
         TCase *mpi = tu_add_tcase(s, "mpirun", 900);
         tcase_add_test(mpi, jacobi_matches_one_process);
         tcase_add_test(mpi, file_input_is_scattered);
+        tcase_add_test(mpi, one_reduction_cg_and_merged_sums);
         tcase_add_test(mpi, block_local_preconditioners_match_their_definition);
         tcase_add_test(mpi, block_local_matches_pc_blocks);
         tcase_add_test(mpi, solution_is_gathered);

@@ -200,6 +200,99 @@ START_TEST(cg_reports_indefinite_matrix_as_breakdown)
 }
 END_TEST
 
+/* cg1 (Chronopoulos-Gear) against cg: the same iterates in exact
+ * arithmetic, so the same verdict and iteration counts within rounding's
+ * few (2 or 5%), x = 1 to the same accuracy. Cases: poisson with none,
+ * jacobi and fsai; a badly scaled SPD matrix with jacobi; bcsstk14. */
+START_TEST(cg1_matches_cg)
+{
+    static const char *pc[] = {"none", "jacobi", "fsai", "jacobi", "jacobi"};
+    gs_csr A;
+    if (_i == 4) {
+        if (!read_real("bcsstk14", &A)) {
+            fprintf(stderr, "skipped: ../shared/matrices not found\n");
+            return;
+        }
+    } else {
+        generated("poisson3d:10x9x8", &A);
+    }
+    if (_i == 3) { /* D A D, D from 1 to 1e3 */
+        double *s = malloc((size_t)A.n_rows * sizeof(double));
+        tu_rng rng = tu_rng_seed(11);
+        for (int32_t i = 0; i < A.n_rows; i++) s[i] = pow(10.0, 3.0 * tu_uniform(&rng));
+        gs_csr_scale_symmetric(&A, s);
+        free(s);
+    }
+    gs_krylov_opts o = default_opts();
+    o.maxit = 20000;
+    o.check_every = 0; /* adaptive: cg1's checks read its slots as cg's do */
+    solve_out cg, cg1;
+    solve(&A, NULL, "cg", pc[_i], &o, &cg);
+    solve(&A, NULL, "cg1", pc[_i], &o, &cg1);
+    char what[64];
+    snprintf(what, sizeof what, "cg1+%s case %d", pc[_i], _i);
+    assert_converged(&cg, o.tol, "cg");
+    assert_converged(&cg1, o.tol, what);
+    const long a = cg.res.iterations, b = cg1.res.iterations, d = a > b ? a - b : b - a;
+    ck_assert_msg(d <= 2 + a / 20, "%s: %ld iterations, cg %ld", what, b, a);
+    /* x = 1 as closely as cg's (the scaled case's error is cond-bound) */
+    double e_cg = 0.0, e_cg1 = 0.0;
+    for (int32_t i = 0; _i != 4 && i < A.n_rows; i++) {
+        e_cg = fmax(e_cg, fabs(cg.x[i] - 1.0));
+        e_cg1 = fmax(e_cg1, fabs(cg1.x[i] - 1.0));
+    }
+    ck_assert_msg(e_cg1 <= fmax(1e-5, 4.0 * e_cg), "%s: |x - 1| %g, cg's %g", what, e_cg1, e_cg);
+    gs_krylov_result_free(&cg.res);
+    gs_krylov_result_free(&cg1.res);
+    free(cg.x);
+    free(cg1.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
+/* Its verdicts are cg's: p'Ap = 0 at the first step of diag(1, -1, ..), a
+ * breakdown at some step of a real indefinite matrix, and a history row
+ * for every iteration whatever the checks. */
+START_TEST(cg1_breakdowns_and_history_are_cg_s)
+{
+    gs_csr A;
+    indefinite_diagonal(40, &A);
+    double *b = malloc(40 * sizeof(double));
+    for (int i = 0; i < 40; i++) b[i] = 1.0;
+    gs_krylov_opts o = default_opts();
+    solve_out out;
+    solve(&A, b, "cg1", "none", &o, &out);
+    ck_assert_int_eq(out.res.reason, GS_REASON_BREAKDOWN);
+    ck_assert_int_eq(out.res.breakdown_iteration, 1);
+    ck_assert_ptr_nonnull(strstr(out.res.breakdown, "not positive definite"));
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    free(b);
+    gs_csr_free(&A);
+    if (read_real("reorientation_1", &A)) {
+        solve(&A, NULL, "cg1", "none", &o, &out);
+        ck_assert_msg(out.res.reason == GS_REASON_BREAKDOWN, "reason %s",
+                      gs_reason_name(out.res.reason));
+        ck_assert(out.res.breakdown_iteration >= 1 && out.res.breakdown_iteration < o.maxit);
+        gs_krylov_result_free(&out.res);
+        free(out.x);
+        gs_csr_free(&A);
+    }
+    generated("poisson3d:9", &A);
+    o.record_history = 1;
+    o.check_every = 5;
+    solve(&A, NULL, "cg1", "jacobi", &o, &out);
+    assert_converged(&out, o.tol, "cg1 history");
+    ck_assert_int_eq(out.res.history.len, out.res.iterations + 1);
+    for (long i = 0; i < out.res.history.len; i++)
+        ck_assert_int_eq(out.res.history.iteration[i], i);
+    ck_assert_double_eq(out.res.history.rel[out.res.history.len - 1], out.res.rel_residual);
+    gs_krylov_result_free(&out.res);
+    free(out.x);
+    gs_csr_free(&A);
+}
+END_TEST
+
 START_TEST(cg_breakdown_on_real_indefinite_matrix)
 {
     /* A symmetric indefinite matrix (negative diagonal entries among positive
@@ -814,6 +907,8 @@ Suite *krylov_suite(void)
     tcase_add_loop_test(tc, methods_converge_on_real_nonsymmetric_matrix, 0, 3);
     tcase_add_test(tc, cg_reports_indefinite_matrix_as_breakdown);
     tcase_add_test(tc, cg_breakdown_on_real_indefinite_matrix);
+    tcase_add_loop_test(tc, cg1_matches_cg, 0, 5);
+    tcase_add_test(tc, cg1_breakdowns_and_history_are_cg_s);
     tcase_add_test(tc, bicgstab_reports_rho_breakdown);
     tcase_add_loop_test(tc, maxit_is_a_reason_not_an_error, 0, 4);
     tcase_add_loop_test(tc, zero_rhs_gives_zero_solution, 0, 4);

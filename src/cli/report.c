@@ -80,9 +80,10 @@ static void report_dist(FILE *out, const gs_run *r)
             "distributed in %.6f s, split in %.6f s (outside Tt)\n", (long long)d->rows_min,
             (long long)d->rows_max, (long long)d->nnz_min, (long long)d->nnz_max,
             d->distribute_seconds, d->split_seconds);
-    fprintf(out, "           halo %.0f bytes per iteration (all ranks); communication %.6f s "
-            "of Ts (slowest rank); communicator set up in %.6f s (outside Tt)\n",
-            d->halo_bytes_per_iteration, d->comm_seconds, d->comm_setup_seconds);
+    fprintf(out, "           halo %.0f bytes per iteration (all ranks); %.2f sums over the ranks "
+            "per iteration; communication %.6f s of Ts (slowest rank); communicator set up in "
+            "%.6f s (outside Tt)\n", d->halo_bytes_per_iteration, d->reductions_per_iteration,
+            d->comm_seconds, d->comm_setup_seconds);
 }
 
 /* Where the iterations ran and what was asked (--loop): "fused (auto):
@@ -239,6 +240,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
         D("halo_bytes_per_iteration", d->halo_bytes_per_iteration);
         D("comm_s", d->comm_seconds); D("distribute_s", d->distribute_seconds);
         D("comm_setup_s", d->comm_setup_seconds); D("split_s", d->split_seconds);
+        D("reductions_per_iteration", d->reductions_per_iteration);
     }
 #undef S
 #undef D

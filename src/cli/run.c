@@ -250,7 +250,7 @@ typedef struct one_run {
     double tp, ts;
     double true_residual;          /* several ranks: computed on the engine */
     double comm_seconds, halo_bytes; /* several ranks: during Ts (this rank's) */
-    long spmv_count;
+    long spmv_count, reductions; /* several ranks: products, sums over the ranks */
     gs_stages stages;
     gs_steps_record steps; /* a time-stepped problem's */
 } one_run;
@@ -422,7 +422,8 @@ static int run_once(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run
     }
     if (dist) {
         t->ts = gs_dist_max(t->ts);
-        gs_engine_dist_counters(e, &t->comm_seconds, &t->halo_bytes, &t->spmv_count);
+        gs_engine_dist_counters(e, &t->comm_seconds, &t->halo_bytes, &t->spmv_count,
+                                &t->reductions);
         GS_TRY(gs_dist_true_residual(e, A, b, x, &t->true_residual));
     }
     GS_TRY(e->ops->vec_download(e, x, x_host));
@@ -601,6 +602,8 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
                     ? gs_dist_sum(t.halo_bytes) / (double)t.spmv_count *
                           gs_method_find(run->method)->spmv_per_iteration
                     : 0.0;
+            run->dist.reductions_per_iteration =
+                res.iterations > 0 ? (double)t.reductions / (double)res.iterations : 0.0;
         }
         if (tt[i] < best) best = tt[i], run->stages = t.stages;
         run_record(run, &res);
@@ -625,6 +628,7 @@ int gs_run_solve(const gs_cli *cli, const gs_problem *p, gs_engine *e, gs_run *r
         run->dist = p->dist;
         run->dist.comm_seconds = keep.comm_seconds;
         run->dist.halo_bytes_per_iteration = keep.halo_bytes_per_iteration;
+        run->dist.reductions_per_iteration = keep.reductions_per_iteration;
         gs_engine_dist_describe(e, &run->dist);
         snprintf(run->dist.pc_scope, sizeof run->dist.pc_scope, "%s",
                  gs_pc_find(cli->precond)->distributed == GS_PC_DIST_BLOCK_LOCAL ? "block-local"

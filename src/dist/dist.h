@@ -28,6 +28,7 @@ typedef struct gs_dist_summary {
                                       * off-block part and the halo, with the problem */
     double halo_bytes_per_iteration; /* x entries received per iteration, all ranks */
     double comm_seconds;             /* time in communication during Ts, max over ranks */
+    double reductions_per_iteration; /* collectives of sums over the ranks, Ts / iterations */
     double comm_setup_seconds;       /* NCCL communicator start and connections, once,
                                       * outside Tp and Ts (0 without NCCL) */
 } gs_dist_summary;
@@ -110,7 +111,7 @@ void gs_engine_dist_mat_seconds(gs_engine *e, double out[GS_DIST_MAT_STAGES]);
  * the GPU's are read at the next synchronisation). */
 void gs_engine_dist_counters_reset(gs_engine *e);
 void gs_engine_dist_counters(gs_engine *e, double *comm_seconds, double *halo_bytes,
-                             long *spmv_count);
+                             long *spmv_count, long *reductions);
 
 /* The preconditioner of a distributed run: jacobi (and none) exactly, the
  * types marked block-local (gs_pc_type.distributed) on each rank's diagonal

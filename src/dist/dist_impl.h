@@ -48,8 +48,9 @@ typedef struct dist_transport {
      * S[slot] += sum over the off-block rows of (a A_off halo)_i w_i. */
     int (*halo_finish)(dist_engine *d, dist_mat *M, gs_coef a, gs_vec *y, const gs_vec *w,
                        int slot);
-    /* S[slot0 .. slot0 + count) summed over the ranks, in place. */
-    int (*allreduce)(dist_engine *d, int slot0, int count);
+    /* S[slot0[i] .. slot0[i] + count[i]) for i < runs summed over the ranks,
+     * in place, in one collective where the transport can (NCCL: a group). */
+    int (*allreduce)(dist_engine *d, const int *slot0, const int *count, int runs);
     /* Fold timings still on the device into d->comm_seconds (after a sync). */
     int (*collect)(dist_engine *d);
     void (*destroy)(dist_engine *d);
@@ -71,7 +72,19 @@ struct dist_engine {
     long spmv_count;
     int halo_overlap;    /* the exchange overlaps the local product (--overlap) */
     double mat_seconds[GS_DIST_MAT_STAGES]; /* the last matrix's creation, by stage */
+    /* Sums over the ranks not yet made: slot runs whose local parts are in S,
+     * summed together when an operation reads one of them (or any slot, for
+     * the operations that read slots they do not name), so that the dots of
+     * a step travel in one collective. merge = 0 sums each at once. */
+#define GS_DIST_PENDING 16
+    int n_pending, pending0[GS_DIST_PENDING], pending_n[GS_DIST_PENDING];
+    int merge;
+    long reductions;     /* collectives of sums since the last counters_reset */
 };
+
+/* S[slot0 .. slot0 + count) hold this rank's parts: sum them over the ranks
+ * before anything reads them (engine_mpi.c). */
+int gs_dist_reduce_later(gs_engine *e, int slot0, int count);
 
 static inline dist_engine *gs_dist_of(gs_engine *e) { return (dist_engine *)e->impl; }
 

@@ -59,11 +59,11 @@ void gs_engine_dist_mat_seconds(gs_engine *e, double out[GS_DIST_MAT_STAGES])
 void gs_engine_dist_counters_reset(gs_engine *e) { (void)e; }
 
 void gs_engine_dist_counters(gs_engine *e, double *comm_seconds, double *halo_bytes,
-                             long *spmv_count)
+                             long *spmv_count, long *reductions)
 {
     (void)e;
     *comm_seconds = *halo_bytes = 0;
-    *spmv_count = 0;
+    *spmv_count = *reductions = 0;
 }
 
 int gs_dist_pc_create(const gs_pc_type *type, gs_engine *dist, const gs_params *params,

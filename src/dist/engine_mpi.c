@@ -37,12 +37,67 @@ static int dist_fail(gs_engine *e, int status)
         if (st_ != GS_OK) return dist_fail(e, st_);                                                \
     } while (0)
 
+/* ---- sums over the ranks, made when read ----
+ * A dot leaves this rank's part in its slot and the slot pending; the sum
+ * over the ranks is made when an operation reads a pending slot (as a
+ * coefficient, by scalar_read, small_run or maxpy), all pending slots in one
+ * collective. So CG's r.r and r.z travel together, and the three dots of
+ * cg1 (cg1.c) in one. */
+
+static int pending_has(const dist_engine *d, int slot)
+{
+    for (int i = 0; i < d->n_pending; i++)
+        if (slot >= d->pending0[i] && slot < d->pending0[i] + d->pending_n[i]) return 1;
+    return 0;
+}
+
+static int flush(gs_engine *e)
+{
+    dist_engine *d = gs_dist_of(e);
+    const int runs = d->n_pending;
+    if (runs == 0) return GS_OK;
+    d->n_pending = 0;
+    d->reductions++;
+    CHECK(d->tr->allreduce(d, d->pending0, d->pending_n, runs));
+}
+
+static int coef_pending(const dist_engine *d, gs_coef c)
+{
+    return pending_has(d, c.num0) || pending_has(d, c.num1) || pending_has(d, c.den0) ||
+           pending_has(d, c.den1);
+}
+
+/* The sums an operation with coefficients a, b (and c) needs first. */
+static int need(gs_engine *e, gs_coef a, gs_coef b, gs_coef c)
+{
+    const dist_engine *d = gs_dist_of(e);
+    if (d->n_pending == 0) return GS_OK;
+    if (coef_pending(d, a) || coef_pending(d, b) || coef_pending(d, c)) return flush(e);
+    return GS_OK;
+}
+
 static int reduce(gs_engine *e, int slot0, int count)
 {
     if (slot0 == GS_SLOT_NONE || count <= 0) return GS_OK;
     dist_engine *d = gs_dist_of(e);
-    CHECK(d->tr->allreduce(d, slot0, count));
+    for (int s = slot0; s < slot0 + count; s++) {
+        if (pending_has(d, s)) continue; /* a newer local part of a slot still pending */
+        const int last = d->n_pending - 1;
+        if (last >= 0 && d->pending0[last] + d->pending_n[last] == s) {
+            d->pending_n[last]++;
+            continue;
+        }
+        if (d->n_pending == GS_DIST_PENDING) TRY(flush(e)); /* s is not among them */
+        d->pending0[d->n_pending] = s;
+        d->pending_n[d->n_pending++] = 1;
+    }
+    return d->merge ? GS_OK : flush(e);
 }
+
+int gs_dist_reduce_later(gs_engine *e, int slot0, int count) { return reduce(e, slot0, count); }
+
+#define NEED(a, b, c) TRY(need(e, a, b, c))
+#define NO_COEF gs_coef_const(0.0)
 
 static int d_vec_create(gs_engine *e, int64_t n, gs_vec **out) { CHECK(IO(e)->vec_create(IN(e), n, out)); }
 static void d_vec_destroy(gs_engine *e, gs_vec *v) { IO(e)->vec_destroy(IN(e), v); }
@@ -53,12 +108,14 @@ static int d_copy(gs_engine *e, const gs_vec *x, gs_vec *y) { CHECK(IO(e)->copy(
 
 static int d_axpby(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y)
 {
+    NEED(a, b, NO_COEF);
     CHECK(IO(e)->axpby(IN(e), a, x, b, y));
 }
 
 static int d_axpbypcz(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, const gs_vec *y,
                       gs_coef c, gs_vec *z)
 {
+    NEED(a, b, c);
     CHECK(IO(e)->axpbypcz(IN(e), a, x, b, y, c, z));
 }
 
@@ -71,6 +128,7 @@ static int d_dot(gs_engine *e, const gs_vec *x, const gs_vec *y, int slot)
 static int d_axpby_dot(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_vec *y,
                        const gs_vec *w, int slot)
 {
+    NEED(a, b, NO_COEF);
     TRY(IO(e)->axpby_dot(IN(e), a, x, b, y, w, slot));
     return reduce(e, slot, 1);
 }
@@ -78,6 +136,7 @@ static int d_axpby_dot(gs_engine *e, gs_coef a, const gs_vec *x, gs_coef b, gs_v
 static int d_axpy2_dot(gs_engine *e, gs_coef a, const gs_vec *x1, gs_vec *y1, gs_coef b,
                        const gs_vec *x2, gs_vec *y2, int slot)
 {
+    NEED(a, b, NO_COEF);
     TRY(IO(e)->axpy2_dot(IN(e), a, x1, y1, b, x2, y2, slot));
     return reduce(e, slot, 1);
 }
@@ -97,6 +156,8 @@ static int d_mdot(gs_engine *e, const gs_vec *const *V, int k, const gs_vec *w, 
 
 static int d_maxpy(gs_engine *e, double c, const gs_vec *const *V, int k, int slot0, gs_vec *w)
 {
+    for (int i = 0; i < k; i++)
+        if (pending_has(gs_dist_of(e), slot0 + i)) TRY(flush(e));
     CHECK(IO(e)->maxpy(IN(e), c, V, k, slot0, w));
 }
 
@@ -125,20 +186,39 @@ static int d_spmv_axpby(gs_engine *e, gs_coef a, const gs_mat *Am, const gs_vec 
 {
     dist_engine *d = gs_dist_of(e);
     dist_mat *M = (dist_mat *)Am;
+    NEED(a, b, NO_COEF);
     d->spmv_count++;
     TRY(d->tr->halo_start(d, M, x));
     TRY(IO(e)->spmv_axpby(IN(e), a, M->diag, x, b, y));
     CHECK(d->tr->halo_finish(d, M, a, y, NULL, GS_SLOT_NONE));
 }
 
-static int d_scalar_set(gs_engine *e, int slot, gs_coef v) { CHECK(IO(e)->scalar_set(IN(e), slot, v)); }
-static int d_scalar_write(gs_engine *e, int s0, int n, const double *src) { CHECK(IO(e)->scalar_write(IN(e), s0, n, src)); }
-/* every rank holds the same slots and runs the same small operation on them */
-static int d_small_run(gs_engine *e, const struct gs_small *op) { CHECK(IO(e)->small_run(IN(e), op)); }
+/* A slot written while its sum is pending: the sum first (the runs stay whole). */
+static int d_scalar_set(gs_engine *e, int slot, gs_coef v)
+{
+    if (pending_has(gs_dist_of(e), slot)) TRY(flush(e));
+    NEED(v, NO_COEF, NO_COEF);
+    CHECK(IO(e)->scalar_set(IN(e), slot, v));
+}
+
+static int d_scalar_write(gs_engine *e, int s0, int n, const double *src)
+{
+    TRY(flush(e));
+    CHECK(IO(e)->scalar_write(IN(e), s0, n, src));
+}
+
+/* every rank holds the same slots and runs the same small operation on them
+ * (which may read any of them: the sums first) */
+static int d_small_run(gs_engine *e, const struct gs_small *op)
+{
+    TRY(flush(e));
+    CHECK(IO(e)->small_run(IN(e), op));
+}
 
 static int d_scalar_read(gs_engine *e, int s0, int n, double *dst)
 {
     dist_engine *d = gs_dist_of(e);
+    TRY(flush(e));
     TRY(IO(e)->scalar_read(IN(e), s0, n, dst));
     CHECK(d->tr->collect(d));
 }
@@ -146,6 +226,7 @@ static int d_scalar_read(gs_engine *e, int s0, int n, double *dst)
 static int d_sync(gs_engine *e)
 {
     dist_engine *d = gs_dist_of(e);
+    TRY(flush(e));
     TRY(IO(e)->sync(IN(e)));
     e->device_bytes_now = d->inner->device_bytes_now;
     e->device_bytes_peak = d->inner->device_bytes_peak;
@@ -427,12 +508,14 @@ int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err)
     e->impl = d;
     e->ops = inner->ops->kind == GS_ENGINE_CUDA ? &dist_ops_cuda : &dist_ops_cpu;
     e->copy_bandwidth = gs_dist_max(-inner->copy_bandwidth) * -1.0; /* the slowest rank's */
+    d->merge = 1;
     d->devices = count_devices(d);
     if (inner->ops->kind == GS_ENGINE_CUDA) {
         /* NCCL refuses two ranks on one GPU: those go through the host;
          * GS_DIST_TRANSPORT (main's switches, src/engine/debug.h) forces one */
         const gs_debug *dbg = gs_engine_cuda_debug(inner);
         int nccl = d->devices == d->size;
+        if (dbg && dbg->dist_merge_off) d->merge = 0;
         if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_STAGED) nccl = 0;
         if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_NCCL) nccl = 1;
 #if GS_HAVE_CUDA
@@ -476,14 +559,16 @@ void gs_engine_dist_counters_reset(gs_engine *e)
     d->tr->collect(d);
     d->comm_seconds = d->halo_bytes = 0;
     d->spmv_count = 0;
+    d->reductions = 0;
 }
 
 void gs_engine_dist_counters(gs_engine *e, double *comm_seconds, double *halo_bytes,
-                             long *spmv_count)
+                             long *spmv_count, long *reductions)
 {
     dist_engine *d = gs_dist_of(e);
     d->tr->collect(d);
     *comm_seconds = d->comm_seconds;
     *halo_bytes = d->halo_bytes;
     *spmv_count = d->spmv_count;
+    *reductions = d->reductions;
 }

@@ -30,7 +30,7 @@ static int dpc_apply_dot(gs_pc *pc, const gs_vec *r, gs_vec *z, int slot)
     gs_pc *inner = pc->data;
     dist_engine *d = gs_dist_of(pc->eng);
     int status = gs_pc_apply_dot(inner, r, z, slot);
-    if (status == GS_OK && slot != GS_SLOT_NONE) status = d->tr->allreduce(d, slot, 1);
+    if (status == GS_OK && slot != GS_SLOT_NONE) status = gs_dist_reduce_later(pc->eng, slot, 1);
     if (status != GS_OK) {
         fprintf(stderr, "gpusolve: rank %d: %s: %s\n", d->rank, pc->type->name,
                 d->inner->err.msg[0] ? d->inner->err.msg : gs_status_name((gs_status)status));

@@ -60,6 +60,8 @@ void gs_debug_from_env(gs_debug *d)
     if (v && *v) d->dist_overlap = strcmp(v, "0") ? GS_DEBUG_FORCE_ON : GS_DEBUG_FORCE_OFF;
     v = getenv("GS_DIST_COMM_TIMING");
     d->dist_comm_timing_off = v && strcmp(v, "0") == 0;
+    v = getenv("GS_DIST_MERGE");
+    d->dist_merge_off = v && strcmp(v, "0") == 0;
     v = getenv("GS_DIST_TRANSPORT");
     if (v && strcmp(v, "nccl") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_NCCL;
     if (v && strcmp(v, "mpi-staged") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_STAGED;

@@ -95,6 +95,10 @@ typedef struct gs_debug {
     /* GS_DIST_COMM_TIMING=0: the CUDA transport records no events around
      * its communication (comm_s reads 0; their cost is the difference) */
     int dist_comm_timing_off;
+    /* GS_DIST_MERGE=0: under mpirun on the CUDA engine, every dot's sum over
+     * the ranks is made at once instead of with the others pending when a
+     * slot is read (src/dist/engine_mpi.c; timings compare the two) */
+    int dist_merge_off;
     /* GS_DIST_TRANSPORT=nccl|mpi-staged: under mpirun on the CUDA engine,
      * the transport forced (src/dist/engine_mpi.c); 0: the rule (NCCL where
      * every rank has a GPU of its own, else through page-locked host memory) */

@@ -31,8 +31,9 @@ typedef enum gs_small_kind {
     GS_SMALL_IDR_C,             /* c = M(k:s, k:s) \ f(k:s) (k = j) */
     GS_SMALL_IDR_ALPHA,         /* alpha = M(0:k, 0:k) \ (P'G_k)(0:k); M(k:s, k); beta; f */
     GS_SMALL_IDR_OMEGA,         /* omega from t't, t'r and S[rr] */
-    GS_SMALL_LOG                /* the residual log (gs_small_log): S[rr] appended to a
+    GS_SMALL_LOG,               /* the residual log (gs_small_log): S[rr] appended to a
                                  * ring of m slots from base + 1, S[base] counting */
+    GS_SMALL_CG1_STEP           /* cg1's alpha and beta from gamma, delta (gs_small_cg1) */
 } gs_small_kind;
 
 typedef struct gs_small {
@@ -114,6 +115,13 @@ static inline GS_HD gs_small_idr gs_small_idr_layout(int base, int s)
     return L;
 }
 
+/* cg1's slots from base on (src/krylov/cg1.c): gamma = r.u and delta = w.u
+ * first (the iteration's dots, with ||r||^2 at base - 1: one sum over the
+ * ranks), then p'Ap, the previous gamma and alpha, and the step's alpha and
+ * beta (the vector updates' coefficients). */
+enum { GS_CG1_GAMMA, GS_CG1_DELTA, GS_CG1_PAP, GS_CG1_GAMMA_OLD, GS_CG1_ALPHA_OLD,
+       GS_CG1_ALPHA, GS_CG1_BETA, GS_CG1_END };
+
 /* |R(j,j)| at or below this fraction of ||H(:,j)||: A M v_j lies in the
  * span of A M v_0 .. A M v_j-1 up to rounding, so R is singular. A
  * nonsingular A M keeps the ratio above 1 / cond(A M); rounding leaves it
@@ -157,6 +165,7 @@ static inline int gs_small_valid(const gs_small *op, int limit)
     case GS_SMALL_IDR_OMEGA:
         return op->j < op->m && gs_small_idr_layout(op->base, op->m).end <= limit;
     case GS_SMALL_LOG: return op->base + 1 + op->m <= limit;
+    case GS_SMALL_CG1_STEP: return op->base + GS_CG1_END <= limit;
     }
     return 0;
 }
@@ -313,6 +322,28 @@ static inline GS_HD void gs_small_idr_omega(const gs_small *op, double *S)
     S[L.muom] = -om;
 }
 
+/* Chronopoulos-Gear: beta = gamma / gamma_old, p'Ap = delta - beta gamma /
+ * alpha_old, alpha = gamma / p'Ap; then alpha_old = alpha, gamma_old = gamma.
+ * Where p'Ap or gamma is not finite and positive the step is none (alpha =
+ * beta = 0: x and r stay) and the state stays, so every later step fails
+ * the same way; a failed p'Ap stays too: the check's tests see the first
+ * failure, whatever steps ran after it. */
+static inline GS_HD void gs_small_cg1_step(const gs_small *op, double *S)
+{
+    double *c = S + op->base;
+    const double g = c[GS_CG1_GAMMA];
+    const int failed = !(c[GS_CG1_PAP] > 0.0) || !isfinite(c[GS_CG1_PAP]);
+    const double beta = g / c[GS_CG1_GAMMA_OLD];
+    const double pap = failed ? c[GS_CG1_PAP] : c[GS_CG1_DELTA] - beta * g / c[GS_CG1_ALPHA_OLD];
+    const int ok = !failed && isfinite(pap) && pap > 0.0 && isfinite(g) && g > 0.0;
+    c[GS_CG1_PAP] = pap;
+    c[GS_CG1_ALPHA] = ok ? g / pap : 0.0;
+    c[GS_CG1_BETA] = ok ? beta : 0.0;
+    if (!ok) return;
+    c[GS_CG1_ALPHA_OLD] = c[GS_CG1_ALPHA];
+    c[GS_CG1_GAMMA_OLD] = g;
+}
+
 /* Run op on S (gs_small_valid(op) holds). */
 static inline GS_HD void gs_small_exec(const gs_small *op, double *S)
 {
@@ -328,6 +359,7 @@ static inline GS_HD void gs_small_exec(const gs_small *op, double *S)
     case GS_SMALL_IDR_ALPHA: gs_small_idr_alpha(op, S); break;
     case GS_SMALL_LOG: gs_small_log(op, S); break;
     case GS_SMALL_IDR_OMEGA: gs_small_idr_omega(op, S); break;
+    case GS_SMALL_CG1_STEP: gs_small_cg1_step(op, S); break;
     }
 }
 

@@ -13,6 +13,8 @@
 static const gs_method_type methods[] = {
     {"cg", "preconditioned conjugate gradients (SPD A and M)", gs_cg_solve,
      gs_cg_vector_accesses, 1, 0, 1},
+    {"cg1", "preconditioned CG with one reduction an iteration (Chronopoulos-Gear; SPD A and M)",
+     gs_cg1_solve, gs_cg1_vector_accesses, 1, 0, 0},
     {"bicgstab", "preconditioned BiCGSTAB, right preconditioning", gs_bicgstab_solve,
      gs_bicgstab_vector_accesses, 2, 0, 1},
     {"gmres", "restarted GMRES(m), right preconditioning, CGS2 orthogonalisation",

@@ -149,12 +149,15 @@ void gs_krylov_history_free(gs_krylov_history *h); /* frees the arrays, zeroes h
 
 /* The methods' vector accesses per iteration (gs_method_type). */
 double gs_cg_vector_accesses(const gs_krylov_opts *opts);
+double gs_cg1_vector_accesses(const gs_krylov_opts *opts);
 double gs_bicgstab_vector_accesses(const gs_krylov_opts *opts);
 double gs_gmres_vector_accesses(const gs_krylov_opts *opts);
 double gs_idr_vector_accesses(const gs_krylov_opts *opts);
 
 int gs_cg_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
                 const gs_krylov_opts *opts, gs_krylov_result *res);
+int gs_cg1_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
+                 const gs_krylov_opts *opts, gs_krylov_result *res);
 int gs_bicgstab_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,
                       const gs_krylov_opts *opts, gs_krylov_result *res);
 int gs_gmres_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_vec *x,

@@ -272,15 +272,23 @@ static int nccl_halo_finish(dist_engine *d, dist_mat *M, gs_coef a, gs_vec *y, c
     return offblock(d, M, a, y, w, slot);
 }
 
-static int nccl_allreduce(dist_engine *d, int slot0, int count)
+/* The runs in one group: NCCL launches them as one operation. */
+static int nccl_allreduce(dist_engine *d, const int *slot0, const int *count, int runs)
 {
     cuda_tr *t = tr_of(d);
-    double *S = gs_cuda_of(d->inner)->S + slot0;
+    double *S = gs_cuda_of(d->inner)->S;
     cudaEvent_t *pair = NULL;
     int status = GS_OK;
     GS_TRY(timing_begin(d, t->main, &pair));
-    GS_TRY(NCCL_CALL(err_of(d), ncclAllReduce(S, S, (size_t)count, ncclDouble, ncclSum, t->nccl,
-                                              t->main)));
+    GS_TRY(NCCL_CALL(err_of(d), ncclGroupStart()));
+    for (int i = 0; i < runs && status == GS_OK; i++)
+        status = NCCL_CALL(err_of(d), ncclAllReduce(S + slot0[i], S + slot0[i], (size_t)count[i],
+                                                    ncclDouble, ncclSum, t->nccl, t->main));
+    {
+        const int end = NCCL_CALL(err_of(d), ncclGroupEnd()); /* always closes the group */
+        if (status == GS_OK) status = end;
+    }
+    if (status != GS_OK) goto cleanup;
     if (pair) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], t->main)));
 cleanup:
     return status;
@@ -331,7 +339,7 @@ static int staged_halo_finish(dist_engine *d, dist_mat *M, gs_coef a, gs_vec *y,
     return offblock(d, M, a, y, w, slot);
 }
 
-static int staged_allreduce(dist_engine *d, int slot0, int count)
+static int staged_allreduce_run(dist_engine *d, int slot0, int count)
 {
     cuda_tr *t = tr_of(d);
     double *S = gs_cuda_of(d->inner)->S + slot0;
@@ -347,6 +355,14 @@ static int staged_allreduce(dist_engine *d, int slot0, int count)
         status = CUDA_CALL(err_of(d), cudaMemcpyAsync(S, t->host_slots, (size_t)count * 8,
                                                       cudaMemcpyHostToDevice, t->main));
     d->comm_seconds += MPI_Wtime() - t0;
+    return status;
+}
+
+static int staged_allreduce(dist_engine *d, const int *slot0, const int *count, int runs)
+{
+    int status = GS_OK;
+    for (int i = 0; i < runs && status == GS_OK; i++)
+        status = staged_allreduce_run(d, slot0[i], count[i]);
     return status;
 }
 

@@ -2,7 +2,8 @@
  * against one process on the CUDA engine: CG + Jacobi with 2 and 3 ranks on
  * however many GPUs there are (ranks beyond the GPUs share one: the
  * "mpi-staged" transport, as NCCL refuses two ranks on one device; with 2
- * GPUs or more, 2 ranks use NCCL) gives the same iterations and residuals;
+ * GPUs or more, 2 ranks write into each other's GPUs, "ipc", checked
+ * against NCCL and the staged path) gives the same iterations and residuals;
  * block-local FSAI, ISAI, SPAI, GSPAI-Opt (their GPU setups) give the
  * iterations of one process building the same M (--pc-blocks P, and on a
  * block-diagonal matrix the global definition); adaptive checks stop every
@@ -130,16 +131,23 @@ START_TEST(transport_follows_the_devices)
     tu_cmd_out o = td_run(2, "-e cuda --generate poisson3d:16 --format csv");
     tu_assert_exit(o, 0);
     ck_assert(tu_csv_field(o.text, 0, "transport", buf, sizeof buf));
-    ck_assert_str_eq(buf, g_devices >= 2 ? "nccl" : "mpi-staged");
+    ck_assert_str_eq(buf, g_devices >= 2 ? "ipc" : "mpi-staged");
     ck_assert(tu_csv_field(o.text, 0, "devices", buf, sizeof buf));
     ck_assert_int_eq(atoi(buf), g_devices >= 2 ? 2 : 1);
     free(o.text);
-    if (g_devices >= 2) { /* the host path on separate GPUs too, same answer */
-        setenv("GS_DIST_TRANSPORT", "mpi-staged", 1);
-        td_result staged = gd_csv(2, "-e cuda --generate poisson3d:24 -p jacobi -m cg");
-        unsetenv("GS_DIST_TRANSPORT");
-        td_result nccl = gd_csv(2, "-e cuda --generate poisson3d:24 -p jacobi -m cg");
-        td_assert_same(nccl, staged, 0, 1e-5);
+    if (g_devices >= 2) { /* NCCL and the host path on separate GPUs too, same answer */
+        const char *args[] = {"-e cuda --generate poisson3d:24 -p jacobi -m cg",
+                              "-e cuda --generate convdiff3d:20 -p jacobi -m gmres --restart 40"};
+        for (int t = 0; t < 2; t++) {
+            td_result ipc = gd_csv(2, args[t]);
+            setenv("GS_DIST_TRANSPORT", "mpi-staged", 1);
+            td_result staged = gd_csv(2, args[t]);
+            setenv("GS_DIST_TRANSPORT", "nccl", 1);
+            td_result nccl = gd_csv(2, args[t]);
+            unsetenv("GS_DIST_TRANSPORT");
+            td_assert_same(ipc, staged, 0, 1e-5);
+            td_assert_same(ipc, nccl, 0, 1e-5);
+        }
     }
 }
 END_TEST

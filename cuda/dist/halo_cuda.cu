@@ -7,48 +7,11 @@
  * MPI, for ranks that share a GPU (NCCL refuses two ranks on one device).
  * Communication time: CUDA events around each NCCL call, read at the next
  * synchronisation (nccl); host time inside MPI and the copies (staged). */
-#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce.cuh"
-
-#include "dist_impl.h"
-
-static int nccl_status(gs_error *err, ncclResult_t r, const char *call, const char *file, int line)
-{
-    if (r == ncclSuccess) return GS_OK;
-    return gs_error_set(err, GS_ERR_CUDA, "%s failed at %s:%d: %s", call, file, line,
-                        ncclGetErrorString(r));
-}
-#define NCCL_CALL(err, call) nccl_status((err), (call), #call, __FILE__, __LINE__)
-
-typedef struct cuda_tr {
-    int use_nccl;
-    int timing;                /* CUDA events around each NCCL call (GS_DIST_COMM_TIMING) */
-    int overlap;               /* halo on its own stream (--overlap on; else on main) */
-    ncclComm_t nccl;
-    cudaStream_t main, comm;   /* the engine's stream; the halo stream (nccl; main without
-                                * overlap) */
-    cudaStream_t own_comm;     /* the stream this transport created (destroyed with it) */
-    cudaEvent_t packed, arrived;
-    cudaEvent_t *ev;           /* pairs (start, stop) of NCCL calls since the last collect */
-    int n_ev, cap_ev, used_ev; /* events created, capacity, pairs * 2 in use */
-    double *host_slots;        /* page-locked, GS_MAX_SCALARS (staged) */
-} cuda_tr;
-
-typedef struct cuda_mat {
-    int32_t *send_idx, *off_rows, *off_col;
-    int64_t *off_ptr;
-    double *off_val, *send, *halo;  /* device */
-    double *host_send, *host_halo;  /* page-locked (staged) */
-    MPI_Request *req;
-    size_t bytes[7];
-} cuda_mat;
-
-static cuda_tr *tr_of(dist_engine *d) { return (cuda_tr *)d->tr_state; }
-static gs_error *err_of(dist_engine *d) { return &d->inner->err; }
+#include "halo_cuda.h"
 
 /* ---- kernels ---- */
 
@@ -73,22 +36,15 @@ __global__ void dist_offblock_kernel(int32_t n_rows, const int32_t *__restrict__
     __shared__ double smem[32];
     const int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
     const double a = gs_coef_eval(ka, S);
-    double part = 0.0;
-    if (r < n_rows) {
-        double s = 0.0;
-        for (int64_t k = ptr[r]; k < ptr[r + 1]; k++) s += val[k] * halo[col[k]];
-        const int32_t i = rows[r];
-        y[i] += a * s;
-        if (w) part = a * s * w[i];
-    }
+    const double part = r < n_rows ? dist_offblock_row(r, rows, ptr, col, val, halo, a, y, w) : 0.0;
     if (slot < 0) return; /* uniform over the block */
-    part = gs_block_sum(part, smem);
-    if (threadIdx.x == 0) atomicAdd(&S[slot], part);
+    const double sum = gs_block_sum(part, smem);
+    if (threadIdx.x == 0) atomicAdd(&S[slot], sum);
 }
 
-/* ---- timing of NCCL calls ---- */
+/* ---- timing of exchanges ---- */
 
-static int timing_begin(dist_engine *d, cudaStream_t s, cudaEvent_t **pair)
+int dist_cuda_timing_begin(dist_engine *d, cudaStream_t s, cudaEvent_t **pair)
 {
     cuda_tr *t = tr_of(d);
     *pair = NULL;
@@ -109,7 +65,7 @@ static int timing_begin(dist_engine *d, cudaStream_t s, cudaEvent_t **pair)
     return CUDA_CALL(err_of(d), cudaEventRecord((*pair)[0], s));
 }
 
-static int cuda_collect(dist_engine *d)
+int dist_cuda_collect(dist_engine *d)
 {
     cuda_tr *t = tr_of(d);
     int status = GS_OK;
@@ -136,7 +92,7 @@ static int upload(dist_engine *d, void **dst, size_t *bytes, const void *src, si
     return status;
 }
 
-static void cuda_mat_free(dist_engine *d, dist_mat *M)
+void dist_cuda_mat_free(dist_engine *d, dist_mat *M)
 {
     cuda_mat *m = (cuda_mat *)M->transport;
     if (!m) return;
@@ -151,7 +107,7 @@ static void cuda_mat_free(dist_engine *d, dist_mat *M)
     M->transport = NULL;
 }
 
-static int cuda_mat_init(dist_engine *d, dist_mat *M)
+int dist_cuda_mat_init(dist_engine *d, dist_mat *M)
 {
     cuda_mat *m = (cuda_mat *)calloc(1, sizeof *m);
     M->transport = m;
@@ -229,7 +185,7 @@ static int nccl_halo_start(dist_engine *d, dist_mat *M, const gs_vec *x)
         GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(t->packed, t->main)));
         GS_TRY(CUDA_CALL(err_of(d), cudaStreamWaitEvent(t->comm, t->packed, 0)));
     }
-    GS_TRY(timing_begin(d, t->comm, &pair));
+    GS_TRY(dist_cuda_timing_begin(d, t->comm, &pair));
     GS_TRY(NCCL_CALL(err_of(d), ncclGroupStart()));
     for (int k = 0; k < M->n_recv && status == GS_OK; k++)
         status = NCCL_CALL(err_of(d), ncclRecv(m->halo + M->recv_start[k],
@@ -279,7 +235,7 @@ static int nccl_allreduce(dist_engine *d, const int *slot0, const int *count, in
     double *S = gs_cuda_of(d->inner)->S;
     cudaEvent_t *pair = NULL;
     int status = GS_OK;
-    GS_TRY(timing_begin(d, t->main, &pair));
+    GS_TRY(dist_cuda_timing_begin(d, t->main, &pair));
     GS_TRY(NCCL_CALL(err_of(d), ncclGroupStart()));
     for (int i = 0; i < runs && status == GS_OK; i++)
         status = NCCL_CALL(err_of(d), ncclAllReduce(S + slot0[i], S + slot0[i], (size_t)count[i],
@@ -366,12 +322,13 @@ static int staged_allreduce(dist_engine *d, const int *slot0, const int *count, 
     return status;
 }
 
-static void cuda_tr_destroy(dist_engine *d)
+void dist_cuda_tr_destroy(dist_engine *d)
 {
     cuda_tr *t = tr_of(d);
     if (!t) return;
     gs_error *te = &gs_cuda_of(d->inner)->teardown; /* reported by the inner engine's release */
     if (t->main) CUDA_TEARDOWN(te, cudaStreamSynchronize(t->main));
+    dist_ipc_destroy(d);
     if (t->nccl) (void)NCCL_CALL(te, ncclCommDestroy(t->nccl));
     for (int k = 0; k < t->n_ev; k++) CUDA_TEARDOWN(te, cudaEventDestroy(t->ev[k]));
     free(t->ev);
@@ -384,13 +341,13 @@ static void cuda_tr_destroy(dist_engine *d)
 }
 
 static const dist_transport nccl_transport = {
-    "nccl", cuda_mat_init, cuda_mat_free, nccl_halo_start, nccl_halo_finish,
-    nccl_allreduce, cuda_collect, cuda_tr_destroy, nccl_mat_connect,
+    "nccl", dist_cuda_mat_init, dist_cuda_mat_free, nccl_halo_start, nccl_halo_finish,
+    nccl_allreduce, dist_cuda_collect, dist_cuda_tr_destroy, nccl_mat_connect,
 };
 
 static const dist_transport staged_transport = {
-    "mpi-staged", cuda_mat_init, cuda_mat_free, staged_halo_start, staged_halo_finish,
-    staged_allreduce, cuda_collect, cuda_tr_destroy, NULL,
+    "mpi-staged", dist_cuda_mat_init, dist_cuda_mat_free, staged_halo_start, staged_halo_finish,
+    staged_allreduce, dist_cuda_collect, dist_cuda_tr_destroy, NULL,
 };
 
 /* NCCL (2.22 on, NCCL_RUNTIME_CONNECT=1 by default) connects a
@@ -431,9 +388,11 @@ static int nccl_warm_up(dist_engine *d, cuda_tr *t, gs_error *err)
 }
 
 /* Local resources first, agreed over the ranks, then the collective NCCL
- * start (so that no rank waits in it for one that failed before it). */
-int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err)
+ * start (so that no rank waits in it for one that failed before it); ipc
+ * where it is possible (halo_ipc.cu), else NCCL. */
+int gs_dist_transport_cuda(dist_engine *d, int kind, gs_error *err)
 {
+    const int use_nccl = kind != GS_DIST_TRANSPORT_STAGED;
     cuda_tr *t = (cuda_tr *)calloc(1, sizeof *t);
     int status = t ? GS_OK : gs_error_set(err, GS_ERR_NOMEM, "out of host memory (transport)");
     d->tr_state = t;
@@ -458,7 +417,12 @@ int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err)
         status = CUDA_CALL(err, cudaMallocHost((void **)&t->host_slots,
                                                GS_MAX_SCALARS * sizeof(double)));
     status = gs_dist_agree(status, err);
-    if (status == GS_OK && use_nccl) {
+    int ipc = 0;
+    if (status == GS_OK && kind == GS_DIST_TRANSPORT_IPC) {
+        ipc = dist_ipc_create(d, err); /* 1 made, 0 not possible, else a failure */
+        if (ipc != 0 && ipc != 1) status = ipc, ipc = 0;
+    }
+    if (status == GS_OK && use_nccl && !ipc) {
         ncclUniqueId id;
         memset(&id, 0, sizeof id);
         if (d->rank == 0) status = NCCL_CALL(err, ncclGetUniqueId(&id));
@@ -473,9 +437,9 @@ int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err)
         }
     }
     if (status != GS_OK) {
-        cuda_tr_destroy(d);
+        dist_cuda_tr_destroy(d);
         return status;
     }
-    d->tr = use_nccl ? &nccl_transport : &staged_transport;
+    d->tr = ipc ? &dist_ipc_transport : use_nccl ? &nccl_transport : &staged_transport;
     return GS_OK;
 }

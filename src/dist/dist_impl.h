@@ -91,7 +91,8 @@ static inline dist_engine *gs_dist_of(gs_engine *e) { return (dist_engine *)e->i
 /* The host transport (halo_mpi.c) and the device ones (cuda/dist/halo_cuda.cu;
  * use_nccl = 0: MPI through host copies, for ranks sharing a GPU). */
 int gs_dist_transport_host(dist_engine *d, gs_error *err);
-int gs_dist_transport_cuda(dist_engine *d, int use_nccl, gs_error *err);
+enum { GS_DIST_TRANSPORT_STAGED, GS_DIST_TRANSPORT_NCCL, GS_DIST_TRANSPORT_IPC };
+int gs_dist_transport_cuda(dist_engine *d, int kind, gs_error *err);
 
 /* comm_mpi.c */
 MPI_Comm gs_dist_comm(void);

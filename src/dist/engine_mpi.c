@@ -511,17 +511,20 @@ int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err)
     d->merge = 1;
     d->devices = count_devices(d);
     if (inner->ops->kind == GS_ENGINE_CUDA) {
-        /* NCCL refuses two ranks on one GPU: those go through the host;
-         * GS_DIST_TRANSPORT (main's switches, src/engine/debug.h) forces one */
+        /* a GPU a rank: ipc where the ranks reach each other's GPUs
+         * (cuda/dist/halo_ipc.cu), else NCCL; NCCL refuses two ranks on one
+         * GPU: those go through the host. GS_DIST_TRANSPORT (main's
+         * switches, src/engine/debug.h) forces one */
         const gs_debug *dbg = gs_engine_cuda_debug(inner);
-        int nccl = d->devices == d->size;
+        int kind = d->devices == d->size ? GS_DIST_TRANSPORT_IPC : GS_DIST_TRANSPORT_STAGED;
         if (dbg && dbg->dist_merge_off) d->merge = 0;
-        if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_STAGED) nccl = 0;
-        if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_NCCL) nccl = 1;
+        if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_STAGED) kind = GS_DIST_TRANSPORT_STAGED;
+        if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_NCCL) kind = GS_DIST_TRANSPORT_NCCL;
+        if (dbg && dbg->dist_transport == GS_DEBUG_TRANSPORT_IPC) kind = GS_DIST_TRANSPORT_IPC;
 #if GS_HAVE_CUDA
-        status = gs_dist_transport_cuda(d, nccl, err);
+        status = gs_dist_transport_cuda(d, kind, err);
 #else
-        (void)nccl;
+        (void)kind;
         status = gs_error_set(err, GS_ERR_UNSUPPORTED, "no CUDA in this build");
 #endif
     } else {

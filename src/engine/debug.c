@@ -65,6 +65,7 @@ void gs_debug_from_env(gs_debug *d)
     v = getenv("GS_DIST_TRANSPORT");
     if (v && strcmp(v, "nccl") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_NCCL;
     if (v && strcmp(v, "mpi-staged") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_STAGED;
+    if (v && strcmp(v, "ipc") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_IPC;
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

@@ -99,9 +99,10 @@ typedef struct gs_debug {
      * the ranks is made at once instead of with the others pending when a
      * slot is read (src/dist/engine_mpi.c; timings compare the two) */
     int dist_merge_off;
-    /* GS_DIST_TRANSPORT=nccl|mpi-staged: under mpirun on the CUDA engine,
-     * the transport forced (src/dist/engine_mpi.c); 0: the rule (NCCL where
-     * every rank has a GPU of its own, else through page-locked host memory) */
+    /* GS_DIST_TRANSPORT=ipc|nccl|mpi-staged: under mpirun on the CUDA engine,
+     * the transport forced (src/dist/engine_mpi.c; ipc falls back to NCCL
+     * where it cannot run); 0: the rule (ipc, else NCCL, where every rank has
+     * a GPU of its own, else through page-locked host memory) */
     int dist_transport;
 } gs_debug;
 
@@ -119,6 +120,7 @@ typedef struct gs_debug {
 #define GS_DEBUG_SCHEME_HOST 3
 #define GS_DEBUG_TRANSPORT_NCCL 1
 #define GS_DEBUG_TRANSPORT_STAGED 2
+#define GS_DEBUG_TRANSPORT_IPC 3
 
 /* d from the environment variables above; unset or malformed ones keep
  * the default. For main only: library code reads the structure it is given. */

@@ -1,0 +1,424 @@
+/* halo_ipc.cu - the "ipc" transport of the distributed engine: ranks on one
+ * host, each with a GPU of its own and peer access to every other, write
+ * into each other's device memory (CUDA IPC handles, exchanged once) and
+ * signal with flags, so an exchange is a kernel, not a library call.
+ *
+ * Halo: the pack kernel gathers the entries each neighbour needs and writes
+ * them straight into that neighbour's halo buffer, then (its last block)
+ * raises the neighbour's arrival flag to the exchange's epoch; the
+ * off-block kernel waits for the flags of the ranks it reads from, runs,
+ * and (its last block) tells each of them it is done (an ack). The halo
+ * buffers are double (epoch parity): a rank writes epoch e into the buffer
+ * its neighbour read at e - 2, after that neighbour's ack of e - 2.
+ *
+ * Sums over the ranks: one block writes the slots' local values into every
+ * rank's inbox row of this rank and raises its flags there, waits for every
+ * rank's flag in its own inbox, and adds the rows in rank order (so every
+ * rank gets the same bits). Inboxes are double by epoch parity too: a rank
+ * reaches epoch e + 2 only after all flags of e + 1, which each rank raises
+ * after it has read its inbox of e.
+ *
+ * The diagonal block's product runs between the pack and the wait, so the
+ * halo travels while it runs (no second stream, no events). Epochs are
+ * counted on the host (every rank issues the same exchanges in the same
+ * order), so iterations are not captured (the distributed engine captures
+ * none). Where IPC is not possible (ranks on several hosts, a shared GPU,
+ * no peer access, more than GS_IPC_MAX ranks) the engine uses NCCL. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "halo_cuda.h"
+
+#define GS_IPC_MAX 8     /* ranks (one host's GPUs) */
+#define GS_IPC_RMAX 256  /* slots summed by one kernel (more: several rounds) */
+
+typedef unsigned long long u64;
+
+/* Every rank's region of one kind (opened IPC handles; peer[rank] is its own). */
+typedef struct ipc_region {
+    char *mine;
+    size_t bytes;
+    char *peer[GS_IPC_MAX];
+} ipc_region;
+
+typedef struct ipc_tr {
+    ipc_region inbox; /* double [2][P][RMAX], then u64 flags [2][P] */
+    u64 epoch;
+} ipc_tr;
+
+typedef struct ipc_mat {
+    ipc_region reg;   /* double halo [2][n_halo]; u64 arrived [P]; u64 ack [P]; int done [2] */
+    int32_t n_halo[GS_IPC_MAX]; /* every rank's halo length (the parity stride) */
+    int32_t dst_off[GS_IPC_MAX]; /* where this rank's entries start in each rank's halo */
+    u64 epoch;
+} ipc_mat;
+
+/* ---- layout of a matrix's region ---- */
+static __host__ __device__ size_t halo_bytes(int32_t n_halo) { return 2 * (size_t)n_halo * 8; }
+static u64 *arrived_at(char *base, int32_t n_halo) { return (u64 *)(base + halo_bytes(n_halo)); }
+static u64 *ack_at(char *base, int32_t n_halo, int P)
+{
+    return arrived_at(base, n_halo) + P;
+}
+static int *done_at(char *base, int32_t n_halo, int P) { return (int *)(ack_at(base, n_halo, P) + P); }
+static size_t mat_region_bytes(int32_t n_halo, int P) { return halo_bytes(n_halo) + 16 * (size_t)P + 16; }
+
+/* ---- kernels ---- */
+
+typedef struct ipc_pack_args {
+    const double *x;
+    const int32_t *idx;
+    int32_t n;
+    int n_seg;
+    int32_t seg_start[GS_IPC_MAX + 1];
+    double *dst[GS_IPC_MAX];            /* the neighbour's halo (this epoch's parity) + offset */
+    u64 *flag[GS_IPC_MAX];              /* the neighbour's arrival flag of this rank */
+    const u64 *ack[GS_IPC_MAX];         /* this rank's ack flag of the neighbour */
+    u64 epoch;
+    int *done;
+} ipc_pack_args;
+
+static __device__ void spin_until(const u64 *flag, u64 at_least)
+{
+    while (*(const volatile u64 *)flag < at_least) __nanosleep(64);
+}
+
+/* The last block of a grid to get here (its writes and every earlier
+ * block's visible to the whole system) returns 1, the counter reset. */
+static __device__ int last_block(int *done)
+{
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        last = atomicAdd(done, 1) == (int)gridDim.x - 1;
+        if (last) *done = 0;
+    }
+    __syncthreads();
+    return last;
+}
+
+__global__ void ipc_pack_kernel(ipc_pack_args a)
+{
+    if (threadIdx.x == 0) { /* the neighbour has read this parity's last use (epoch - 2) */
+        for (int s = 0; s < a.n_seg; s++) spin_until(a.ack[s], a.epoch > 2 ? a.epoch - 2 : 0);
+        __threadfence_system();
+    }
+    __syncthreads();
+    for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        int s = 0;
+        while (i >= a.seg_start[s + 1]) s++;
+        a.dst[s][i - a.seg_start[s]] = a.x[a.idx[i]];
+    }
+    if (last_block(a.done) && threadIdx.x == 0) {
+        __threadfence_system();
+        for (int s = 0; s < a.n_seg; s++) *(volatile u64 *)a.flag[s] = a.epoch;
+    }
+}
+
+typedef struct ipc_wait_args {
+    int n_src;
+    const u64 *arrived[GS_IPC_MAX]; /* this rank's arrival flags of its sources */
+    u64 *ack[GS_IPC_MAX];           /* each source's ack flag of this rank */
+    u64 epoch;
+    int *done;
+} ipc_wait_args;
+
+/* The off-block rows once every source's entries have arrived; then the
+ * sources are told this epoch's buffer is free. */
+__global__ void ipc_offblock_kernel(int32_t n_rows, const int32_t *__restrict__ rows,
+                                    const int64_t *__restrict__ ptr,
+                                    const int32_t *__restrict__ col,
+                                    const double *__restrict__ val, const double *halo,
+                                    gs_coef ka, double *__restrict__ y,
+                                    const double *__restrict__ w, double *S, int slot,
+                                    ipc_wait_args sync)
+{
+    __shared__ double smem[32];
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < sync.n_src; s++) spin_until(sync.arrived[s], sync.epoch);
+        __threadfence_system(); /* acquire: the entries written before the flags */
+    }
+    __syncthreads();
+    const int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    const double a = gs_coef_eval(ka, S);
+    const double part = r < n_rows ? dist_offblock_row(r, rows, ptr, col, val, halo, a, y, w) : 0.0;
+    if (slot >= 0) {
+        const double sum = gs_block_sum(part, smem);
+        if (threadIdx.x == 0) atomicAdd(&S[slot], sum);
+    }
+    if (last_block(sync.done) && threadIdx.x == 0)
+        for (int s = 0; s < sync.n_src; s++) *(volatile u64 *)sync.ack[s] = sync.epoch;
+}
+
+typedef struct ipc_sum_args {
+    double *S;
+    int n_runs, total;
+    int slot0[GS_DIST_PENDING], count[GS_DIST_PENDING];
+    double *row[GS_IPC_MAX];  /* this rank's row in each rank's inbox (this parity) */
+    u64 *flag[GS_IPC_MAX];    /* this rank's flag in each rank's inbox */
+    const double *inbox;      /* this rank's inbox (this parity), rows by rank */
+    const u64 *arrived;       /* its flags, by rank */
+    int P;
+    u64 epoch;
+} ipc_sum_args;
+
+static __device__ int run_slot(const ipc_sum_args *a, int j)
+{
+    int r = 0;
+    while (j >= a->count[r]) j -= a->count[r++];
+    return a->slot0[r] + j;
+}
+
+/* One block. */
+__global__ void ipc_sum_kernel(ipc_sum_args a)
+{
+    for (int j = threadIdx.x; j < a.total; j += blockDim.x) {
+        const double v = a.S[run_slot(&a, j)];
+        for (int q = 0; q < a.P; q++) a.row[q][j] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        for (int q = 0; q < a.P; q++) *(volatile u64 *)a.flag[q] = a.epoch;
+        for (int q = 0; q < a.P; q++) spin_until(a.arrived + q, a.epoch);
+        __threadfence_system();
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < a.total; j += blockDim.x) {
+        double s = 0.0;
+        for (int q = 0; q < a.P; q++) s += __ldcg(a.inbox + (size_t)q * GS_IPC_RMAX + j);
+        a.S[run_slot(&a, j)] = s;
+    }
+}
+
+/* ---- regions: allocated here, opened by every other rank ---- */
+
+static int region_open(dist_engine *d, ipc_region *g, size_t bytes, gs_error *err)
+{
+    cudaIpcMemHandle_t mine, all[GS_IPC_MAX];
+    int status = CUDA_CALL(err, cudaMalloc((void **)&g->mine, bytes));
+    g->bytes = bytes;
+    if (status == GS_OK) status = CUDA_CALL(err, cudaMemset(g->mine, 0, bytes));
+    if (status == GS_OK) status = CUDA_CALL(err, cudaIpcGetMemHandle(&mine, g->mine));
+    status = gs_dist_agree(status, err);
+    if (status != GS_OK) return status;
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, d->comm);
+    for (int q = 0; q < d->size && status == GS_OK; q++) {
+        if (q == d->rank) {
+            g->peer[q] = g->mine;
+            continue;
+        }
+        status = CUDA_CALL(err, cudaIpcOpenMemHandle((void **)&g->peer[q], all[q],
+                                                     cudaIpcMemLazyEnablePeerAccess));
+    }
+    return gs_dist_agree(status, err);
+}
+
+/* Collective: every rank's kernels are done with the region first. */
+static void region_close(dist_engine *d, ipc_region *g)
+{
+    gs_error *te = &gs_cuda_of(d->inner)->teardown;
+    CUDA_TEARDOWN(te, cudaStreamSynchronize(tr_of(d)->main));
+    MPI_Barrier(d->comm);
+    for (int q = 0; q < d->size; q++)
+        if (g->peer[q] && q != d->rank) CUDA_TEARDOWN(te, cudaIpcCloseMemHandle(g->peer[q]));
+    MPI_Barrier(d->comm);
+    if (g->mine) CUDA_TEARDOWN(te, cudaFree(g->mine));
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- the transport ---- */
+
+static int ipc_mat_init(dist_engine *d, dist_mat *M)
+{
+    int status = dist_cuda_mat_init(d, M); /* off-block arrays, send list */
+    cuda_mat *m = (cuda_mat *)M->transport;
+    if (status == GS_OK) {
+        m->ipc = (ipc_mat *)calloc(1, sizeof(ipc_mat));
+        if (!m->ipc) status = gs_error_set(err_of(d), GS_ERR_NOMEM, "out of host memory (halo)");
+    }
+    status = gs_dist_agree(status, err_of(d));
+    if (status != GS_OK) return status;
+    ipc_mat *im = m->ipc;
+    int32_t off_for[GS_IPC_MAX]; /* where rank q's entries start in this rank's halo */
+    for (int q = 0; q < d->size; q++) off_for[q] = -1;
+    for (int k = 0; k < M->n_recv; k++) off_for[M->recv_rank[k]] = M->recv_start[k];
+    MPI_Alltoall(off_for, 1, MPI_INT32_T, im->dst_off, 1, MPI_INT32_T, d->comm);
+    MPI_Allgather(&M->split.n_halo, 1, MPI_INT32_T, im->n_halo, 1, MPI_INT32_T, d->comm);
+    return region_open(d, &im->reg, mat_region_bytes(M->split.n_halo, d->size), err_of(d));
+}
+
+void dist_ipc_mat_free(dist_engine *d, dist_mat *M)
+{
+    cuda_mat *m = (cuda_mat *)M->transport;
+    if (!m || !m->ipc) return;
+    region_close(d, &m->ipc->reg);
+    free(m->ipc);
+    m->ipc = NULL;
+}
+
+static void ipc_mat_free(dist_engine *d, dist_mat *M)
+{
+    dist_ipc_mat_free(d, M);
+    dist_cuda_mat_free(d, M);
+}
+
+static int ipc_halo_start(dist_engine *d, dist_mat *M, const gs_vec *x)
+{
+    cuda_mat *m = (cuda_mat *)M->transport;
+    ipc_mat *im = m->ipc;
+    const int P = d->size;
+    cudaEvent_t *pair = NULL;
+    int status = GS_OK;
+    d->halo_bytes += 8.0 * M->split.n_halo;
+    im->epoch++;
+    const int32_t n = M->send_start[M->n_send];
+    if (n == 0) return GS_OK;
+    ipc_pack_args a;
+    memset(&a, 0, sizeof a);
+    a.x = (const double *)x->d;
+    a.idx = m->send_idx;
+    a.n = n;
+    a.n_seg = M->n_send;
+    a.epoch = im->epoch;
+    a.done = done_at(im->reg.mine, M->split.n_halo, P);
+    const int par = (int)(im->epoch & 1);
+    for (int k = 0; k <= M->n_send; k++) a.seg_start[k] = M->send_start[k];
+    for (int k = 0; k < M->n_send; k++) {
+        const int q = M->send_rank[k];
+        char *base = im->reg.peer[q];
+        a.dst[k] = (double *)base + (size_t)par * im->n_halo[q] + im->dst_off[q];
+        a.flag[k] = arrived_at(base, im->n_halo[q]) + d->rank;
+        a.ack[k] = ack_at(im->reg.mine, M->split.n_halo, P) + q;
+    }
+    const int blocks = (int)((n + 255) / 256 < 264 ? (n + 255) / 256 : 264);
+    GS_TRY(dist_cuda_timing_begin(d, tr_of(d)->main, &pair));
+    GS_TRY(CUDA_LAUNCH(err_of(d), ipc_pack_kernel, blocks, 256, 0, tr_of(d)->main, a));
+    if (pair) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], tr_of(d)->main)));
+cleanup:
+    return status;
+}
+
+static int ipc_halo_finish(dist_engine *d, dist_mat *M, gs_coef ka, gs_vec *y, const gs_vec *w,
+                           int slot)
+{
+    cuda_mat *m = (cuda_mat *)M->transport;
+    ipc_mat *im = m->ipc;
+    const int P = d->size;
+    const int32_t n = M->split.n_off_rows;
+    ipc_wait_args s;
+    memset(&s, 0, sizeof s);
+    s.n_src = M->n_recv;
+    s.epoch = im->epoch;
+    s.done = done_at(im->reg.mine, M->split.n_halo, P) + 1;
+    for (int k = 0; k < M->n_recv; k++) {
+        const int q = M->recv_rank[k];
+        s.arrived[k] = arrived_at(im->reg.mine, M->split.n_halo) + q;
+        s.ack[k] = ack_at(im->reg.peer[q], im->n_halo[q], P) + d->rank;
+    }
+    const double *halo = (const double *)im->reg.mine + (size_t)(im->epoch & 1) * M->split.n_halo;
+    const int blocks = n > 0 ? (int)((n + 255) / 256) : 1; /* one at least: the wait, the acks */
+    return CUDA_LAUNCH(err_of(d), ipc_offblock_kernel, blocks, 256, 0, tr_of(d)->main, n,
+                       (const int32_t *)m->off_rows, (const int64_t *)m->off_ptr,
+                       (const int32_t *)m->off_col, (const double *)m->off_val, halo, ka, y->d,
+                       w ? (const double *)w->d : NULL, gs_cuda_of(d->inner)->S, slot, s);
+}
+
+/* One round: at most GS_IPC_RMAX slots of the runs from (run r, offset o). */
+static int ipc_sum_round(dist_engine *d, const int *slot0, const int *count, int runs, int *r,
+                         int *o)
+{
+    ipc_tr *it = tr_of(d)->ipc;
+    const int P = d->size;
+    ipc_sum_args a;
+    memset(&a, 0, sizeof a);
+    a.S = gs_cuda_of(d->inner)->S;
+    while (*r < runs && a.total < GS_IPC_RMAX && a.n_runs < GS_DIST_PENDING) {
+        const int take = count[*r] - *o < GS_IPC_RMAX - a.total ? count[*r] - *o
+                                                                : GS_IPC_RMAX - a.total;
+        a.slot0[a.n_runs] = slot0[*r] + *o;
+        a.count[a.n_runs++] = take;
+        a.total += take;
+        *o += take;
+        if (*o == count[*r]) (*r)++, *o = 0;
+    }
+    it->epoch++;
+    const int par = (int)(it->epoch & 1);
+    const size_t rows = (size_t)2 * P * GS_IPC_RMAX; /* doubles before the flags */
+    for (int q = 0; q < P; q++) {
+        char *base = it->inbox.peer[q];
+        a.row[q] = (double *)base + ((size_t)par * P + d->rank) * GS_IPC_RMAX;
+        a.flag[q] = (u64 *)((double *)base + rows) + (size_t)par * P + d->rank;
+    }
+    a.inbox = (const double *)it->inbox.mine + (size_t)par * P * GS_IPC_RMAX;
+    a.arrived = (const u64 *)((const double *)it->inbox.mine + rows) + (size_t)par * P;
+    a.P = P;
+    a.epoch = it->epoch;
+    return CUDA_LAUNCH(err_of(d), ipc_sum_kernel, 1, 128, 0, tr_of(d)->main, a);
+}
+
+static int ipc_allreduce(dist_engine *d, const int *slot0, const int *count, int runs)
+{
+    cudaEvent_t *pair = NULL;
+    int status = GS_OK, r = 0, o = 0;
+    GS_TRY(dist_cuda_timing_begin(d, tr_of(d)->main, &pair));
+    while (r < runs && status == GS_OK) status = ipc_sum_round(d, slot0, count, runs, &r, &o);
+    if (status != GS_OK) goto cleanup;
+    if (pair) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], tr_of(d)->main)));
+cleanup:
+    return status;
+}
+
+const dist_transport dist_ipc_transport = {
+    "ipc", ipc_mat_init, ipc_mat_free, ipc_halo_start, ipc_halo_finish,
+    ipc_allreduce, dist_cuda_collect, dist_cuda_tr_destroy, NULL,
+};
+
+/* Possible where every rank is on this host, has a GPU of its own (the
+ * caller's rule) and reaches every other rank's GPU by peer access. */
+static int ipc_possible(dist_engine *d)
+{
+    MPI_Comm node;
+    int node_size = 0, ok = d->size <= GS_IPC_MAX, dev = -1, all[GS_IPC_MAX];
+    MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    ok = ok && node_size == d->size;
+    if (cudaGetDevice(&dev) != cudaSuccess) ok = 0, dev = -1;
+    int okall = 0;
+    MPI_Allreduce(&ok, &okall, 1, MPI_INT, MPI_MIN, d->comm);
+    if (!okall) return 0;
+    MPI_Allgather(&dev, 1, MPI_INT, all, 1, MPI_INT, d->comm);
+    for (int q = 0; q < d->size && ok; q++) {
+        int can = 0;
+        if (all[q] == dev) ok = q == d->rank; /* a shared GPU: not here */
+        else ok = cudaDeviceCanAccessPeer(&can, dev, all[q]) == cudaSuccess && can;
+    }
+    MPI_Allreduce(&ok, &okall, 1, MPI_INT, MPI_MIN, d->comm);
+    return okall;
+}
+
+int dist_ipc_create(dist_engine *d, gs_error *err)
+{
+    if (!ipc_possible(d)) return 0;
+    cuda_tr *t = tr_of(d);
+    t->ipc = (ipc_tr *)calloc(1, sizeof(ipc_tr));
+    int status = gs_dist_agree(t->ipc ? GS_OK : GS_ERR_NOMEM, err);
+    if (status != GS_OK) return status;
+    const double t0 = MPI_Wtime();
+    const size_t bytes = (size_t)2 * d->size * GS_IPC_RMAX * 8 + (size_t)2 * d->size * 8;
+    status = region_open(d, &t->ipc->inbox, bytes, err);
+    d->comm_setup_seconds = gs_dist_max(MPI_Wtime() - t0);
+    return status == GS_OK ? 1 : status;
+}
+
+void dist_ipc_destroy(dist_engine *d)
+{
+    cuda_tr *t = tr_of(d);
+    if (!t || !t->ipc) return;
+    region_close(d, &t->ipc->inbox);
+    free(t->ipc);
+    t->ipc = NULL;
+}

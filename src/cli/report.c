@@ -77,9 +77,9 @@ static void report_dist(FILE *out, const gs_run *r)
             d->halo_overlap ? "overlapped with the local product" : "on the engine's stream",
             d->pc_scope);
     fprintf(out, "           rows per rank %lld .. %lld, nonzeros per rank %lld .. %lld; "
-            "distributed in %.6f s (outside Tt)\n", (long long)d->rows_min,
+            "read %s, distributed in %.6f s (outside Tt)\n", (long long)d->rows_min,
             (long long)d->rows_max, (long long)d->nnz_min, (long long)d->nnz_max,
-            d->distribute_seconds);
+            d->read_mode, d->distribute_seconds);
     fprintf(out, "           halo %.0f bytes per iteration (all ranks); communication %.6f s "
             "of Ts (slowest rank); communicator set up in %.6f s (outside Tt)\n",
             d->halo_bytes_per_iteration, d->comm_seconds, d->comm_setup_seconds);
@@ -238,6 +238,7 @@ static int run_fields(const gs_run *r, field *f, char *stages, size_t slen, char
         I("nnz_min", d->nnz_min); I("nnz_max", d->nnz_max);
         D("halo_bytes_per_iteration", d->halo_bytes_per_iteration);
         D("comm_s", d->comm_seconds); D("distribute_s", d->distribute_seconds);
+        S("read_mode", d->read_mode);
         D("comm_setup_s", d->comm_setup_seconds);
     }
 #undef S

@@ -253,7 +253,8 @@ static void pack_round(const read_ctx *x, const int64_t *begin, int round, int64
 static int exchange_round(const read_ctx *x, const int64_t *begin, int round, triples *r,
                           int64_t *r_off, gs_error *err)
 {
-    const int size = x->size, with_values = x->e.val != NULL;
+    /* from the banner, not from e: a rank without entries has no e.val */
+    const int size = x->size, with_values = x->head.info.field != GS_MM_PATTERN;
     int64_t *c64 = calloc(4 * (size_t)size, sizeof *c64), total = 0, rtotal = 0;
     int *n = malloc(4 * (size_t)size * sizeof *n);
     triples s = {0};
@@ -401,6 +402,7 @@ static int check_symmetric(const read_ctx *x, const int64_t *begin, const gs_csr
     const int64_t row0 = begin[x->rank];
     read_ctx t = *x; /* A's off-diagonal entries transposed, as round 0 sends them */
     t.head.info.symmetry = GS_MM_GENERAL;
+    t.head.info.field = GS_MM_REAL; /* a pattern's A holds its 1s */
     int64_t off = 0;
     for (int32_t i = 0; i < A->n_rows; i++)
         for (int64_t k = A->row_ptr[i]; k < A->row_ptr[i + 1]; k++) off += A->col[k] != row0 + i;

@@ -307,6 +307,8 @@ static int build_rows(read_ctx *x, const int64_t *begin, gs_csr *A, int64_t *rec
         if (!A->val) status = nomem(x, "the pattern values", err);
         for (int64_t k = 0; A->val && k < A->nnz; k++) A->val[k] = 1.0;
     }
+    if (status == GS_OK && A->nnz > INT_MAX) /* as the rank-0 path, which sends a block whole */
+        status = too_many(A->nnz, "nonzeros", err);
     *received = count;
     status = gs_dist_agree(status, err);
 cleanup:

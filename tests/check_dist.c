@@ -10,6 +10,7 @@
  * fails on every rank with one message and a non-zero exit, never a hang
  * (every mpirun runs under timeout). Without MPI those say "skipped". */
 #include <math.h>
+#include <stdarg.h>
 
 #include "dist.h"
 #include "distutil.h"
@@ -363,6 +364,315 @@ START_TEST(bad_input_fails_on_every_rank_once)
 }
 END_TEST
 
+/* ---- parallel reading (--read parallel) against rank 0's (--read root) ---- */
+
+/* A growing text (the test's Matrix Market files). */
+typedef struct tr_text {
+    char *s;
+    size_t len, cap;
+} tr_text;
+
+static void tr_add(tr_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tr_add(tr_text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->len + (size_t)need + 1 > t->cap) {
+        t->cap = (t->len + (size_t)need + 1) * 2;
+        t->s = realloc(t->s, t->cap);
+        ck_assert_ptr_nonnull(t->s);
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->s + t->len, (size_t)need + 1, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)need;
+}
+
+enum { TR_GENERAL, TR_SYMMETRIC, TR_PATTERN, TR_UNEVEN };
+
+/* Entry lines of an n x n test matrix, shuffled (coordinate files are
+ * unordered), written after header: row 0 is long (n / 2 entries: a row
+ * sorted by the heap sort), every row has a few more entries and a
+ * diagonal dominant enough for Jacobi; many entries are split into two or
+ * three duplicates whose sum depends on the order it is taken in (0.3 v +
+ * 0.7 v); symmetric storage puts half of them in the "wrong" triangle, so
+ * that a_ij and a_ji stored both are summed; TR_UNEVEN adds comment lines
+ * of 100 KB, blank lines and trailing blanks of up to 3000 bytes, so that
+ * lines are very unequal and some ranks' ranges hold no line start. */
+static void tr_write_matrix(const char *path, int kind, int32_t n, uint64_t seed)
+{
+    tu_rng rng = tu_rng_seed(seed);
+    int64_t cap = 8 * (int64_t)n + n, count = 0;
+    char **lines = malloc((size_t)cap * 4 * sizeof *lines);
+    ck_assert_ptr_nonnull(lines);
+    char line[64];
+    for (int32_t i = 0; i < n; i++) {
+        const int len = i == 0 ? n / 2 : 4;
+        double sum = 0.0;
+        for (int k = 0; k < len; k++) {
+            int32_t j = i == 0 ? 2 * k + 1 : (int32_t)((i * 7 + (k + 1) * 13) % n);
+            if (j == i || (kind == TR_SYMMETRIC && j > i)) continue;
+            const double v = tu_uniform(&rng) - 0.5;
+            sum += fabs(v) * (kind == TR_SYMMETRIC ? 2 : 1);
+            const int parts = 1 + (int)(tu_next(&rng) % 3);
+            for (int q = 0; q < parts; q++) {
+                const double part = parts == 1 ? v : q == 0 ? 0.3 * v : q == 1 ? 0.7 * v : -v / 3;
+                const int swap = kind == TR_SYMMETRIC && (tu_next(&rng) & 1);
+                const int32_t r = swap ? j : i, c = swap ? i : j;
+                if (kind == TR_PATTERN) snprintf(line, sizeof line, "%d %d\n", r + 1, c + 1);
+                else snprintf(line, sizeof line, "%d %d %.17g\n", r + 1, c + 1, part);
+                lines[count++] = strdup(line);
+            }
+        }
+        if (kind == TR_PATTERN) snprintf(line, sizeof line, "%d %d\n", i + 1, i + 1);
+        else snprintf(line, sizeof line, "%d %d %.17g\n", i + 1, i + 1, 2.0 + n + sum);
+        lines[count++] = strdup(line);
+    }
+    for (int64_t k = count - 1; k > 0; k--) { /* Fisher-Yates */
+        const int64_t r = (int64_t)(tu_next(&rng) % (uint64_t)(k + 1));
+        char *t = lines[k];
+        lines[k] = lines[r], lines[r] = t;
+    }
+    tr_text t = {0};
+    tr_add(&t, "%%%%MatrixMarket matrix coordinate %s %s\n%% a test of --read\n%d %d %lld\n",
+           kind == TR_PATTERN ? "pattern" : "real",
+           kind == TR_SYMMETRIC ? "symmetric" : "general", n, n, (long long)count);
+    for (int64_t k = 0; k < count; k++) {
+        if (kind == TR_UNEVEN && k % 97 == 5) {
+            tr_add(&t, "%%");
+            for (int b = 0; b < 100000; b++) tr_add(&t, "c");
+            tr_add(&t, "\n\n   \n");
+        }
+        if (kind == TR_UNEVEN && k % 3 == 0) {
+            lines[k][strlen(lines[k]) - 1] = '\0';
+            tr_add(&t, "%s%*s\n", lines[k], (int)(tu_next(&rng) % 3000), "");
+        } else {
+            tr_add(&t, "%s", lines[k]);
+        }
+        free(lines[k]);
+    }
+    free(lines);
+    tu_write_text(path, t.s);
+    free(t.s);
+}
+
+/* One run's report fields that --read must not change. */
+typedef struct tr_run {
+    int code;
+    char fields[12][48];
+} tr_run;
+
+static const char *tr_names[12] = {"n", "nnz", "symmetry", "field", "rows_min", "rows_max",
+                                   "nnz_min", "nnz_max", "iterations", "rel_residual",
+                                   "true_rel_residual", "converged"};
+
+static tr_run tr_solve(int ranks, const char *threads, const char *args)
+{
+    char prefix[256], full[2048];
+    tr_run r = {0};
+    snprintf(prefix, sizeof prefix, "timeout -k 5 %d env OMP_NUM_THREADS=%s mpirun %s -np %d",
+             TD_TIMEOUT_S, threads, td_mpirun_flags(), ranks);
+    snprintf(full, sizeof full, "--format csv %s", args);
+    tu_cmd_out o = tu_run_env(ranks > 0 ? prefix : "", full);
+    r.code = o.code;
+    ck_assert_msg(o.code == 0 || o.code == 2, "exit %d:\n%s", o.code, o.text);
+    for (int f = 0; f < 12; f++)
+        if (!tu_csv_field(o.text, 0, tr_names[f], r.fields[f], sizeof r.fields[f]))
+            ck_assert_msg(ranks == 0 && f >= 4 && f < 8, "no %s in:\n%s", tr_names[f], o.text);
+    free(o.text);
+    return r;
+}
+
+static char *tr_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    tr_text t = {0};
+    char buf[4096];
+    size_t got;
+    tr_add(&t, "%s", "");
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) tr_add(&t, "%.*s", (int)got, buf);
+    fclose(f);
+    return t.s;
+}
+
+/* The file read by one process, by rank 0 and in parallel (ranks ranks):
+ * the matrix each writes back (--write-matrix: every row gathered, values
+ * to 17 digits) is the same text, and the solves agree bit for bit (the
+ * same row blocks, the same iterations and residuals as --read root). */
+static void tr_assert_same_reading(const char *matrix, int ranks, const char *threads,
+                                   const char *solve)
+{
+    char out[3][256], args[1024];
+    tr_run runs[3];
+    const char *modes[3] = {"", "--read root", "--read parallel"};
+    for (int m = 0; m < 3; m++) {
+        tu_tmpname(out[m], sizeof out[m], ".mtx");
+        snprintf(args, sizeof args, "-e cpu %s %s --write-matrix %s %s", solve, modes[m], out[m],
+                 matrix);
+        runs[m] = tr_solve(m == 0 ? 0 : ranks, threads, args);
+    }
+    char *text[3];
+    for (int m = 0; m < 3; m++) text[m] = tr_slurp(out[m]);
+    ck_assert_msg(strcmp(text[0], text[1]) == 0, "%s: --read root wrote another matrix", matrix);
+    ck_assert_msg(strcmp(text[0], text[2]) == 0, "%s: --read parallel wrote another matrix "
+                  "than one process (%d ranks)", matrix, ranks);
+    ck_assert_int_eq(runs[1].code, runs[2].code);
+    for (int f = 0; f < 12; f++) {
+        ck_assert_msg(strcmp(runs[1].fields[f], runs[2].fields[f]) == 0, "%s: %s %s (root) vs %s "
+                      "(parallel)", matrix, tr_names[f], runs[1].fields[f], runs[2].fields[f]);
+        if (f < 4) ck_assert_str_eq(runs[0].fields[f], runs[2].fields[f]);
+    }
+    for (int m = 0; m < 3; m++) {
+        free(text[m]);
+        remove(out[m]);
+    }
+}
+
+START_TEST(parallel_reading_gives_the_rows_of_one_reader)
+{
+    char path[256];
+    tu_tmpname(path, sizeof path, ".mtx");
+    const struct { int kind; int32_t n; const char *solve; } cases[] = {
+        {TR_GENERAL, 300, "-p jacobi -m bicgstab"},
+        {TR_SYMMETRIC, 300, "-p jacobi -m cg"},
+        {TR_PATTERN, 200, "-p jacobi -m bicgstab --maxit 5"},
+        {TR_UNEVEN, 300, "-p jacobi -m bicgstab"},
+    };
+    for (int c = 0; c < 4; c++) {
+        tr_write_matrix(path, cases[c].kind, cases[c].n, 11 + (uint64_t)c);
+        for (int ranks = 2; ranks <= 3; ranks++)
+            tr_assert_same_reading(path, ranks, "1", cases[c].solve);
+    }
+    remove(path);
+}
+END_TEST
+
+/* Parts larger than a parse chunk (256 KiB) with two threads a rank: the
+ * chunks of a part continue its line and entry numbers. */
+START_TEST(parallel_reading_of_chunked_parts)
+{
+    char path[256];
+    tu_tmpname(path, sizeof path, ".mtx");
+    tr_write_matrix(path, TR_SYMMETRIC, 30000, 5);
+    tr_assert_same_reading(path, 2, "2", "-p jacobi -m cg");
+    remove(path);
+}
+END_TEST
+
+/* Fewer entry lines than ranks (ranks without a line, or with blank and
+ * comment lines only), and a gzip file (no byte ranges: rank 0 reads it). */
+START_TEST(parallel_reading_of_tiny_and_compressed_files)
+{
+    char path[256], gz[256], args[512];
+    tu_tmpname(path, sizeof path, ".mtx");
+    tu_write_text(path, "%%MatrixMarket matrix coordinate real symmetric\n% one\n% two\n"
+                        "3 3 2\n2 1 -1.5\n\n3 3 4\n% the end\n\n\n");
+    for (int ranks = 2; ranks <= 3; ranks++)
+        tr_assert_same_reading(path, ranks, "1", "-p none -m gmres");
+    tu_write_text(path, "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 2\n2 2 3");
+    tr_assert_same_reading(path, 2, "1", "-p jacobi -m cg"); /* no '\n' at the end */
+    tu_write_text(path, "%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n2 1 1\n");
+    tr_assert_same_reading(path, 2, "1", "-p none -m gmres"); /* one line, two ranks */
+    tu_tmpname(gz, sizeof gz, ".mtx.gz");
+    snprintf(args, sizeof args, "-e cpu --generate poisson3d:6 --write-matrix %s -q", gz);
+    tu_cmd_out w = td_run(0, args);
+    tu_assert_exit(w, 0);
+    free(w.text);
+    tr_assert_same_reading(gz, 3, "1", "-p jacobi -m cg");
+    snprintf(args, sizeof args, "-e cpu --read parallel %s", gz);
+    w = td_run(2, args);
+    tu_assert_exit(w, 0);
+    TU_ASSERT_HAS(w, "file read by rank 0 (--read root)"); /* gzip: no byte ranges */
+    free(w.text);
+    remove(path);
+    remove(gz);
+}
+END_TEST
+
+/* The one-process message for a bad file ("gpusolve: FILE:LINE: what"). */
+static char *tr_one_process_message(const char *path)
+{
+    char args[512];
+    snprintf(args, sizeof args, "-e cpu %s", path);
+    tu_cmd_out o = td_run(0, args);
+    tu_assert_exit(o, 1);
+    char *m = strstr(o.text, "gpusolve: ");
+    ck_assert_msg(m != NULL, "no message:\n%s", o.text);
+    char *end = strchr(m, '\n');
+    if (end) *end = '\0';
+    char *copy = strdup(m);
+    free(o.text);
+    return copy;
+}
+
+/* A bad file fails on every rank, in both modes, with the one message of
+ * one process (the file's first bad line), printed once; want names it. */
+static void tr_assert_bad_file(const char *path, const char *want)
+{
+    char *msg = tr_one_process_message(path), args[512];
+    ck_assert_msg(strstr(msg, want) != NULL, "one process says '%s', want '%s'", msg, want);
+    for (int ranks = 2; ranks <= 3; ranks++)
+        for (int m = 0; m < 2; m++) {
+            snprintf(args, sizeof args, "-e cpu --read %s %s", m ? "parallel" : "root", path);
+            td_assert_one_failure(ranks, args, 1, msg);
+        }
+    free(msg);
+}
+
+/* n-row diagonal matrix as text, line k (0-based entry) replaced by bad. */
+static void tr_write_diagonal(const char *path, int n, int announced, int k_bad,
+                              const char *bad, int k_bad2, const char *bad2)
+{
+    tr_text t = {0};
+    tr_add(&t, "%%%%MatrixMarket matrix coordinate real general\n%d %d %d\n", n, n, announced);
+    for (int k = 0; k < n; k++) {
+        if (k == k_bad) tr_add(&t, "%s\n", bad);
+        else if (k == k_bad2) tr_add(&t, "%s\n", bad2);
+        else tr_add(&t, "%d %d %d.5\n", k + 1, k + 1, k + 1);
+    }
+    tu_write_text(path, t.s);
+    free(t.s);
+}
+
+START_TEST(parallel_reading_of_bad_files)
+{
+    char path[256], want[512];
+    tu_tmpname(path, sizeof path, ".mtx");
+    /* line numbers: the banner is line 1, the size line 2, entry k line k + 3 */
+    tr_write_diagonal(path, 3000, 3000, 2998, "2999 3001 1.0", -1, "");
+    snprintf(want, sizeof want, "%s:3001: column index 3001 out of range 1..3000", path);
+    tr_assert_bad_file(path, want); /* in the last rank's range */
+    tr_write_diagonal(path, 3000, 3000, 1500, "1501 1501 1.5x", -1, "");
+    snprintf(want, sizeof want, "%s:1503: value '1.5x' is not a number", path);
+    tr_assert_bad_file(path, want); /* in the middle */
+    tr_write_diagonal(path, 3000, 3000, 1200, "1201 1201 nan", 2900, "0 1 1");
+    snprintf(want, sizeof want, "%s:1203: value 'nan' is not a finite number", path);
+    tr_assert_bad_file(path, want); /* two bad lines in two ranks: the first one */
+    tr_write_diagonal(path, 3000, 3100, -1, "", -1, "");
+    snprintf(want, sizeof want, "%s:3002: premature end of file: expected 3100 entries, "
+             "found 3000", path);
+    tr_assert_bad_file(path, want); /* too few entries */
+    tr_write_diagonal(path, 3000, 2000, -1, "", -1, "");
+    snprintf(want, sizeof want, "%s:2003: too many entries: the size line announced 2000",
+             path);
+    tr_assert_bad_file(path, want);
+    tu_write_text(path, "%%MatrixMarket matrix coordinate real general\n4 4 3\n"
+                        "1 1 1\n2 2 1\n4 4 1\n");
+    snprintf(want, sizeof want, "%s:2: row 3 has no entries", path);
+    tr_assert_bad_file(path, want);
+    tu_write_text(path, "%%MatrixMarket matrix coordinate real general\n2 3 2\n1 1 1\n2 2 1\n");
+    tr_assert_bad_file(path, "matrix is 2 x 3, not square");
+    tu_write_text(path, "%%MatrixMarket matrix array real general\n2 2\n1\n0\n0\n1\n");
+    tr_assert_bad_file(path, "dense 'array' matrices are not supported");
+    tu_write_text(path, "%%MatrixMarket matrix coordinate real general\n");
+    tr_assert_bad_file(path, "premature end of file: missing the size line");
+    remove(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dist");
@@ -381,6 +691,10 @@ int main(void)
         tcase_add_test(mpi, solution_is_gathered);
         tcase_add_test(mpi, the_report_names_the_exchange_and_the_loop);
         tcase_add_test(mpi, bad_input_fails_on_every_rank_once);
+        tcase_add_test(mpi, parallel_reading_gives_the_rows_of_one_reader);
+        tcase_add_test(mpi, parallel_reading_of_chunked_parts);
+        tcase_add_test(mpi, parallel_reading_of_tiny_and_compressed_files);
+        tcase_add_test(mpi, parallel_reading_of_bad_files);
     } else {
         printf("check_dist: mpirun tests skipped: %s\n",
                GS_HAVE_MPI ? "no mpirun on PATH" : "built without MPI (make MPI=1)");

@@ -128,8 +128,7 @@ static int engines_open_dist(const gs_cli *cli, engines *en, gs_error *err)
 /* The options a distributed run refuses (one message, from rank 0). */
 static int dist_refusals(const gs_cli *cli, gs_error *err)
 {
-    static const char *one_process[] = {"time-limit", "save-precond", "write-matrix",
-                                        "pc-blocks", NULL};
+    static const char *one_process[] = {"time-limit", "save-precond", "pc-blocks", NULL};
     for (int i = 0; one_process[i]; i++)
         if (gs_cli_given(cli, one_process[i]))
             return gs_error_set(err, GS_ERR_UNSUPPORTED,

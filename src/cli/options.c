@@ -134,6 +134,12 @@ static const opt_decl options[] = {
      "docs/multigpu.md); the cpu engine's MPI exchange always overlaps (off is refused "
      "there); one process has no halo (no effect)",
      GS_OPT_STRING, F(overlap), .choices = "auto|on|off"},
+    {"read", 0, "HOW", "parallel",
+     "under mpirun, a matrix file: parallel (every rank parses its own byte range of the "
+     "file and sends each entry to the rank that owns its row) or root (rank 0 reads the "
+     "whole file and sends each rank its rows); a gzip file or a pipe is read by rank 0 "
+     "either way (no byte ranges); one process: no effect (docs/multigpu.md)",
+     GS_OPT_STRING, F(read), .choices = "parallel|root"},
     {"verbose", 'v', NULL, NULL, "print the relative residual at every check", GS_OPT_FLAG,
      F(verbose)},
     {"quiet", 'q', NULL, NULL, "print nothing but errors (exit status only)", GS_OPT_FLAG,

@@ -40,6 +40,7 @@ typedef struct gs_cli {
     const char *loop;       /* auto|host|device|fused: where the iterations run */
     const char *spmv_long;  /* auto|split|merge|off: the CUDA engine's long-row SpMV */
     const char *overlap;    /* auto|on|off: the halo exchange under mpirun */
+    const char *read;       /* parallel|root: who reads a matrix file under mpirun */
     int list;               /* --list: print the registries and exit */
     const char *generate;     /* built-in problem spec, or NULL */
     /* heat3d (a time-stepped problem): after parsing, steps * dt = end_time

@@ -23,9 +23,12 @@ typedef struct gs_dist_summary {
     int halo_overlap;    /* the halo exchange overlapped the local product (--overlap) */
     int64_t n_global, nnz_global;
     int64_t rows_min, rows_max, nnz_min, nnz_max;
-    double distribute_seconds;       /* reading (rank 0) and scattering, or generating */
+    double distribute_seconds;       /* --read root: rank 0's sends of the rows and vectors;
+                                      * parallel: the counts, row blocks, exchange of the
+                                      * entries, rows built, symmetry test, vectors */
     double split_seconds;            /* the rank's rows split into the diagonal block, the
                                       * off-block part and the halo, with the problem */
+    char read_mode[16];              /* "root", "parallel" (--read) or "generated" */
     double halo_bytes_per_iteration; /* x entries received per iteration, all ranks */
     double comm_seconds;             /* time in communication during Ts, max over ranks */
     double reductions_per_iteration; /* collectives of sums over the ranks, Ts / iterations */
@@ -43,6 +46,11 @@ typedef int64_t (*gs_row_count_fn)(void *ctx, int64_t row);
 int gs_dist_partition_rows(gs_row_count_fn nnz_of, void *ctx, int64_t n, int parts,
                            int64_t *begin, gs_error *err);
 int gs_dist_partition(const gs_csr *A, int parts, int64_t *begin, gs_error *err);
+/* Its two halves: the refusal of n < parts, and, given begin[1..parts-1] as
+ * the first rows whose prefix count reaches r total / parts (n where none),
+ * the moves that give every block at least one row. */
+int gs_dist_partition_check(int64_t n, int parts, gs_error *err);
+void gs_dist_partition_fix(int64_t n, int parts, int64_t *begin);
 
 /* A row block [row0, row0 + R->n_rows) of an n_global-column matrix, split
  * for y = A x: diag the block's diagonal block (columns shifted by row0),

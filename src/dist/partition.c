@@ -7,13 +7,32 @@
 
 /* Two passes over the rows (the total, then the boundaries), O(1) memory:
  * the generators call it for every row of a grid they never build whole. */
-int gs_dist_partition_rows(gs_row_count_fn nnz_of, void *ctx, int64_t n, int parts,
-                           int64_t *begin, gs_error *err)
+int gs_dist_partition_check(int64_t n, int parts, gs_error *err)
 {
     if (parts < 1 || n < parts)
         return gs_error_set(err, GS_ERR_INPUT,
                             "the matrix has %lld rows, fewer than the %d row blocks (one a rank)", (long long)n,
                             parts);
+    return GS_OK;
+}
+
+void gs_dist_partition_fix(int64_t n, int parts, int64_t *begin)
+{
+    begin[0] = 0;
+    begin[parts] = n;
+    for (int b = 1; b < parts; b++) { /* every block keeps at least one row */
+        if (begin[b] <= begin[b - 1]) begin[b] = begin[b - 1] + 1;
+        if (begin[b] > n - (parts - b)) begin[b] = n - (parts - b);
+    }
+    for (int b = parts - 1; b >= 1; b--)
+        if (begin[b] >= begin[b + 1]) begin[b] = begin[b + 1] - 1;
+}
+
+int gs_dist_partition_rows(gs_row_count_fn nnz_of, void *ctx, int64_t n, int parts,
+                           int64_t *begin, gs_error *err)
+{
+    int status = gs_dist_partition_check(n, parts, err);
+    if (status != GS_OK) return status;
     int64_t total = 0;
     for (int64_t i = 0; i < n; i++) total += nnz_of(ctx, i);
     begin[0] = 0;
@@ -25,13 +44,7 @@ int gs_dist_partition_rows(gs_row_count_fn nnz_of, void *ctx, int64_t n, int par
         prefix += nnz_of(ctx, i);
     }
     while (r < parts) begin[r++] = n;
-    begin[parts] = n;
-    for (int b = 1; b < parts; b++) { /* every block keeps at least one row */
-        if (begin[b] <= begin[b - 1]) begin[b] = begin[b - 1] + 1;
-        if (begin[b] > n - (parts - b)) begin[b] = n - (parts - b);
-    }
-    for (int b = parts - 1; b >= 1; b--)
-        if (begin[b] >= begin[b + 1]) begin[b] = begin[b + 1] - 1;
+    gs_dist_partition_fix(n, parts, begin);
     return GS_OK;
 }
 

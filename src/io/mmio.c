@@ -748,17 +748,14 @@ static int mm_parse_header(const char *path, const mm_text *t, int purpose, mm_h
  * with an error holds the file's first error: the message is the one a
  * serial reader gives. */
 
-typedef struct mm_entries {
-    int32_t *row, *col; /* 0-based; NULL for array files */
-    double *val;        /* NULL for pattern files; the dense vector for array files */
-    int64_t count;
-} mm_entries;
+typedef gs_mm_entries mm_entries;
 
 typedef struct mm_job {
     const char *path;
     const gs_mm_info *info;
     int64_t expected; /* entries the size line announced */
-    int64_t limit;    /* room in out: min(expected, entries the text can hold) */
+    int64_t limit;    /* entry index bound of out: min(expected, entries the text can hold) */
+    int64_t base;     /* entry k is stored at out[k - base] (a part of the file: its first) */
     mm_entries *out;
 } mm_job;
 
@@ -802,10 +799,10 @@ static int mm_parse_line(const mm_job *job, const char *p, const char *eol, int6
                        (int)i + 1, (int)j + 1, v);
     if (k == job->limit) return GS_OK; /* checked, not stored: see mm_careful_line */
     if (job->out->row) {
-        job->out->row[k] = i;
-        job->out->col[k] = j;
+        job->out->row[k - job->base] = i;
+        job->out->col[k - job->base] = j;
     }
-    if (job->out->val) job->out->val[k] = v;
+    if (job->out->val) job->out->val[k - job->base] = v;
 cleanup:
     return status;
 }
@@ -830,10 +827,10 @@ static inline const char *mm_fast_line(const mm_job *job, const char *p, const c
     else if (p != end) return NULL;
     if (in->symmetry == GS_MM_SKEW_SYMMETRIC && i == j) return NULL;
     if (job->out->row) {
-        job->out->row[k] = (int32_t)(i - 1);
-        job->out->col[k] = (int32_t)(j - 1);
+        job->out->row[k - job->base] = (int32_t)(i - 1);
+        job->out->col[k - job->base] = (int32_t)(j - 1);
     }
-    if (job->out->val) job->out->val[k] = v;
+    if (job->out->val) job->out->val[k - job->base] = v;
     return p;
 }
 
@@ -921,10 +918,11 @@ static int64_t mm_max_entries(const gs_mm_info *in, size_t bytes)
     return ((int64_t)bytes + 1) / shortest;
 }
 
-static int mm_alloc_entries(const gs_mm_info *in, int64_t count, mm_entries *e, gs_error *err)
+static int mm_alloc_entries(const gs_mm_info *in, int64_t count, int mirrors, mm_entries *e,
+                            gs_error *err)
 {
-    /* symmetric storage is expanded in place later: room for the mirrors */
-    size_t room = (size_t)count * (in->symmetry == GS_MM_GENERAL ? 1 : 2);
+    /* symmetric storage expanded in place later (mirrors): room for the mirrors */
+    size_t room = (size_t)count * (mirrors && in->symmetry != GS_MM_GENERAL ? 2 : 1);
     if (!in->is_array) {
         e->row = gs_malloc(room * sizeof *e->row, "row indices", err);
         if (!e->row) return GS_ERR_NOMEM;
@@ -989,11 +987,11 @@ static int mm_read_entries(const char *path, const mm_text *t, const mm_header *
 {
     int status = GS_OK, n = 0;
     mm_chunk *c = NULL;
-    mm_job job = {path, &h->info, h->expected, 0, e};
+    mm_job job = {path, &h->info, h->expected, 0, 0, e};
     GS_TRY(mm_make_chunks(t->data + h->body, t->data + t->len, h->body_line, &c, &n, err));
     int64_t room = n > 1 ? mm_count_entries(c, n) : mm_max_entries(&h->info, t->len - h->body);
     job.limit = room < h->expected ? room : h->expected;
-    GS_TRY(mm_alloc_entries(&h->info, job.limit, e, err));
+    GS_TRY(mm_alloc_entries(&h->info, job.limit, 1, e, err));
 #pragma omp parallel for schedule(dynamic, 1) if (n > 1)
     for (int i = 0; i < n; i++) mm_parse_chunk(&job, &c[i]);
     for (int i = 0; i < n; i++) {
@@ -1002,9 +1000,7 @@ static int mm_read_entries(const char *path, const mm_text *t, const mm_header *
         e->count += c[i].parsed;
     }
     if (e->count < h->expected)
-        GS_TRY(mm_fail(err, GS_ERR_INPUT, path, mm_last_line(t),
-                       "premature end of file: expected %" PRId64 " entries, found %" PRId64,
-                       h->expected, e->count));
+        GS_TRY(gs_mm_fail_premature_end(path, mm_last_line(t), h->expected, e->count, err));
     if (h->info.symmetry != GS_MM_GENERAL)
         mm_expand_symmetric(e, c, n, h->info.symmetry == GS_MM_SKEW_SYMMETRIC);
 cleanup:
@@ -1012,7 +1008,15 @@ cleanup:
     return status;
 }
 
-static void mm_entries_free(mm_entries *e)
+int gs_mm_fail_premature_end(const char *path, int64_t last_line, int64_t expected,
+                             int64_t found, gs_error *err)
+{
+    return mm_fail(err, GS_ERR_INPUT, path, last_line,
+                   "premature end of file: expected %" PRId64 " entries, found %" PRId64,
+                   expected, found);
+}
+
+void gs_mm_entries_free(mm_entries *e)
 {
     free(e->row);
     free(e->col);
@@ -1052,11 +1056,18 @@ static int mm_check_rows_reached(const char *path, const mm_header *h, const mm_
     int64_t empty = 0;
     while (seen[empty]) empty++;
     free(seen);
+    gs_mm_head head = {.info = h->info, .body_line = h->body_line};
+    return gs_mm_fail_empty_row(path, &head, empty, e->count, err);
+}
+
+int gs_mm_fail_empty_row(const char *path, const gs_mm_head *h, int64_t empty, int64_t count,
+                         gs_error *err)
+{
     return mm_fail(err, GS_ERR_INPUT, path, h->body_line - 1,
                    "row %" PRId64 " has no entries (the size line announces %" PRId64
                    " rows, the file holds %" PRId64 " entries%s: too few to fill every row; "
                    "a matrix with an empty row is singular)",
-                   empty + 1, h->info.rows, e->count,
+                   empty + 1, h->info.rows, count,
                    h->info.symmetry == GS_MM_GENERAL ? "" : " with their mirrors");
 }
 
@@ -1094,7 +1105,7 @@ int gs_mm_read_csr(const char *path, gs_csr *A, gs_mm_info *info, gs_error *err)
     if (info) info->duplicates = mm_count_duplicates(A, &h.info);
 cleanup:
     free(text.data);
-    mm_entries_free(&e);
+    gs_mm_entries_free(&e);
     if (status != GS_OK) gs_csr_free(A);
     return mm_name_file(path, status, err);
 }
@@ -1131,8 +1142,230 @@ int gs_mm_read_vector_of_length(const char *path, int64_t length, double **x, in
     *n = len;
 cleanup:
     free(text.data);
-    mm_entries_free(&e);
+    gs_mm_entries_free(&e);
     return mm_name_file(path, status, err);
+}
+
+/* ---- a part of the file per process (gs_mm_read_head, gs_mm_part_*) ----
+ * The banner and size line come from the file's first bytes (read in
+ * doubling blocks until they hold both); each part reads its byte range and
+ * the end of the line the range ends in, counts its lines (pass 1 of the
+ * chunked parse), and parses once the counts of the parts before it give
+ * its first line and entry numbers: the messages are those of one reader. */
+
+/* Up to len bytes at off; *got < len only at the end of the file. */
+static int mm_pread(int fd, const char *path, char *buf, size_t len, int64_t off, size_t *got,
+                    gs_error *err)
+{
+    *got = 0;
+    while (*got < len) {
+        ssize_t r = pread(fd, buf + *got, len - *got, (off_t)(off + (int64_t)*got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return gs_error_set(err, GS_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        if (r == 0) break;
+        *got += (size_t)r;
+    }
+    return GS_OK;
+}
+
+/* Opens path for pread; *regular = 0 for a pipe or device (no ranges). */
+static int mm_open_ranges(const char *path, int *fd, int64_t *size, int *regular, gs_error *err)
+{
+    struct stat st;
+    *fd = open(path, O_RDONLY);
+    if (*fd < 0) return gs_error_set(err, GS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int e = fstat(*fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+    if (e) {
+        close(*fd);
+        *fd = -1;
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+    }
+    *regular = S_ISREG(st.st_mode);
+    *size = (int64_t)st.st_size;
+    return GS_OK;
+}
+
+/* 1 if the whole lines t[0, len) hold a banner line and a size line after it. */
+static int mm_head_complete(const char *t, size_t len)
+{
+    const char *end = t + len, *eol = mm_eol(t, end);
+    for (const char *p = eol + (eol < end); p < end; p = eol + (eol < end)) {
+        eol = mm_eol(p, end);
+        if (mm_is_entry(p, eol)) return 1;
+    }
+    return 0;
+}
+
+/* The file's first bytes, cut after their last '\n' (all of them at the
+ * end of the file), enough to hold the banner and the size line. */
+static int mm_read_first_lines(int fd, const char *path, int64_t size, mm_text *t,
+                               int *gzip, gs_error *err)
+{
+    int status = GS_OK;
+    for (size_t want = (size_t)1 << 16;; want *= 2) {
+        if ((int64_t)want > size) want = (size_t)size;
+        char *grown = gs_realloc(t->data, want + MM_PAD, "file head", err);
+        if (!grown) return GS_ERR_NOMEM;
+        t->data = grown;
+        GS_TRY(mm_pread(fd, path, t->data, want, 0, &t->len, err));
+        *gzip = t->len >= 2 && (unsigned char)t->data[0] == 0x1f &&
+                (unsigned char)t->data[1] == 0x8b;
+        if (*gzip) break;
+        const int all = t->len < want || (int64_t)t->len == size;
+        size_t cut = t->len;
+        while (!all && cut > 0 && t->data[cut - 1] != '\n') cut--;
+        if (all || mm_head_complete(t->data, cut)) {
+            t->len = cut;
+            break;
+        }
+    }
+    memset(t->data + t->len, 0, MM_PAD);
+cleanup:
+    return status;
+}
+
+int gs_mm_read_head(const char *path, gs_mm_head *h, gs_error *err)
+{
+    int status = GS_OK, fd = -1, regular = 0, gzip = 0;
+    mm_text t = {NULL, 0};
+    mm_header mh;
+    memset(h, 0, sizeof *h);
+    GS_TRY(mm_open_ranges(path, &fd, &h->size, &regular, err));
+    if (!regular) {
+        h->whole = 1;
+        goto cleanup;
+    }
+    GS_TRY(mm_read_first_lines(fd, path, h->size, &t, &gzip, err));
+    if (gzip) {
+        h->whole = 1;
+        goto cleanup;
+    }
+    GS_TRY(mm_parse_header(path, &t, MM_FOR_MATRIX, &mh, err));
+    h->info = mh.info;
+    h->expected = mh.expected;
+    h->body = (int64_t)mh.body;
+    h->body_line = mh.body_line;
+    for (size_t i = 0; i < mh.body; i++) h->head_newlines += t.data[i] == '\n';
+    char last = '\n';
+    size_t got = 0;
+    if (h->size > 0) GS_TRY(mm_pread(fd, path, &last, 1, h->size - 1, &got, err));
+    h->ends_in_newline = h->size == 0 || last == '\n';
+cleanup:
+    if (fd >= 0) close(fd);
+    free(t.data);
+    return status;
+}
+
+/* Extends the text buf[0, *len) (file bytes from off) to the end of its
+ * last line: blocks are read until one holds a '\n' or the file ends. */
+static int mm_finish_line(int fd, const char *path, int64_t off, char **buf, size_t *len,
+                          gs_error *err)
+{
+    enum { BLOCK = 1 << 16 };
+    int status = GS_OK;
+    for (;;) {
+        char *grown = gs_realloc(*buf, *len + BLOCK + MM_PAD, "file part", err);
+        if (!grown) return GS_ERR_NOMEM;
+        *buf = grown;
+        size_t got = 0;
+        GS_TRY(mm_pread(fd, path, *buf + *len, BLOCK, off + (int64_t)*len, &got, err));
+        const char *nl = memchr(*buf + *len, '\n', got);
+        if (nl) {
+            *len = (size_t)(nl - *buf) + 1;
+            break;
+        }
+        *len += got;
+        if (got < BLOCK) break;
+    }
+cleanup:
+    return status;
+}
+
+/* The whole lines that start in the part's byte range [lo, hi) of the body. */
+static int mm_read_part_text(int fd, const char *path, const gs_mm_head *h, int part, int parts,
+                             gs_mm_part *p, gs_error *err)
+{
+    int status = GS_OK;
+    const int64_t span = h->size - h->body;
+    const int64_t lo = h->body + span * part / parts, hi = h->body + span * (part + 1) / parts;
+    const int64_t from = lo > h->body ? lo - 1 : lo; /* the byte before lo: does a line start at lo? */
+    size_t len = 0, start = 0;
+    char *buf = gs_malloc((size_t)(hi - from) + MM_PAD, "file part", err);
+    if (!buf) return GS_ERR_NOMEM;
+    GS_TRY(mm_pread(fd, path, buf, (size_t)(hi - from), from, &len, err));
+    if ((int64_t)len < hi - from)
+        GS_TRY(gs_error_set(err, GS_ERR_IO, "%s: cannot read: the file shrank while it was read",
+                            path));
+    if (lo > h->body) {
+        const char *nl = memchr(buf, '\n', len);
+        start = nl ? (size_t)(nl - buf) + 1 : len; /* none: no line starts in the range */
+    }
+    if (start < len && buf[len - 1] != '\n' && hi < h->size)
+        GS_TRY(mm_finish_line(fd, path, from, &buf, &len, err));
+    memmove(buf, buf + start, len - start);
+    p->len = len - start;
+    memset(buf + p->len, 0, MM_PAD);
+    p->text = buf;
+    buf = NULL;
+cleanup:
+    free(buf);
+    return status;
+}
+
+int gs_mm_part_read(const char *path, const gs_mm_head *h, int part, int parts, gs_mm_part *p,
+                    gs_error *err)
+{
+    int status = GS_OK, fd = -1, regular = 0;
+    int64_t size = 0;
+    memset(p, 0, sizeof *p);
+    GS_TRY(mm_open_ranges(path, &fd, &size, &regular, err));
+    if (size != h->size)
+        GS_TRY(gs_error_set(err, GS_ERR_IO, "%s: cannot read: the file changed while it was read",
+                            path));
+    GS_TRY(mm_read_part_text(fd, path, h, part, parts, p, err));
+    mm_chunk *c = NULL;
+    GS_TRY(mm_make_chunks(p->text, p->text + p->len, 0, &c, &p->n_chunks, err));
+    p->chunks = c;
+    p->entries = mm_count_entries(c, p->n_chunks);
+    for (int i = 0; i < p->n_chunks; i++) p->lines += c[i].lines;
+cleanup:
+    if (fd >= 0) close(fd);
+    if (status != GS_OK) gs_mm_part_free(p);
+    return status;
+}
+
+int gs_mm_part_parse(const char *path, const gs_mm_head *h, gs_mm_part *p, int64_t first_line,
+                     int64_t first_entry, gs_mm_entries *e, gs_error *err)
+{
+    int status = GS_OK;
+    mm_chunk *c = p->chunks;
+    const int64_t end = first_entry + p->entries;
+    mm_job job = {path, &h->info, h->expected, end < h->expected ? end : h->expected,
+                  first_entry, e};
+    memset(e, 0, sizeof *e);
+    for (int i = 0; i < p->n_chunks; i++) {
+        c[i].first_line += first_line;
+        c[i].first_entry += first_entry;
+    }
+    if (job.limit > first_entry)
+        GS_TRY(mm_alloc_entries(&h->info, job.limit - first_entry, 0, e, err));
+#pragma omp parallel for schedule(dynamic, 1) if (p->n_chunks > 1)
+    for (int i = 0; i < p->n_chunks; i++) mm_parse_chunk(&job, &c[i]);
+    for (int i = 0; i < p->n_chunks; i++) {
+        if (c[i].err.status != GS_OK)
+            GS_TRY(gs_error_set(err, c[i].err.status, "%s", c[i].err.msg));
+        e->count += c[i].parsed;
+    }
+cleanup:
+    if (status != GS_OK) gs_mm_entries_free(e);
+    return mm_name_file(path, status, err);
+}
+
+void gs_mm_part_free(gs_mm_part *p)
+{
+    free(p->text);
+    free(p->chunks);
+    memset(p, 0, sizeof *p);
 }
 
 /* ---- writing ----

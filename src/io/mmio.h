@@ -52,6 +52,64 @@ typedef struct gs_mm_info {
  * Parsing runs in parallel (OpenMP) on files of more than 256 KiB. */
 int gs_mm_read_csr(const char *path, gs_csr *A, gs_mm_info *info, gs_error *err);
 
+/* ---- one part of a file per process (mpirun; docs/multigpu.md) ----
+ * The body (the lines after the size line) is cut into `parts` byte ranges
+ * of equal length; part r holds the whole lines that start in its range (a
+ * range that starts mid-line skips to the next line; the line a range ends
+ * in is finished). Only that part is read (pread), never the whole file. */
+
+/* Coordinate entries: 0-based indices (NULL for array files), values (NULL
+ * for pattern files). */
+typedef struct gs_mm_entries {
+    int32_t *row, *col;
+    double *val;
+    int64_t count;
+} gs_mm_entries;
+void gs_mm_entries_free(gs_mm_entries *e);
+
+/* The banner and size line of a file, as gs_mm_read_csr checks them (same
+ * messages), read from its first bytes only. whole = 1 (a gzip file, by its
+ * magic bytes, or not a regular file: a pipe) parses nothing: such a file
+ * has no byte ranges, read it whole (gs_mm_read_csr). */
+typedef struct gs_mm_head {
+    gs_mm_info info;
+    int64_t expected;  /* entry lines the size line announces */
+    int64_t body;      /* file offset of the first line after the size line */
+    int64_t body_line; /* its line number */
+    int64_t head_newlines; /* '\n' bytes before body */
+    int64_t size;      /* file bytes */
+    int ends_in_newline;
+    int whole;
+} gs_mm_head;
+int gs_mm_read_head(const char *path, gs_mm_head *h, gs_error *err);
+
+/* Part `part` of `parts`: read and counted (lines = its '\n' bytes, entries =
+ * its entry lines), ready to parse once the parts before it are counted. */
+typedef struct gs_mm_part {
+    char *text;       /* the part's lines, NUL-padded */
+    size_t len;
+    int64_t lines, entries;
+    void *chunks;     /* the parse's chunks (mmio.c) */
+    int n_chunks;
+} gs_mm_part;
+int gs_mm_part_read(const char *path, const gs_mm_head *h, int part, int parts, gs_mm_part *p,
+                    gs_error *err);
+/* Parses the part's entries into e (stored entries only: no mirrors), its
+ * first line being number first_line and its first entry line entry number
+ * first_entry of the file (the counts of the parts before it): the checks
+ * and messages of gs_mm_read_csr, "too many entries" included; a part's
+ * first error is the file's first error among its lines. */
+int gs_mm_part_parse(const char *path, const gs_mm_head *h, gs_mm_part *p, int64_t first_line,
+                     int64_t first_entry, gs_mm_entries *e, gs_error *err);
+void gs_mm_part_free(gs_mm_part *p);
+/* gs_mm_read_csr's errors about the whole file: fewer entries than announced
+ * (last_line: the line the file ends on), and a row that no entry reaches
+ * (count entries with mirrors, empty the first such row, 0-based). */
+int gs_mm_fail_premature_end(const char *path, int64_t last_line, int64_t expected,
+                             int64_t found, gs_error *err);
+int gs_mm_fail_empty_row(const char *path, const gs_mm_head *h, int64_t empty, int64_t count,
+                         gs_error *err);
+
 /* Read a dense vector: `array real general` n x 1 (or 1 x n), or a
  * `coordinate` n x 1 file. *x is malloc'ed, *n set. A coordinate vector's
  * absent entries are 0: its n doubles are allocated (calloc) once its

@@ -147,6 +147,11 @@ START_TEST(transport_follows_the_devices)
             unsetenv("GS_DIST_TRANSPORT");
             td_assert_same(ipc, staged, 0, 1e-5);
             td_assert_same(ipc, nccl, 0, 1e-5);
+            /* ipc's iterations are captured and replayed (its epochs live on the
+             * device): the same arithmetic as issuing them one by one */
+            char plain[512];
+            snprintf(plain, sizeof plain, "--no-graph %s", args[t]);
+            td_assert_same(ipc, gd_csv(2, plain), 0, 1e-13);
         }
     }
 }

@@ -342,12 +342,12 @@ void dist_cuda_tr_destroy(dist_engine *d)
 
 static const dist_transport nccl_transport = {
     "nccl", dist_cuda_mat_init, dist_cuda_mat_free, nccl_halo_start, nccl_halo_finish,
-    nccl_allreduce, dist_cuda_collect, dist_cuda_tr_destroy, nccl_mat_connect,
+    nccl_allreduce, dist_cuda_collect, dist_cuda_tr_destroy, nccl_mat_connect, 0,
 };
 
 static const dist_transport staged_transport = {
     "mpi-staged", dist_cuda_mat_init, dist_cuda_mat_free, staged_halo_start, staged_halo_finish,
-    staged_allreduce, dist_cuda_collect, dist_cuda_tr_destroy, NULL,
+    staged_allreduce, dist_cuda_collect, dist_cuda_tr_destroy, NULL, 0,
 };
 
 /* NCCL (2.22 on, NCCL_RUNTIME_CONNECT=1 by default) connects a

@@ -20,10 +20,14 @@
  *
  * The diagonal block's product runs between the pack and the wait, so the
  * halo travels while it runs (no second stream, no events). Epochs are
- * counted on the host (every rank issues the same exchanges in the same
- * order), so iterations are not captured (the distributed engine captures
- * none). Where IPC is not possible (ranks on several hosts, a shared GPU,
- * no peer access, more than GS_IPC_MAX ranks) the engine uses NCCL. */
+ * counted on the device (every rank issues the same exchanges in the same
+ * order; a kernel reads its epoch from a counter the exchange's last kernel
+ * advances), so iterations can be captured as CUDA graphs and replayed.
+ * Communication time: each kernel's first block adds its time (the pack,
+ * the sums, the off-block kernel's wait) to a device counter in ns, read
+ * at the engine's next synchronisation. Where IPC is not possible (ranks on
+ * several hosts, a shared GPU, no peer access, more than GS_IPC_MAX ranks)
+ * the engine uses NCCL. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +48,14 @@ typedef struct ipc_region {
 
 typedef struct ipc_tr {
     ipc_region inbox; /* double [2][P][RMAX], then u64 flags [2][P] */
-    u64 epoch;
+    u64 *local;       /* this rank's own: [0] the sums' epoch, [1] communication ns */
 } ipc_tr;
 
 typedef struct ipc_mat {
-    ipc_region reg;   /* double halo [2][n_halo]; u64 arrived [P]; u64 ack [P]; int done [2] */
+    ipc_region reg;   /* double halo [2][n_halo]; u64 arrived [P]; u64 ack [P]; int done [2];
+                       * u64 epoch (this rank's, of the matrix's exchanges) */
     int32_t n_halo[GS_IPC_MAX]; /* every rank's halo length (the parity stride) */
     int32_t dst_off[GS_IPC_MAX]; /* where this rank's entries start in each rank's halo */
-    u64 epoch;
 } ipc_mat;
 
 /* ---- layout of a matrix's region ---- */
@@ -62,6 +66,10 @@ static u64 *ack_at(char *base, int32_t n_halo, int P)
     return arrived_at(base, n_halo) + P;
 }
 static int *done_at(char *base, int32_t n_halo, int P) { return (int *)(ack_at(base, n_halo, P) + P); }
+static u64 *epoch_at(char *base, int32_t n_halo, int P)
+{
+    return (u64 *)(done_at(base, n_halo, P) + 2);
+}
 static size_t mat_region_bytes(int32_t n_halo, int P) { return halo_bytes(n_halo) + 16 * (size_t)P + 16; }
 
 /* ---- kernels ---- */
@@ -72,12 +80,21 @@ typedef struct ipc_pack_args {
     int32_t n;
     int n_seg;
     int32_t seg_start[GS_IPC_MAX + 1];
-    double *dst[GS_IPC_MAX];            /* the neighbour's halo (this epoch's parity) + offset */
+    double *dst[GS_IPC_MAX];            /* the neighbour's halo (parity 0) + offset */
+    int32_t stride[GS_IPC_MAX];         /* its halo length: parity 1 is dst + stride */
     u64 *flag[GS_IPC_MAX];              /* the neighbour's arrival flag of this rank */
     const u64 *ack[GS_IPC_MAX];         /* this rank's ack flag of the neighbour */
-    u64 epoch;
+    const u64 *epoch;                   /* the matrix's exchanges so far (this one: + 1) */
     int *done;
+    u64 *ns;                            /* communication time */
 } ipc_pack_args;
+
+static __device__ u64 now_ns(void)
+{
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 static __device__ void spin_until(const u64 *flag, u64 at_least)
 {
@@ -101,28 +118,35 @@ static __device__ int last_block(int *done)
 
 __global__ void ipc_pack_kernel(ipc_pack_args a)
 {
+    const u64 t0 = blockIdx.x == 0 && threadIdx.x == 0 ? now_ns() : 0;
+    const u64 epoch = *a.epoch + 1;
+    const int par = (int)(epoch & 1);
     if (threadIdx.x == 0) { /* the neighbour has read this parity's last use (epoch - 2) */
-        for (int s = 0; s < a.n_seg; s++) spin_until(a.ack[s], a.epoch > 2 ? a.epoch - 2 : 0);
+        for (int s = 0; s < a.n_seg; s++) spin_until(a.ack[s], epoch > 2 ? epoch - 2 : 0);
         __threadfence_system();
     }
     __syncthreads();
     for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
         int s = 0;
         while (i >= a.seg_start[s + 1]) s++;
-        a.dst[s][i - a.seg_start[s]] = a.x[a.idx[i]];
+        a.dst[s][(size_t)par * a.stride[s] + (i - a.seg_start[s])] = a.x[a.idx[i]];
     }
     if (last_block(a.done) && threadIdx.x == 0) {
         __threadfence_system();
-        for (int s = 0; s < a.n_seg; s++) *(volatile u64 *)a.flag[s] = a.epoch;
+        for (int s = 0; s < a.n_seg; s++) *(volatile u64 *)a.flag[s] = epoch;
     }
+    if (t0) atomicAdd(a.ns, now_ns() - t0);
 }
 
 typedef struct ipc_wait_args {
     int n_src;
     const u64 *arrived[GS_IPC_MAX]; /* this rank's arrival flags of its sources */
     u64 *ack[GS_IPC_MAX];           /* each source's ack flag of this rank */
-    u64 epoch;
+    u64 *epoch;                     /* the matrix's exchanges so far (advanced here) */
     int *done;
+    const double *halo;             /* parity 0; parity 1 is halo + n_halo */
+    int32_t n_halo;
+    u64 *ns;
 } ipc_wait_args;
 
 /* The off-block rows once every source's entries have arrived; then the
@@ -130,15 +154,18 @@ typedef struct ipc_wait_args {
 __global__ void ipc_offblock_kernel(int32_t n_rows, const int32_t *__restrict__ rows,
                                     const int64_t *__restrict__ ptr,
                                     const int32_t *__restrict__ col,
-                                    const double *__restrict__ val, const double *halo,
-                                    gs_coef ka, double *__restrict__ y,
-                                    const double *__restrict__ w, double *S, int slot,
-                                    ipc_wait_args sync)
+                                    const double *__restrict__ val, gs_coef ka,
+                                    double *__restrict__ y, const double *__restrict__ w,
+                                    double *S, int slot, ipc_wait_args sync)
 {
     __shared__ double smem[32];
+    const u64 epoch = *sync.epoch + 1;
+    const double *halo = sync.halo + (size_t)(epoch & 1) * sync.n_halo;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < sync.n_src; s++) spin_until(sync.arrived[s], sync.epoch);
+        const u64 t0 = blockIdx.x == 0 ? now_ns() : 0;
+        for (int s = 0; s < sync.n_src; s++) spin_until(sync.arrived[s], epoch);
         __threadfence_system(); /* acquire: the entries written before the flags */
+        if (t0) atomicAdd(sync.ns, now_ns() - t0);
     }
     __syncthreads();
     const int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
@@ -148,20 +175,20 @@ __global__ void ipc_offblock_kernel(int32_t n_rows, const int32_t *__restrict__ 
         const double sum = gs_block_sum(part, smem);
         if (threadIdx.x == 0) atomicAdd(&S[slot], sum);
     }
-    if (last_block(sync.done) && threadIdx.x == 0)
-        for (int s = 0; s < sync.n_src; s++) *(volatile u64 *)sync.ack[s] = sync.epoch;
+    if (last_block(sync.done) && threadIdx.x == 0) {
+        for (int s = 0; s < sync.n_src; s++) *(volatile u64 *)sync.ack[s] = epoch;
+        *sync.epoch = epoch; /* the next exchange's kernels run after this one */
+    }
 }
 
 typedef struct ipc_sum_args {
     double *S;
     int n_runs, total;
     int slot0[GS_DIST_PENDING], count[GS_DIST_PENDING];
-    double *row[GS_IPC_MAX];  /* this rank's row in each rank's inbox (this parity) */
-    u64 *flag[GS_IPC_MAX];    /* this rank's flag in each rank's inbox */
-    const double *inbox;      /* this rank's inbox (this parity), rows by rank */
-    const u64 *arrived;       /* its flags, by rank */
-    int P;
-    u64 epoch;
+    char *base[GS_IPC_MAX];   /* every rank's inbox */
+    int P, rank;
+    u64 *epoch;               /* the sums so far (advanced here) */
+    u64 *ns;
 } ipc_sum_args;
 
 static __device__ int run_slot(const ipc_sum_args *a, int j)
@@ -171,25 +198,43 @@ static __device__ int run_slot(const ipc_sum_args *a, int j)
     return a->slot0[r] + j;
 }
 
+/* An inbox: double rows [2][P][RMAX], then u64 flags [2][P]. */
+static __device__ double *inbox_row(char *base, int P, int par, int q)
+{
+    return (double *)base + ((size_t)par * P + q) * GS_IPC_RMAX;
+}
+static __device__ u64 *inbox_flag(char *base, int P, int par, int q)
+{
+    return (u64 *)((double *)base + (size_t)2 * P * GS_IPC_RMAX) + (size_t)par * P + q;
+}
+
 /* One block. */
 __global__ void ipc_sum_kernel(ipc_sum_args a)
 {
+    const u64 t0 = threadIdx.x == 0 ? now_ns() : 0;
+    const u64 epoch = *a.epoch + 1;
+    const int par = (int)(epoch & 1);
     for (int j = threadIdx.x; j < a.total; j += blockDim.x) {
         const double v = a.S[run_slot(&a, j)];
-        for (int q = 0; q < a.P; q++) a.row[q][j] = v;
+        for (int q = 0; q < a.P; q++) inbox_row(a.base[q], a.P, par, a.rank)[j] = v;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence_system();
-        for (int q = 0; q < a.P; q++) *(volatile u64 *)a.flag[q] = a.epoch;
-        for (int q = 0; q < a.P; q++) spin_until(a.arrived + q, a.epoch);
+        for (int q = 0; q < a.P; q++) *(volatile u64 *)inbox_flag(a.base[q], a.P, par, a.rank) = epoch;
+        for (int q = 0; q < a.P; q++) spin_until(inbox_flag(a.base[a.rank], a.P, par, q), epoch);
         __threadfence_system();
     }
     __syncthreads();
     for (int j = threadIdx.x; j < a.total; j += blockDim.x) {
         double s = 0.0;
-        for (int q = 0; q < a.P; q++) s += __ldcg(a.inbox + (size_t)q * GS_IPC_RMAX + j);
+        for (int q = 0; q < a.P; q++) s += __ldcg(inbox_row(a.base[a.rank], a.P, par, q) + j);
         a.S[run_slot(&a, j)] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        *a.epoch = epoch;
+        atomicAdd(a.ns, now_ns() - t0);
     }
 }
 
@@ -270,10 +315,7 @@ static int ipc_halo_start(dist_engine *d, dist_mat *M, const gs_vec *x)
     cuda_mat *m = (cuda_mat *)M->transport;
     ipc_mat *im = m->ipc;
     const int P = d->size;
-    cudaEvent_t *pair = NULL;
-    int status = GS_OK;
     d->halo_bytes += 8.0 * M->split.n_halo;
-    im->epoch++;
     const int32_t n = M->send_start[M->n_send];
     if (n == 0) return GS_OK;
     ipc_pack_args a;
@@ -282,23 +324,20 @@ static int ipc_halo_start(dist_engine *d, dist_mat *M, const gs_vec *x)
     a.idx = m->send_idx;
     a.n = n;
     a.n_seg = M->n_send;
-    a.epoch = im->epoch;
+    a.epoch = epoch_at(im->reg.mine, M->split.n_halo, P);
     a.done = done_at(im->reg.mine, M->split.n_halo, P);
-    const int par = (int)(im->epoch & 1);
+    a.ns = tr_of(d)->ipc->local + 1;
     for (int k = 0; k <= M->n_send; k++) a.seg_start[k] = M->send_start[k];
     for (int k = 0; k < M->n_send; k++) {
         const int q = M->send_rank[k];
         char *base = im->reg.peer[q];
-        a.dst[k] = (double *)base + (size_t)par * im->n_halo[q] + im->dst_off[q];
+        a.dst[k] = (double *)base + im->dst_off[q];
+        a.stride[k] = im->n_halo[q];
         a.flag[k] = arrived_at(base, im->n_halo[q]) + d->rank;
         a.ack[k] = ack_at(im->reg.mine, M->split.n_halo, P) + q;
     }
     const int blocks = (int)((n + 255) / 256 < 264 ? (n + 255) / 256 : 264);
-    GS_TRY(dist_cuda_timing_begin(d, tr_of(d)->main, &pair));
-    GS_TRY(CUDA_LAUNCH(err_of(d), ipc_pack_kernel, blocks, 256, 0, tr_of(d)->main, a));
-    if (pair) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], tr_of(d)->main)));
-cleanup:
-    return status;
+    return CUDA_LAUNCH(err_of(d), ipc_pack_kernel, blocks, 256, 0, tr_of(d)->main, a);
 }
 
 static int ipc_halo_finish(dist_engine *d, dist_mat *M, gs_coef ka, gs_vec *y, const gs_vec *w,
@@ -311,18 +350,20 @@ static int ipc_halo_finish(dist_engine *d, dist_mat *M, gs_coef ka, gs_vec *y, c
     ipc_wait_args s;
     memset(&s, 0, sizeof s);
     s.n_src = M->n_recv;
-    s.epoch = im->epoch;
+    s.epoch = epoch_at(im->reg.mine, M->split.n_halo, P);
     s.done = done_at(im->reg.mine, M->split.n_halo, P) + 1;
+    s.halo = (const double *)im->reg.mine;
+    s.n_halo = M->split.n_halo;
+    s.ns = tr_of(d)->ipc->local + 1;
     for (int k = 0; k < M->n_recv; k++) {
         const int q = M->recv_rank[k];
         s.arrived[k] = arrived_at(im->reg.mine, M->split.n_halo) + q;
         s.ack[k] = ack_at(im->reg.peer[q], im->n_halo[q], P) + d->rank;
     }
-    const double *halo = (const double *)im->reg.mine + (size_t)(im->epoch & 1) * M->split.n_halo;
     const int blocks = n > 0 ? (int)((n + 255) / 256) : 1; /* one at least: the wait, the acks */
     return CUDA_LAUNCH(err_of(d), ipc_offblock_kernel, blocks, 256, 0, tr_of(d)->main, n,
                        (const int32_t *)m->off_rows, (const int64_t *)m->off_ptr,
-                       (const int32_t *)m->off_col, (const double *)m->off_val, halo, ka, y->d,
+                       (const int32_t *)m->off_col, (const double *)m->off_val, ka, y->d,
                        w ? (const double *)w->d : NULL, gs_cuda_of(d->inner)->S, slot, s);
 }
 
@@ -344,36 +385,35 @@ static int ipc_sum_round(dist_engine *d, const int *slot0, const int *count, int
         *o += take;
         if (*o == count[*r]) (*r)++, *o = 0;
     }
-    it->epoch++;
-    const int par = (int)(it->epoch & 1);
-    const size_t rows = (size_t)2 * P * GS_IPC_RMAX; /* doubles before the flags */
-    for (int q = 0; q < P; q++) {
-        char *base = it->inbox.peer[q];
-        a.row[q] = (double *)base + ((size_t)par * P + d->rank) * GS_IPC_RMAX;
-        a.flag[q] = (u64 *)((double *)base + rows) + (size_t)par * P + d->rank;
-    }
-    a.inbox = (const double *)it->inbox.mine + (size_t)par * P * GS_IPC_RMAX;
-    a.arrived = (const u64 *)((const double *)it->inbox.mine + rows) + (size_t)par * P;
+    for (int q = 0; q < P; q++) a.base[q] = it->inbox.peer[q];
     a.P = P;
-    a.epoch = it->epoch;
+    a.rank = d->rank;
+    a.epoch = it->local;
+    a.ns = it->local + 1;
     return CUDA_LAUNCH(err_of(d), ipc_sum_kernel, 1, 128, 0, tr_of(d)->main, a);
 }
 
 static int ipc_allreduce(dist_engine *d, const int *slot0, const int *count, int runs)
 {
-    cudaEvent_t *pair = NULL;
     int status = GS_OK, r = 0, o = 0;
-    GS_TRY(dist_cuda_timing_begin(d, tr_of(d)->main, &pair));
     while (r < runs && status == GS_OK) status = ipc_sum_round(d, slot0, count, runs, &r, &o);
-    if (status != GS_OK) goto cleanup;
-    if (pair) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(pair[1], tr_of(d)->main)));
-cleanup:
+    return status;
+}
+
+/* After the engine's synchronisation: the kernels' communication time. */
+static int ipc_collect(dist_engine *d)
+{
+    u64 ns = 0;
+    u64 *dev = tr_of(d)->ipc->local + 1;
+    int status = CUDA_CALL(err_of(d), cudaMemcpy(&ns, dev, sizeof ns, cudaMemcpyDeviceToHost));
+    if (status == GS_OK && ns) status = CUDA_CALL(err_of(d), cudaMemset(dev, 0, sizeof ns));
+    d->comm_seconds += 1e-9 * (double)ns;
     return status;
 }
 
 const dist_transport dist_ipc_transport = {
     "ipc", ipc_mat_init, ipc_mat_free, ipc_halo_start, ipc_halo_finish,
-    ipc_allreduce, dist_cuda_collect, dist_cuda_tr_destroy, NULL,
+    ipc_allreduce, ipc_collect, dist_cuda_tr_destroy, NULL, 1,
 };
 
 /* Possible where every rank is on this host, has a GPU of its own (the
@@ -409,7 +449,10 @@ int dist_ipc_create(dist_engine *d, gs_error *err)
     if (status != GS_OK) return status;
     const double t0 = MPI_Wtime();
     const size_t bytes = (size_t)2 * d->size * GS_IPC_RMAX * 8 + (size_t)2 * d->size * 8;
-    status = region_open(d, &t->ipc->inbox, bytes, err);
+    status = CUDA_CALL(err, cudaMalloc((void **)&t->ipc->local, 2 * sizeof(u64)));
+    if (status == GS_OK) status = CUDA_CALL(err, cudaMemset(t->ipc->local, 0, 2 * sizeof(u64)));
+    status = gs_dist_agree(status, err);
+    if (status == GS_OK) status = region_open(d, &t->ipc->inbox, bytes, err);
     d->comm_setup_seconds = gs_dist_max(MPI_Wtime() - t0);
     return status == GS_OK ? 1 : status;
 }
@@ -419,6 +462,7 @@ void dist_ipc_destroy(dist_engine *d)
     cuda_tr *t = tr_of(d);
     if (!t || !t->ipc) return;
     region_close(d, &t->ipc->inbox);
+    if (t->ipc->local) CUDA_TEARDOWN(&gs_cuda_of(d->inner)->teardown, cudaFree(t->ipc->local));
     free(t->ipc);
     t->ipc = NULL;
 }

@@ -57,6 +57,10 @@ typedef struct dist_transport {
     /* Optional, collective, after every rank's mat_init succeeded: connect
      * M's neighbours (NCCL connects lazily; not inside a solve). */
     int (*mat_connect)(dist_engine *d, dist_mat *M);
+    /* 1: its exchanges are kernels that keep their own epochs on the device,
+     * so iterations may be captured and replayed (the engine then offers
+     * capture; NCCL's and MPI's transports: 0) */
+    int capturable;
 } dist_transport;
 
 struct dist_engine {
@@ -80,6 +84,8 @@ struct dist_engine {
     int n_pending, pending0[GS_DIST_PENDING], pending_n[GS_DIST_PENDING];
     int merge;
     long reductions;     /* collectives of sums since the last counters_reset */
+    long cap_spmv, cap_reductions; /* the counters when a capture began */
+    double cap_halo_bytes;
 };
 
 /* S[slot0 .. slot0 + count) hold this rank's parts: sum them over the ranks

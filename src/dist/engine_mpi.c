@@ -233,6 +233,66 @@ static int d_sync(gs_engine *e)
     CHECK(d->tr->collect(d));
 }
 
+/* ---- captured iterations (a transport whose exchanges are kernels) ----
+ * The sums pending when a capture begins are made first, and those pending
+ * at its end inside it, so a replayed sequence leaves none behind; the
+ * counters the host keeps (products, halo bytes, sums) do not move while a
+ * sequence is recorded, and move by its share at each replay. */
+typedef struct dist_seq {
+    void *inner;
+    long spmv, reductions;
+    double halo_bytes;
+} dist_seq;
+
+static int d_capture_begin(gs_engine *e)
+{
+    dist_engine *d = gs_dist_of(e);
+    TRY(flush(e));
+    d->cap_spmv = d->spmv_count, d->cap_reductions = d->reductions;
+    d->cap_halo_bytes = d->halo_bytes;
+    CHECK(IO(e)->capture_begin(IN(e)));
+}
+
+static int d_capture_end(gs_engine *e, void **seq)
+{
+    dist_engine *d = gs_dist_of(e);
+    dist_seq *s = calloc(1, sizeof *s);
+    int status = flush(e); /* recorded: the sequence ends with its sums made */
+    const int ended = IO(e)->capture_end(IN(e), s ? &s->inner : seq);
+    if (status == GS_OK) status = ended;
+    if (status == GS_OK && !s) status = gs_error_set(&e->err, GS_ERR_NOMEM, "out of host memory");
+    if (s) {
+        s->spmv = d->spmv_count - d->cap_spmv, s->reductions = d->reductions - d->cap_reductions;
+        s->halo_bytes = d->halo_bytes - d->cap_halo_bytes;
+    }
+    d->spmv_count = d->cap_spmv, d->reductions = d->cap_reductions;
+    d->halo_bytes = d->cap_halo_bytes;
+    if (status != GS_OK) {
+        if (s && s->inner) IO(e)->seq_destroy(IN(e), s->inner);
+        free(s);
+        *seq = NULL;
+        return dist_fail(e, status);
+    }
+    *seq = s;
+    return GS_OK;
+}
+
+static int d_replay(gs_engine *e, void *seq)
+{
+    dist_engine *d = gs_dist_of(e);
+    const dist_seq *s = seq;
+    d->spmv_count += s->spmv, d->reductions += s->reductions, d->halo_bytes += s->halo_bytes;
+    CHECK(IO(e)->replay(IN(e), s->inner));
+}
+
+static void d_seq_destroy(gs_engine *e, void *seq)
+{
+    dist_seq *s = seq;
+    if (!s) return;
+    IO(e)->seq_destroy(IN(e), s->inner);
+    free(s);
+}
+
 static int d_host_pin(gs_engine *e, void *p, size_t bytes)
 {
     return IO(e)->host_pin ? IO(e)->host_pin(IN(e), p, bytes) : 0;
@@ -446,11 +506,26 @@ static int d_destroy(gs_engine *e, gs_error *err)
 
 static const gs_engine_ops dist_ops_cpu = DIST_OPS("cpu", GS_ENGINE_CPU);
 static const gs_engine_ops dist_ops_cuda = DIST_OPS("cuda", GS_ENGINE_CUDA);
+/* over a transport whose exchanges can be captured (the inner engine's graphs) */
+static const gs_engine_ops dist_ops_cuda_graphs = {
+    .name = "cuda", .kind = GS_ENGINE_CUDA, .destroy = d_destroy, .vec_create = d_vec_create,
+    .vec_destroy = d_vec_destroy, .vec_upload = d_vec_upload, .vec_download = d_vec_download,
+    .mat_create = d_mat_create, .mat_destroy = d_mat_destroy, .set = d_set, .copy = d_copy,
+    .axpby = d_axpby, .axpbypcz = d_axpbypcz, .dot = d_dot, .axpby_dot = d_axpby_dot,
+    .axpy2_dot = d_axpy2_dot, .pointwise_mult_dot = d_pointwise_mult_dot, .mdot = d_mdot,
+    .maxpy = d_maxpy, .spmv_dot = d_spmv_dot, .spmv_axpby = d_spmv_axpby, .trisolve = NULL,
+    .scalar_set = d_scalar_set, .scalar_write = d_scalar_write, .scalar_read = d_scalar_read,
+    .small_run = d_small_run, .sync = d_sync, .capture_begin = d_capture_begin,
+    .capture_end = d_capture_end, .replay = d_replay, .seq_destroy = d_seq_destroy,
+    .host_pin = d_host_pin, .host_unpin = d_host_unpin,
+    .mat_create_system = d_mat_create_system, .setup_done = d_setup_done,
+};
 
 
 int gs_engine_is_dist(const gs_engine *e)
 {
-    return e && (e->ops == &dist_ops_cpu || e->ops == &dist_ops_cuda);
+    return e && (e->ops == &dist_ops_cpu || e->ops == &dist_ops_cuda ||
+                 e->ops == &dist_ops_cuda_graphs);
 }
 
 gs_engine *gs_engine_dist_inner(gs_engine *e) { return gs_dist_of(e)->inner; }
@@ -535,6 +610,7 @@ int gs_engine_dist_create(gs_engine *inner, gs_engine **out, gs_error *err)
         (void)d_destroy(e, NULL); /* the creation's error is the one reported */
         return status;
     }
+    if (d->tr->capturable && inner->ops->capture_begin) e->ops = &dist_ops_cuda_graphs;
     snprintf(e->device_name, sizeof e->device_name, "%.90s, %d ranks (%s)", inner->device_name,
              d->size, d->tr->name);
     *out = e;

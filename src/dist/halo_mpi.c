@@ -114,7 +114,7 @@ static void host_destroy(dist_engine *d) { (void)d; }
 
 static const dist_transport host_transport = {
     "mpi", host_mat_init, host_mat_free, host_halo_start, host_halo_finish,
-    host_allreduce, host_collect, host_destroy, NULL,
+    host_allreduce, host_collect, host_destroy, NULL, 0,
 };
 
 int gs_dist_transport_host(dist_engine *d, gs_error *err)

@@ -19,7 +19,9 @@
  * after it has read its inbox of e.
  *
  * The diagonal block's product runs between the pack and the wait, so the
- * halo travels while it runs (no second stream, no events). Epochs are
+ * halo travels while it runs; the pack itself runs on a second stream beside
+ * the product (--overlap, on by default here: in a replayed graph the fork
+ * and the join are edges, not events). Epochs are
  * counted on the device (every rank issues the same exchanges in the same
  * order; a kernel reads its epoch from a counter the exchange's last kernel
  * advances), so iterations can be captured as CUDA graphs and replayed.
@@ -56,6 +58,7 @@ typedef struct ipc_mat {
                        * u64 epoch (this rank's, of the matrix's exchanges) */
     int32_t n_halo[GS_IPC_MAX]; /* every rank's halo length (the parity stride) */
     int32_t dst_off[GS_IPC_MAX]; /* where this rank's entries start in each rank's halo */
+    int packed;       /* a pack was issued since the last off-block kernel */
 } ipc_mat;
 
 /* ---- layout of a matrix's region ---- */
@@ -337,7 +340,17 @@ static int ipc_halo_start(dist_engine *d, dist_mat *M, const gs_vec *x)
         a.ack[k] = ack_at(im->reg.mine, M->split.n_halo, P) + q;
     }
     const int blocks = (int)((n + 255) / 256 < 264 ? (n + 255) / 256 : 264);
-    return CUDA_LAUNCH(err_of(d), ipc_pack_kernel, blocks, 256, 0, tr_of(d)->main, a);
+    cuda_tr *t = tr_of(d);
+    int status = GS_OK;
+    if (t->comm != t->main) { /* overlapped: x is ready on main; the pack on comm */
+        GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(t->arrived, t->main)));
+        GS_TRY(CUDA_CALL(err_of(d), cudaStreamWaitEvent(t->comm, t->arrived, 0)));
+    }
+    GS_TRY(CUDA_LAUNCH(err_of(d), ipc_pack_kernel, blocks, 256, 0, t->comm, a));
+    if (t->comm != t->main) GS_TRY(CUDA_CALL(err_of(d), cudaEventRecord(t->packed, t->comm)));
+    m->ipc->packed = 1;
+cleanup:
+    return status;
 }
 
 static int ipc_halo_finish(dist_engine *d, dist_mat *M, gs_coef ka, gs_vec *y, const gs_vec *w,
@@ -361,6 +374,12 @@ static int ipc_halo_finish(dist_engine *d, dist_mat *M, gs_coef ka, gs_vec *y, c
         s.ack[k] = ack_at(im->reg.peer[q], im->n_halo[q], P) + d->rank;
     }
     const int blocks = n > 0 ? (int)((n + 255) / 256) : 1; /* one at least: the wait, the acks */
+    cuda_tr *t = tr_of(d);
+    if (im->packed && t->comm != t->main) { /* main joins the pack's stream */
+        const int status = CUDA_CALL(err_of(d), cudaStreamWaitEvent(t->main, t->packed, 0));
+        if (status != GS_OK) return status;
+    }
+    im->packed = 0;
     return CUDA_LAUNCH(err_of(d), ipc_offblock_kernel, blocks, 256, 0, tr_of(d)->main, n,
                        (const int32_t *)m->off_rows, (const int64_t *)m->off_ptr,
                        (const int32_t *)m->off_col, (const double *)m->off_val, ka, y->d,

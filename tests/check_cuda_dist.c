@@ -78,9 +78,8 @@ END_TEST
  * or fused is refused under mpirun (no loop on the device there). */
 START_TEST(overlap_option_reaches_the_transport)
 {
-    /* auto: on with ipc (2 ranks on 2 GPUs or more), off on the staged path */
     static const struct { const char *env, *args, *want; } cases[] = {
-        {"", "", "auto"},
+        {"", "", "0"},
         {"", "--overlap on", "1"},
         {"GS_DIST_OVERLAP=1", "--overlap off", "0"},
         {"GS_DIST_OVERLAP=1", "", "1"},
@@ -94,9 +93,7 @@ START_TEST(overlap_option_reaches_the_transport)
         tu_cmd_out o = tu_run_env(prefix, args);
         tu_assert_exit(o, 0);
         ck_assert_msg(tu_csv_field(o.text, 0, "halo_overlap", buf, sizeof buf), "%s", o.text);
-        const char *want = strcmp(cases[i].want, "auto") ? cases[i].want
-                           : g_devices >= 2 ? "1" : "0";
-        ck_assert_msg(strcmp(buf, want) == 0, "case %zu: halo_overlap %s", i, buf);
+        ck_assert_msg(strcmp(buf, cases[i].want) == 0, "case %zu: halo_overlap %s", i, buf);
         free(o.text);
     }
     td_assert_one_failure(2, "-e cuda --generate poisson3d:8 --loop device", 1,

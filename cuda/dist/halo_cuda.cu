@@ -440,12 +440,6 @@ int gs_dist_transport_cuda(dist_engine *d, int kind, gs_error *err)
         dist_cuda_tr_destroy(d);
         return status;
     }
-    if (ipc && gs_cuda_debug(d->inner)->dist_overlap != GS_DEBUG_FORCE_OFF) {
-        /* ipc: the pack on the second stream while the diagonal block's
-         * product runs; captured, the fork and join are graph edges (free) */
-        t->overlap = d->halo_overlap = 1;
-        t->comm = t->own_comm;
-    }
     d->tr = ipc ? &dist_ipc_transport : use_nccl ? &nccl_transport : &staged_transport;
     return GS_OK;
 }

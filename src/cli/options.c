@@ -130,10 +130,9 @@ static const opt_decl options[] = {
      GS_OPT_STRING, F(spmv_long), .choices = "auto|split|merge|off"},
     {"overlap", 0, "WHEN", "auto",
      "under mpirun on the cuda engine: the halo exchange on a second stream, overlapped with "
-     "the local product (on), or on the engine's stream (off); auto: on with the ipc transport "
-     "(its iterations replayed as graphs), off with NCCL (faster on 2 H200s, docs/multigpu.md); "
-     "the cpu engine's MPI exchange always overlaps (off is refused there); one process has "
-     "no halo (no effect)",
+     "the local product (on), or on the engine's stream (off); auto: off (measured faster "
+     "with NCCL, no faster with ipc: docs/results-multigpu.md); the cpu engine's MPI exchange "
+     "always overlaps (off is refused there); one process has no halo (no effect)",
      GS_OPT_STRING, F(overlap), .choices = "auto|on|off"},
     {"read", 0, "HOW", "parallel",
      "under mpirun, a matrix file: parallel (every rank parses its own byte range of the "

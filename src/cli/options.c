@@ -22,7 +22,8 @@ static const opt_decl options[] = {
     {"precond", 'p', "NAME", "jacobi", "preconditioner (list below; gpusolve --list for details)",
      GS_OPT_STRING, F(precond)},
     {"method", 'm', "NAME", "auto",
-     "cg|bicgstab|gmres|idr; auto: cg where A can be SPD (symmetric, every a_ii > 0) and M "
+     "cg|cg1|bicgstab|gmres|idr (cg1: CG with one sum over the ranks an iteration, "
+     "Chronopoulos-Gear); auto: cg where A can be SPD (symmetric, every a_ii > 0) and M "
      "is symmetric, else the preconditioner's paper method (spai, gspai-opt: bicgstab; isai: "
      "idr), else bicgstab; the report says why",
      GS_OPT_STRING, F(method)},

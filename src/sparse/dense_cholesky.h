@@ -8,11 +8,13 @@
 
 /* Factor A = L L^T in place. a is m x m, row-major with leading dimension m;
  * only the lower triangle (a[i*m + j], j <= i) is read, and L overwrites it
- * (the strict upper triangle is left untouched). Returns -1 when A is
+ * (the strict upper triangle is left untouched). first: workspace of m ints
+ * (on return, the column of each row's first nonzero: the envelope, whose
+ * leading zeros the factorisation skips). Returns -1 when A is
  * positive definite, else the 0-based index of the first pivot that is not
  * positive (or not finite): the leading principal block of that size is not
  * positive definite, and a is left partly overwritten. */
-int gs_dense_cholesky_factor(double *a, int m);
+int gs_dense_cholesky_factor(double *a, int m, int *first);
 
 /* Solve L L^T x = b in place (x holds b on entry), with L from
  * gs_dense_cholesky_factor. */

@@ -228,9 +228,10 @@ START_TEST(dense_cholesky_factor_and_solve)
         double *a = random_dense_spd(&r, m), *l = malloc((size_t)m * m * sizeof *l);
         double *x = malloc((size_t)m * sizeof *x), *b = malloc((size_t)m * sizeof *b);
         ck_assert(l && x && b);
-        int first[70];
+        void *work = malloc(GS_DENSE_CHOLESKY_WORK_BYTES(70));
+        ck_assert(work);
         memcpy(l, a, (size_t)m * m * sizeof *l);
-        ck_assert_int_eq(gs_dense_cholesky_factor(l, m, first), -1);
+        ck_assert_int_eq(gs_dense_cholesky_factor(l, m, work), -1);
         const double gamma = (m + 1) * U_ROUND / (1 - (m + 1) * U_ROUND);
         double anorm = 0;
         for (int i = 0; i < m; i++)
@@ -255,7 +256,7 @@ START_TEST(dense_cholesky_factor_and_solve)
         }
         const double tol = 2.0 * ((3.0 * m + 1) * m + m) * U_ROUND * anorm * sqrt(xn);
         ck_assert_msg(sqrt(res) <= tol, "m=%d: ||A x - b|| = %.3g > %.3g", m, sqrt(res), tol);
-        free(a), free(l), free(x), free(b);
+        free(a), free(l), free(x), free(b), free(work);
     }
 }
 END_TEST
@@ -266,21 +267,21 @@ START_TEST(dense_cholesky_reports_the_failing_pivot)
 {
     const int m = 6;
     double a[36];
-    int first[6];
+    _Alignas(16) double work[30]; /* GS_DENSE_CHOLESKY_WORK_BYTES(6) = 217 */
     for (int fail = 0; fail < m; fail++) {
         for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 2.0 : 0.0;
         if (fail == 0)
             a[0] = -1.0;
         else
             a[fail * m + fail - 1] = a[(fail - 1) * m + fail] = 3.0; /* [[2,3],[3,2]] */
-        ck_assert_int_eq(gs_dense_cholesky_factor(a, m, first), fail);
+        ck_assert_int_eq(gs_dense_cholesky_factor(a, m, work), fail);
     }
     for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 1.0 : 0.0;
     a[3 * m + 3] = 0.0;
-    ck_assert_int_eq(gs_dense_cholesky_factor(a, m, first), 3);
+    ck_assert_int_eq(gs_dense_cholesky_factor(a, m, work), 3);
     for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 1.0 : 0.0;
     a[4 * m + 2] = NAN;
-    ck_assert_int_eq(gs_dense_cholesky_factor(a, m, first), 4);
+    ck_assert_int_eq(gs_dense_cholesky_factor(a, m, work), 4);
 }
 END_TEST
 
@@ -317,8 +318,8 @@ START_TEST(dense_cholesky_blocked_envelope_is_the_plain_loop)
     for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
         const int m = sizes[c];
         double *a = malloc((size_t)m * m * sizeof *a), *b = malloc((size_t)m * m * sizeof *b);
-        int *first = malloc((size_t)m * sizeof *first);
-        ck_assert(a && b && first);
+        void *work = malloc(GS_DENSE_CHOLESKY_WORK_BYTES(m));
+        ck_assert(a && b && work);
         for (int pass = 0; pass < 2; pass++) {
             for (int i = 0; i < m; i++) {
                 const int f = (i % 5 == 3) ? i : (int)(tu_uniform(&r) * (i + 1));
@@ -329,7 +330,7 @@ START_TEST(dense_cholesky_blocked_envelope_is_the_plain_loop)
             if (pass == 1) a[(m / 2) * m + m / 2] = -1.0;
             memcpy(b, a, (size_t)m * m * sizeof *b);
             const int want = plain_cholesky(b, m);
-            ck_assert_int_eq(gs_dense_cholesky_factor(a, m, first), want);
+            ck_assert_int_eq(gs_dense_cholesky_factor(a, m, work), want);
             const int rows = want < 0 ? m : want;
             for (int i = 0; i < rows; i++)
                 for (int j = 0; j <= i; j++)
@@ -337,7 +338,7 @@ START_TEST(dense_cholesky_blocked_envelope_is_the_plain_loop)
                                   "m=%d pass %d: l_%d%d = %.17g, plain loop %.17g", m, pass, i,
                                   j, a[i * m + j], b[i * m + j]);
         }
-        free(a), free(b), free(first);
+        free(a), free(b), free(work);
     }
 }
 END_TEST

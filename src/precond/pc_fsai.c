@@ -405,15 +405,15 @@ static void fsai_gather(const gs_csr *A, const int32_t *P, int32_t m, const int3
 }
 
 /* Row i of Ĝ on pattern P = S(i,:): A[P,P] w = e_m (3.6), g_i = w / sqrt(w_m)
- * (3.7). Workspace: pos (n entries, all -1), a (m*m), w (m), first (m).
+ * (3.7). Workspace: pos (n entries, all -1), a (m*m), w (m), chol (the factor's).
  * Returns the failing 0-based pivot, or -1. */
 static int32_t fsai_factor_row(const gs_csr *A, const int32_t *P, int32_t m, int32_t *pos,
-                               double *a, double *w, int *first, double *g)
+                               double *a, double *w, void *chol, double *g)
 {
     for (int32_t r = 0; r < m; r++) pos[P[r]] = r;
     fsai_gather(A, P, m, pos, a);
     for (int32_t r = 0; r < m; r++) pos[P[r]] = -1;
-    int32_t pivot = gs_dense_cholesky_factor(a, m, first);
+    int32_t pivot = gs_dense_cholesky_factor(a, m, chol);
     if (pivot >= 0) return pivot;
     for (int32_t r = 0; r < m; r++) w[r] = 0.0;
     w[m - 1] = 1.0;                                             /* e_m */
@@ -424,11 +424,11 @@ static int32_t fsai_factor_row(const gs_csr *A, const int32_t *P, int32_t m, int
 }
 
 /* Per-thread dense workspaces for the local systems: pos (n ints, -1),
- * m_max x m_max + m_max doubles and the local envelope (m_max ints). */
+ * m_max x m_max + m_max doubles and the dense factor's workspace. */
 typedef struct fsai_workspace {
     int32_t *pos;
     double *a, *w;
-    int *first;
+    void *chol;
 } fsai_workspace;
 
 static void fsai_workspaces_free(fsai_workspace *ws, int n_threads)
@@ -437,7 +437,7 @@ static void fsai_workspaces_free(fsai_workspace *ws, int n_threads)
         free(ws[t].pos);
         free(ws[t].a);
         free(ws[t].w);
-        free(ws[t].first);
+        free(ws[t].chol);
     }
     free(ws);
 }
@@ -453,8 +453,9 @@ static int fsai_workspaces(int n_threads, int32_t n, int64_t m_max, fsai_workspa
         ws[t].a = gs_malloc((size_t)(m_max * m_max + 1) * sizeof(double),
                             "fsai local system (largest pattern row squared)", err);
         ws[t].w = gs_malloc((size_t)(m_max + 1) * sizeof(double), "fsai local solution", err);
-        ws[t].first = gs_malloc((size_t)(m_max + 1) * sizeof(int), "fsai local envelope", err);
-        if (!ws[t].pos || !ws[t].a || !ws[t].w || !ws[t].first) return GS_ERR_NOMEM;
+        ws[t].chol = gs_malloc(GS_DENSE_CHOLESKY_WORK_BYTES(m_max), "fsai local factor workspace",
+                               err);
+        if (!ws[t].pos || !ws[t].a || !ws[t].w || !ws[t].chol) return GS_ERR_NOMEM;
         for (int32_t j = 0; j < n; j++) ws[t].pos[j] = -1;
     }
     return GS_OK;
@@ -491,7 +492,7 @@ static int fsai_factor(gs_pc *pc, const gs_csr *A, const gs_csr *S, gs_csr *Ghat
         const int64_t p0 = H.row_ptr[i];
         const int32_t m = (int32_t)(H.row_ptr[i + 1] - p0);
         if (fsai_stopped(pc, &stop, m > 64 || (i & 15) == 0)) continue; /* m^3 / 3 flops */
-        int32_t pivot = fsai_factor_row(A, H.col + p0, m, t->pos, t->a, t->w, t->first,
+        int32_t pivot = fsai_factor_row(A, H.col + p0, m, t->pos, t->a, t->w, t->chol,
                                         H.val + p0);
         if (pivot >= 0) fsai_fail(&fail, i, pivot, m, H.col[p0 + pivot]);
     }

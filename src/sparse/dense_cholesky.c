@@ -50,37 +50,59 @@ static int cholesky_row_tail(double *a, int m, const int *first, int i, int j0)
     return 0;
 }
 
-/* Rows i..i+3 of L, columns below i (every column < i of L is final), two
- * columns j, j+1 at a time: eight independent sums, so the additions
- * overlap instead of waiting on each other (a single sum is bound by the
- * adder's latency, about 3 cycles an entry). k starts where the first of
- * the two columns or the last of the four rows leaves the envelope
- * (cholesky_envelope): the other products before that are zero too. */
-static void cholesky_four_rows(double *a, int m, const int *first, int i)
+/* Two doubles, one a row of a block: every operation on it is the scalar
+ * IEEE operation done twice (GCC and Clang vector extension; SSE2 on x86-64,
+ * NEON on aarch64), so the sums round exactly as cholesky_entry's. */
+typedef double v2d __attribute__((vector_size(16)));
+
+/* Rows i..i+3 of L, columns below i (every column < i of L is final), four
+ * columns j..j+3 at a time. The block's entries so far are kept transposed
+ * in bt (bt[4k + r] = l_{i+r,k}), so that one vector holds two rows' terms
+ * of a column and eight vector sums run side by side: the adder works on 16
+ * entries an iteration instead of waiting on one sum's latency. Each sum
+ * still runs k upwards from where the envelope lets it start (columns j..j+3
+ * or the block's rows: cholesky_envelope), then takes the terms k = j..j+2
+ * inside the four columns in order: the same L to the last bit. */
+static void cholesky_four_rows(double *a, int m, const int *first, int i, double *bt)
 {
-    double *r0 = a + (long)i * m, *r1 = r0 + m, *r2 = r1 + m, *r3 = r2 + m;
+    double *row[4] = {a + (long)i * m, a + (long)(i + 1) * m, a + (long)(i + 2) * m,
+                      a + (long)(i + 3) * m};
     const int fb = min_int(min_int(first[i], first[i + 1]), min_int(first[i + 2], first[i + 3]));
+    v2d *b = (v2d *)bt; /* b[2k]: rows i, i+1 of column k; b[2k+1]: rows i+2, i+3 */
     int j = fb;
-    for (; j + 1 < i; j += 2) {
-        const double *lj = a + (long)j * m, *lk = lj + m;  /* rows j and j+1 */
-        double s0 = r0[j], s1 = r1[j], s2 = r2[j], s3 = r3[j];
-        double t0 = r0[j + 1], t1 = r1[j + 1], t2 = r2[j + 1], t3 = r3[j + 1];
-        for (int k = max_int(fb, min_int(first[j], first[j + 1])); k < j; k++) {
-            const double x = lj[k], y = lk[k];
-            s0 -= r0[k] * x, s1 -= r1[k] * x, s2 -= r2[k] * x, s3 -= r3[k] * x;
-            t0 -= r0[k] * y, t1 -= r1[k] * y, t2 -= r2[k] * y, t3 -= r3[k] * y;
+    for (; j + 3 < i; j += 4) {
+        const double *l0 = a + (long)j * m, *l1 = l0 + m, *l2 = l1 + m, *l3 = l2 + m;
+        const int k0 = max_int(fb, min_int(min_int(first[j], first[j + 1]),
+                                           min_int(first[j + 2], first[j + 3])));
+        v2d s[4][2];
+        for (int c = 0; c < 4; c++) {
+            s[c][0] = (v2d){row[0][j + c], row[1][j + c]};
+            s[c][1] = (v2d){row[2][j + c], row[3][j + c]};
         }
-        const double djj = lj[j], y = lk[j], dkk = lk[j + 1];
-        r0[j] = s0 / djj, r1[j] = s1 / djj, r2[j] = s2 / djj, r3[j] = s3 / djj;
-        t0 -= r0[j] * y, t1 -= r1[j] * y, t2 -= r2[j] * y, t3 -= r3[j] * y; /* k = j */
-        r0[j + 1] = t0 / dkk, r1[j + 1] = t1 / dkk;
-        r2[j + 1] = t2 / dkk, r3[j + 1] = t3 / dkk;
+        for (int k = k0; k < j; k++) {
+            const v2d lo = b[2 * k], hi = b[2 * k + 1];
+            const v2d x0 = {l0[k], l0[k]}, x1 = {l1[k], l1[k]};
+            const v2d x2 = {l2[k], l2[k]}, x3 = {l3[k], l3[k]};
+            s[0][0] -= lo * x0, s[0][1] -= hi * x0, s[1][0] -= lo * x1, s[1][1] -= hi * x1;
+            s[2][0] -= lo * x2, s[2][1] -= hi * x2, s[3][0] -= lo * x3, s[3][1] -= hi * x3;
+        }
+        const double *lc[4] = {l0, l1, l2, l3};
+        for (int c = 0; c < 4; c++) {         /* k = j..j+c-1, then / l_{j+c,j+c} */
+            for (int t = 0; t < c; t++) {
+                const v2d y = {lc[c][j + t], lc[c][j + t]};
+                s[c][0] -= b[2 * (j + t)] * y, s[c][1] -= b[2 * (j + t) + 1] * y;
+            }
+            const v2d d = {lc[c][j + c], lc[c][j + c]};
+            s[c][0] /= d, s[c][1] /= d;
+            b[2 * (j + c)] = s[c][0], b[2 * (j + c) + 1] = s[c][1];
+            row[0][j + c] = s[c][0][0], row[1][j + c] = s[c][0][1];
+            row[2][j + c] = s[c][1][0], row[3][j + c] = s[c][1][1];
+        }
     }
     for (; j < i; j++) {
         const double *lj = a + (long)j * m;
         const int k0 = max_int(fb, first[j]);
-        r0[j] = cholesky_entry(r0, lj, k0, j), r1[j] = cholesky_entry(r1, lj, k0, j);
-        r2[j] = cholesky_entry(r2, lj, k0, j), r3[j] = cholesky_entry(r3, lj, k0, j);
+        for (int r = 0; r < 4; r++) row[r][j] = cholesky_entry(row[r], lj, k0, j);
     }
 }
 
@@ -88,12 +110,14 @@ static void cholesky_four_rows(double *a, int m, const int *first, int i)
  * cholesky_four_rows, then the 4 x 4 triangle row by row (its entries depend
  * on each other in order). A failing pivot is found in row order, as by the
  * unblocked loop. */
-int gs_dense_cholesky_factor(double *a, int m, int *first)
+int gs_dense_cholesky_factor(double *a, int m, void *work)
 {
+    double *bt = work;                  /* 4 m doubles: cholesky_four_rows */
+    int *first = (int *)(bt + 4L * m);  /* m ints: the envelope */
     cholesky_envelope(a, m, first);
     int i = 0;
     for (; i + 4 <= m; i += 4) {
-        cholesky_four_rows(a, m, first, i);
+        cholesky_four_rows(a, m, first, i, bt);
         for (int r = 0; r < 4; r++)
             if (cholesky_row_tail(a, m, first, i + r, i)) return i + r;
     }

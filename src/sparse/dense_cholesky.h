@@ -6,15 +6,20 @@
 #ifndef GS_DENSE_CHOLESKY_H
 #define GS_DENSE_CHOLESKY_H
 
+/* Bytes of gs_dense_cholesky_factor's workspace for an m x m matrix. */
+#define GS_DENSE_CHOLESKY_WORK_BYTES(m) ((size_t)(m) * (4 * sizeof(double) + sizeof(int)) + 1)
+
 /* Factor A = L L^T in place. a is m x m, row-major with leading dimension m;
  * only the lower triangle (a[i*m + j], j <= i) is read, and L overwrites it
- * (the strict upper triangle is left untouched). first: workspace of m ints
- * (on return, the column of each row's first nonzero: the envelope, whose
- * leading zeros the factorisation skips). Returns -1 when A is
+ * (the strict upper triangle is left untouched). work: at least
+ * GS_DENSE_CHOLESKY_WORK_BYTES(m) bytes, aligned as malloc aligns (rows of
+ * L in blocks of four, transposed, and the envelope: the column of each row's
+ * first nonzero, whose leading zeros the factorisation skips). L is the plain
+ * row-oriented loop's to the last bit. Returns -1 when A is
  * positive definite, else the 0-based index of the first pivot that is not
  * positive (or not finite): the leading principal block of that size is not
  * positive definite, and a is left partly overwritten. */
-int gs_dense_cholesky_factor(double *a, int m, int *first);
+int gs_dense_cholesky_factor(double *a, int m, void *work);
 
 /* Solve L L^T x = b in place (x holds b on entry), with L from
  * gs_dense_cholesky_factor. */

@@ -7,12 +7,12 @@
 #define GS_DENSE_CHOLESKY_H
 
 /* Bytes of gs_dense_cholesky_factor's workspace for an m x m matrix. */
-#define GS_DENSE_CHOLESKY_WORK_BYTES(m) ((size_t)(m) * (4 * sizeof(double) + sizeof(int)) + 1)
+#define GS_DENSE_CHOLESKY_WORK_BYTES(m) ((size_t)(m) * (4 * sizeof(double) + sizeof(int)) + 32)
 
 /* Factor A = L L^T in place. a is m x m, row-major with leading dimension m;
  * only the lower triangle (a[i*m + j], j <= i) is read, and L overwrites it
  * (the strict upper triangle is left untouched). work: at least
- * GS_DENSE_CHOLESKY_WORK_BYTES(m) bytes, aligned as malloc aligns (rows of
+ * GS_DENSE_CHOLESKY_WORK_BYTES(m) bytes, any alignment (rows of
  * L in blocks of four, transposed, and the envelope: the column of each row's
  * first nonzero, whose leading zeros the factorisation skips). L is the plain
  * row-oriented loop's to the last bit. Returns -1 when A is

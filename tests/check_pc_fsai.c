@@ -305,7 +305,8 @@ static int plain_cholesky(double *a, int m)
     return -1;
 }
 
-/* The blocks of four rows and the skipped envelope change no entry of L:
+/* The blocks of four rows and the skipped envelope change no entry of L
+ * (nor of the solution of L L^T x = e_m, solve_last against solve):
  * every sum keeps its order and loses only products that are exactly zero,
  * so L equals the plain loop's entry for entry (==, which a zero's sign does
  * not affect). SPD matrices with a random envelope (row r starts at a random
@@ -337,6 +338,17 @@ START_TEST(dense_cholesky_blocked_envelope_is_the_plain_loop)
                     ck_assert_msg(a[i * m + j] == b[i * m + j],
                                   "m=%d pass %d: l_%d%d = %.17g, plain loop %.17g", m, pass, i,
                                   j, a[i * m + j], b[i * m + j]);
+            if (want >= 0) continue;
+            /* FSAI's local solve: (L L^T)^-1 e_m, the same as the general solve's */
+            double *x = malloc((size_t)m * sizeof *x), *y = malloc((size_t)m * sizeof *y);
+            ck_assert(x && y);
+            for (int i = 0; i < m; i++) y[i] = i == m - 1;
+            gs_dense_cholesky_solve(a, m, y);
+            gs_dense_cholesky_solve_last(a, m, work, x);
+            for (int i = 0; i < m; i++)
+                ck_assert_msg(x[i] == y[i], "m=%d: solve_last x_%d = %.17g, solve %.17g", m, i,
+                              x[i], y[i]);
+            free(x), free(y);
         }
         free(a), free(b), free(work);
     }

@@ -415,9 +415,7 @@ static int32_t fsai_factor_row(const gs_csr *A, const int32_t *P, int32_t m, int
     for (int32_t r = 0; r < m; r++) pos[P[r]] = -1;
     int32_t pivot = gs_dense_cholesky_factor(a, m, chol);
     if (pivot >= 0) return pivot;
-    for (int32_t r = 0; r < m; r++) w[r] = 0.0;
-    w[m - 1] = 1.0;                                             /* e_m */
-    gs_dense_cholesky_solve(a, m, w);                           /* w = A[P,P] \ e_m */
+    gs_dense_cholesky_solve_last(a, m, chol, w);                /* w = A[P,P] \ e_m */
     const double scale = 1.0 / sqrt(w[m - 1]);   /* w_m = 1 / l_mm^2 > 0 */
     for (int32_t r = 0; r < m; r++) g[r] = w[r] * scale;        /* g_i = w / sqrt(w_m) */
     return -1;

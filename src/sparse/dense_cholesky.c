@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The envelope: first[r] = the first column c <= r with a_rc != 0 (r when
  * there is none). Cholesky keeps it: l_rc = 0 exactly for c < first[r]
@@ -205,5 +206,37 @@ void gs_dense_cholesky_solve(const double *l, int m, double *x)
         x[i] /= l[(long)i * m + i];
         const double *li = l + (long)i * m;
         for (int k = 0; k < i; k++) x[k] -= li[k] * x[i];
+    }
+}
+
+/* x = L^-T y, y = L^-1 e_m = (0, ..., 0, 1/l_mm): the forward substitution
+ * of gs_dense_cholesky_solve with b = e_m gives exactly that (its sums are
+ * of products with zeros), so it is skipped. Backward, column by column:
+ * x_i /= l_ii, then x_k -= l_ik x_i for k < i, from the row's envelope on
+ * (l_ik = 0 before it); the updates of one column are independent of each
+ * other, so four at a time round as one at a time. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void gs_dense_cholesky_solve_last(const double *l, int m, const void *work, double *x)
+{
+    const double *bt = (const double *)(((uintptr_t)work + 31) & ~(uintptr_t)31);
+    const int *first = (const int *)(bt + 4L * m);
+    for (int i = 0; i < m - 1; i++) x[i] = 0.0;
+    x[m - 1] = 1.0 / l[(long)(m - 1) * m + m - 1];
+    for (int i = m - 1; i >= 0; i--) {                         /* x = L^T \ x */
+        const double *li = l + (long)i * m;
+        const double xi = x[i] / li[i];
+        x[i] = xi;
+        const v4d v = {xi, xi, xi, xi};
+        int k = first[i];
+        for (; k + 4 <= i; k += 4) {
+            v4d xk, lk;
+            memcpy(&xk, x + k, sizeof xk);
+            memcpy(&lk, li + k, sizeof lk);
+            xk -= lk * v;
+            memcpy(x + k, &xk, sizeof xk);
+        }
+        for (; k < i; k++) x[k] -= li[k] * xi;
     }
 }

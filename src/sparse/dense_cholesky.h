@@ -25,4 +25,9 @@ int gs_dense_cholesky_factor(double *a, int m, void *work);
  * gs_dense_cholesky_factor. */
 void gs_dense_cholesky_solve(const double *l, int m, double *x);
 
+/* x = (L L^T)^-1 e_m (the last column of A^-1: FSAI's local solve), with L
+ * and work as gs_dense_cholesky_factor left them; the same x, bit for bit,
+ * as gs_dense_cholesky_solve of e_m, in about half its operations. */
+void gs_dense_cholesky_solve_last(const double *l, int m, const void *work, double *x);
+
 #endif

@@ -208,11 +208,15 @@ static int compare_int32(const void *a, const void *b)
 
 /* Row i of Low(L Ã): columns j <= i of the rows Ã(k,:), k in L(i,:). With
  * out == NULL only counts; otherwise writes them sorted. marker[j] == i
- * marks j as already taken in this row. */
+ * marks j as already taken in this row. Sorted by a scan of the marks over
+ * [smallest column, i] where that range is at most 8 times the count (a
+ * banded row: a pass over a few hundred ints costs less than qsort's
+ * count log count calls of a comparison), by qsort otherwise. */
 static int64_t fsai_lower_product_row(const gs_csr *L, const gs_csr *At, int32_t i,
                                       int32_t *marker, int32_t *out)
 {
     int64_t count = 0;
+    int32_t smallest = i;
     for (int64_t p = L->row_ptr[i]; p < L->row_ptr[i + 1]; p++) {
         int32_t k = L->col[p];
         for (int64_t q = At->row_ptr[k]; q < At->row_ptr[k + 1]; q++) {
@@ -220,11 +224,19 @@ static int64_t fsai_lower_product_row(const gs_csr *L, const gs_csr *At, int32_t
             if (j > i) break; /* rows are sorted: the rest is upper */
             if (marker[j] == i) continue;
             marker[j] = i;
+            if (j < smallest) smallest = j;
             if (out) out[count] = j;
             count++;
         }
     }
-    if (out) qsort(out, (size_t)count, sizeof *out, compare_int32);
+    if (!out || count < 2) return count;
+    if ((int64_t)(i - smallest) < 8 * count) {
+        int64_t t = 0;
+        for (int32_t j = smallest; j <= i; j++)
+            if (marker[j] == i) out[t++] = j;
+    } else {
+        qsort(out, (size_t)count, sizeof *out, compare_int32);
+    }
     return count;
 }
 

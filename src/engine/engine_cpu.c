@@ -23,11 +23,11 @@ struct gs_mat {
     gs_csr A;     /* own copy; fp32 values are rounded on the way in */
     int is_lower; /* trisolve direction, from the pattern */
     int is_upper;
-    /* triangular only: A without its diagonal, and the diagonal (0 where
-     * absent), so a substitution's row is a plain dot (trisolve) */
-    gs_csr off;
-    double *diag;
-    double *diag_inv; /* 1 / diag (0 where diag is 0): a product, not a division, a row */
+    int triangular; /* square, and lower or upper: trisolve reads A in place (its
+                     * rows sorted, no duplicates: the diagonal is a lower row's
+                     * last entry or an upper row's first, where present) */
+    double *diag_inv; /* triangular with every diagonal entry stored: 1 / t_ii (0 where
+                       * t_ii = 0), a product instead of a division a row; else NULL */
 };
 
 typedef struct cpu_impl {
@@ -96,32 +96,23 @@ static int cpu_vec_download(gs_engine *e, const gs_vec *src, double *dst)
     return GS_OK;
 }
 
-/* T's entries off the diagonal as a CSR, and its diagonal (the last entry
- * on it where a row repeats it; 0 where it has none). */
-static int split_diagonal(const gs_csr *T, gs_csr *off, double **diag, gs_error *err)
+/* M->diag_inv where every row of the triangular M->A has its diagonal entry
+ * (the last of a lower row, the first of an upper one): n doubles, not a
+ * copy of T without its diagonal, so that G and G^T of FSAI (triangular,
+ * never solved with) cost their upload no second copy. */
+static int triangular_diagonal(gs_mat *M, gs_error *err)
 {
-    const int32_t n = T->n_rows;
-    int64_t on = 0; /* entries on the diagonal */
-    for (int32_t i = 0; i < n; i++)
-        for (int64_t k = T->row_ptr[i]; k < T->row_ptr[i + 1]; k++) on += T->col[k] == i;
-    *diag = gs_calloc((size_t)n + 1, sizeof(double), "triangular diagonal", err);
-    int status = *diag ? gs_csr_alloc(n, T->n_cols, T->nnz - on, 1, off, err) : GS_ERR_NOMEM;
-    if (status != GS_OK) {
-        free(*diag);
-        *diag = NULL;
-        return status;
+    const gs_csr *T = &M->A;
+    for (int32_t i = 0; i < T->n_rows; i++) {
+        const int64_t lo = T->row_ptr[i], hi = T->row_ptr[i + 1];
+        if (hi == lo || T->col[M->is_lower ? hi - 1 : lo] != i) return GS_OK;
     }
-    int64_t q = 0;
-    for (int32_t i = 0; i < n; i++) {
-        for (int64_t k = T->row_ptr[i]; k < T->row_ptr[i + 1]; k++) {
-            if (T->col[k] == i) {
-                (*diag)[i] = T->val[k];
-                continue;
-            }
-            off->col[q] = T->col[k];
-            off->val[q++] = T->val[k];
-        }
-        off->row_ptr[i + 1] = q;
+    M->diag_inv = gs_malloc((size_t)T->n_rows * sizeof *M->diag_inv + 1,
+                            "engine triangular matrix, inverse diagonal", err);
+    if (!M->diag_inv) return GS_ERR_NOMEM;
+    for (int32_t i = 0; i < T->n_rows; i++) {
+        const double d = T->val[M->is_lower ? T->row_ptr[i + 1] - 1 : T->row_ptr[i]];
+        M->diag_inv[i] = d == 0.0 ? 0.0 : 1.0 / d;
     }
     return GS_OK;
 }
@@ -153,22 +144,12 @@ static int cpu_mat_create(gs_engine *e, const gs_csr *A, gs_precision prec, gs_m
         }
     M->is_lower = !above;
     M->is_upper = !below;
-    if ((M->is_lower || M->is_upper) && A->n_rows == A->n_cols) {
-        status = split_diagonal(&M->A, &M->off, &M->diag, &e->err);
-        if (status == GS_OK) {
-            M->diag_inv = gs_malloc((size_t)A->n_rows * sizeof *M->diag_inv + 1,
-                                    "engine triangular matrix, inverse diagonal", &e->err);
-            if (!M->diag_inv) status = GS_ERR_NOMEM;
-        }
-        if (status != GS_OK) {
-            gs_csr_free(&M->A);
-            gs_csr_free(&M->off);
-            free(M->diag);
-            free(M);
-            return status;
-        }
-        for (int32_t i = 0; i < A->n_rows; i++)
-            M->diag_inv[i] = M->diag[i] == 0.0 ? 0.0 : 1.0 / M->diag[i];
+    M->triangular = (M->is_lower || M->is_upper) && A->n_rows == A->n_cols;
+    if (M->triangular) status = triangular_diagonal(M, &e->err);
+    if (status != GS_OK) {
+        gs_csr_free(&M->A);
+        free(M);
+        return status;
     }
     *out = M;
     return GS_OK;
@@ -179,8 +160,6 @@ static void cpu_mat_destroy(gs_engine *e, gs_mat *M)
     (void)e;
     if (!M) return;
     gs_csr_free(&M->A);
-    gs_csr_free(&M->off);
-    free(M->diag);
     free(M->diag_inv);
     free(M);
 }
@@ -596,25 +575,65 @@ static double trisolve_lanes(const double *val, const int32_t *col, const double
 
 /* Serial substitution: the reference for the GPU's parallel solves. Row i
  * is x_i = (b_i - sum_far - t_near x_near) / t_ii: the entry nearest the
- * diagonal (the last of a lower row, the first of an upper one: columns are
- * sorted) is the one whose x was computed just before, so it is subtracted
- * last, alone; the lanes over the far entries need only older x and overlap
- * the previous row's work. What waits on the previous row is then one
- * product and one subtraction (and the product by 1 / t_ii, stored, instead
- * of a division of about 13 cycles' latency); a unit diagonal skips it. */
+ * diagonal (the last off-diagonal one of a lower row, the first of an upper
+ * one: columns are sorted) is the one whose x was computed just before, so
+ * it is subtracted last, alone; the lanes over the far entries need only
+ * older x and overlap the previous row's work. What waits on the previous
+ * row is then one product and one subtraction, and the product by 1 / t_ii
+ * (its division does not wait on x) instead of a division of about 13
+ * cycles' latency; a unit diagonal skips it. T is read as stored, its
+ * diagonal found in place (no copy without it). */
+/* cpu_trisolve where every row stores its diagonal (M->diag_inv): the
+ * loops without a test of the direction or of the diagonal a row. */
+static void trisolve_stored_diagonal(const gs_mat *M, int unit_diagonal, const double *bb,
+                                     double *xx)
+{
+    const gs_csr *T = &M->A;
+    const double *val = T->val, *dinv = M->diag_inv;
+    const int32_t *col = T->col;
+    const int32_t n = T->n_rows;
+    if (M->is_lower) {
+        for (int32_t i = 0; i < n; i++) {
+            const int64_t lo = T->row_ptr[i], hi = T->row_ptr[i + 1] - 1;  /* t_ii at hi */
+            double s = bb[i];
+            if (hi > lo)
+                s = (s - trisolve_lanes(val, col, xx, lo, hi - 1)) - val[hi - 1] * xx[col[hi - 1]];
+            xx[i] = unit_diagonal ? s : s * dinv[i];
+        }
+        return;
+    }
+    for (int32_t i = n - 1; i >= 0; i--) {
+        const int64_t lo = T->row_ptr[i] + 1, hi = T->row_ptr[i + 1];      /* t_ii at lo - 1 */
+        double s = bb[i];
+        if (hi > lo) s = (s - trisolve_lanes(val, col, xx, lo + 1, hi)) - val[lo] * xx[col[lo]];
+        xx[i] = unit_diagonal ? s : s * dinv[i];
+    }
+}
+
 static int cpu_trisolve(gs_engine *e, const gs_mat *M, int unit_diagonal, const gs_vec *b,
                         gs_vec *x)
 {
-    const gs_csr *T = &M->off;
-    if ((!M->is_lower && !M->is_upper) || !M->diag)
+    const gs_csr *T = &M->A;
+    if (!M->triangular)
         return gs_error_set(&e->err, GS_ERR_INTERNAL, "trisolve: matrix is not triangular");
     const int lower = M->is_lower;
-    const double *bb = b->x, *val = T->val, *diag = M->diag, *dinv = M->diag_inv;
+    const double *bb = b->x, *val = T->val;
     const int32_t *col = T->col;
     double *xx = x->x;
+    if (M->diag_inv) {
+        for (int32_t i = 0; i < T->n_rows && !unit_diagonal; i++)
+            if (M->diag_inv[i] == 0.0)
+                return gs_error_set(&e->err, GS_ERR_NUMERIC, "trisolve: zero diagonal in row %d",
+                                    (int)i + 1);
+        trisolve_stored_diagonal(M, unit_diagonal, bb, xx);
+        return GS_OK;
+    }
     for (int32_t step = 0; step < T->n_rows; step++) {
         const int32_t i = lower ? step : T->n_rows - 1 - step;
-        const int64_t lo = T->row_ptr[i], hi = T->row_ptr[i + 1];
+        int64_t lo = T->row_ptr[i], hi = T->row_ptr[i + 1];
+        double d = 0.0;                                             /* t_ii, 0 if absent */
+        if (lower && hi > lo && col[hi - 1] == i) d = val[--hi];
+        if (!lower && hi > lo && col[lo] == i) d = val[lo++];
         double s = bb[i];
         if (hi > lo) {
             const int64_t near = lower ? hi - 1 : lo;              /* t_i,near */
@@ -626,10 +645,10 @@ static int cpu_trisolve(gs_engine *e, const gs_mat *M, int unit_diagonal, const 
             xx[i] = s;
             continue;
         }
-        if (diag[i] == 0.0)
+        if (d == 0.0)
             return gs_error_set(&e->err, GS_ERR_NUMERIC, "trisolve: zero diagonal in row %d",
                                 (int)i + 1);
-        xx[i] = s * dinv[i];
+        xx[i] = s * (1.0 / d);
     }
     return GS_OK;
 }

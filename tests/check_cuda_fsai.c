@@ -156,7 +156,8 @@ static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
 static double local_kappa(const gs_csr *A, const int32_t *P, int m)
 {
     double *a = calloc((size_t)m * m, sizeof *a), *x = malloc((size_t)m * sizeof *x);
-    ck_assert(a && x);
+    void *work = malloc(GS_DENSE_CHOLESKY_WORK_BYTES(m));
+    ck_assert(a && x && work);
     double fa = 0, fi = 0;
     for (int r = 0; r < m; r++)
         for (int c = 0; c <= r; c++) {
@@ -164,7 +165,9 @@ static double local_kappa(const gs_csr *A, const int32_t *P, int m)
             a[(size_t)r * m + c] = q >= 0 ? A->val[q] : 0.0;
             fa += (r == c ? 1 : 2) * a[(size_t)r * m + c] * a[(size_t)r * m + c];
         }
-    if (gs_dense_cholesky_factor(a, m) >= 0) {
+    const int failed = gs_dense_cholesky_factor(a, m, work) >= 0;
+    free(work);
+    if (failed) {
         free(a), free(x);
         return INFINITY;
     }

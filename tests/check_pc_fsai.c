@@ -228,8 +228,10 @@ START_TEST(dense_cholesky_factor_and_solve)
         double *a = random_dense_spd(&r, m), *l = malloc((size_t)m * m * sizeof *l);
         double *x = malloc((size_t)m * sizeof *x), *b = malloc((size_t)m * sizeof *b);
         ck_assert(l && x && b);
+        void *work = malloc(GS_DENSE_CHOLESKY_WORK_BYTES(70));
+        ck_assert(work);
         memcpy(l, a, (size_t)m * m * sizeof *l);
-        ck_assert_int_eq(gs_dense_cholesky_factor(l, m), -1);
+        ck_assert_int_eq(gs_dense_cholesky_factor(l, m, work), -1);
         const double gamma = (m + 1) * U_ROUND / (1 - (m + 1) * U_ROUND);
         double anorm = 0;
         for (int i = 0; i < m; i++)
@@ -254,7 +256,7 @@ START_TEST(dense_cholesky_factor_and_solve)
         }
         const double tol = 2.0 * ((3.0 * m + 1) * m + m) * U_ROUND * anorm * sqrt(xn);
         ck_assert_msg(sqrt(res) <= tol, "m=%d: ||A x - b|| = %.3g > %.3g", m, sqrt(res), tol);
-        free(a), free(l), free(x), free(b);
+        free(a), free(l), free(x), free(b), free(work);
     }
 }
 END_TEST
@@ -265,20 +267,91 @@ START_TEST(dense_cholesky_reports_the_failing_pivot)
 {
     const int m = 6;
     double a[36];
+    double work[32]; /* GS_DENSE_CHOLESKY_WORK_BYTES(6) = 248 bytes */
     for (int fail = 0; fail < m; fail++) {
         for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 2.0 : 0.0;
         if (fail == 0)
             a[0] = -1.0;
         else
             a[fail * m + fail - 1] = a[(fail - 1) * m + fail] = 3.0; /* [[2,3],[3,2]] */
-        ck_assert_int_eq(gs_dense_cholesky_factor(a, m), fail);
+        ck_assert_int_eq(gs_dense_cholesky_factor(a, m, work), fail);
     }
     for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 1.0 : 0.0;
     a[3 * m + 3] = 0.0;
-    ck_assert_int_eq(gs_dense_cholesky_factor(a, m), 3);
+    ck_assert_int_eq(gs_dense_cholesky_factor(a, m, work), 3);
     for (int t = 0; t < m * m; t++) a[t] = (t / m == t % m) ? 1.0 : 0.0;
     a[4 * m + 2] = NAN;
-    ck_assert_int_eq(gs_dense_cholesky_factor(a, m), 4);
+    ck_assert_int_eq(gs_dense_cholesky_factor(a, m, work), 4);
+}
+END_TEST
+
+/* The plain row-oriented loop (Golub & Van Loan Alg. 4.2.1, every k from 0):
+ * the oracle for the blocked, envelope-skipping gs_dense_cholesky_factor. */
+static int plain_cholesky(double *a, int m)
+{
+    for (int i = 0; i < m; i++) {
+        double *li = a + (long)i * m;
+        for (int j = 0; j < i; j++) {
+            const double *lj = a + (long)j * m;
+            double s = li[j];
+            for (int k = 0; k < j; k++) s -= li[k] * lj[k];
+            li[j] = s / lj[j];
+        }
+        double d = li[i];
+        for (int k = 0; k < i; k++) d -= li[k] * li[k];
+        if (!(d > 0.0) || !isfinite(d)) return i;
+        li[i] = sqrt(d);
+    }
+    return -1;
+}
+
+/* The blocks of four rows and the skipped envelope change no entry of L
+ * (nor of the solution of L L^T x = e_m, solve_last against solve):
+ * every sum keeps its order and loses only products that are exactly zero,
+ * so L equals the plain loop's entry for entry (==, which a zero's sign does
+ * not affect). SPD matrices with a random envelope (row r starts at a random
+ * column, some rows only their diagonal), sizes on both sides of multiples of
+ * four; also the failing pivot of a matrix made indefinite at row m/2. */
+START_TEST(dense_cholesky_blocked_envelope_is_the_plain_loop)
+{
+    tu_rng r = tu_rng_seed(5);
+    const int sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 32, 33, 64, 70, 131};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        const int m = sizes[c];
+        double *a = malloc((size_t)m * m * sizeof *a), *b = malloc((size_t)m * m * sizeof *b);
+        void *work = malloc(GS_DENSE_CHOLESKY_WORK_BYTES(m));
+        ck_assert(a && b && work);
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < m; i++) {
+                const int f = (i % 5 == 3) ? i : (int)(tu_uniform(&r) * (i + 1));
+                for (int j = 0; j < m; j++)
+                    a[i * m + j] = j > i ? NAN : j < f ? 0.0 : 2 * tu_uniform(&r) - 1;
+                a[i * m + i] = m; /* diagonally dominant: SPD */
+            }
+            if (pass == 1) a[(m / 2) * m + m / 2] = -1.0;
+            memcpy(b, a, (size_t)m * m * sizeof *b);
+            const int want = plain_cholesky(b, m);
+            ck_assert_int_eq(gs_dense_cholesky_factor(a, m, work), want);
+            const int rows = want < 0 ? m : want;
+            for (int i = 0; i < rows; i++)
+                for (int j = 0; j <= i; j++)
+                    ck_assert_msg(a[i * m + j] == b[i * m + j],
+                                  "m=%d pass %d: l_%d%d = %.17g, plain loop %.17g", m, pass, i,
+                                  j, a[i * m + j], b[i * m + j]);
+            if (want >= 0) continue;
+            /* FSAI's local solve: (L L^T)^-1 e_m, the same as the general solve's */
+            double *x = malloc((size_t)m * sizeof *x), *y = malloc((size_t)m * sizeof *y);
+            ck_assert(x && y);
+            for (int i = 0; i < m; i++) y[i] = i == m - 1;
+            gs_dense_cholesky_solve(a, m, y);
+            gs_dense_cholesky_solve_last(a, m, work, x);
+            for (int i = 0; i < m; i++)
+                ck_assert_msg(x[i] == y[i], "m=%d: solve_last x_%d = %.17g, solve %.17g", m, i,
+                              x[i], y[i]);
+            free(x), free(y);
+        }
+        free(a), free(b), free(work);
+    }
 }
 END_TEST
 
@@ -985,6 +1058,7 @@ int main(void)
     TCase *dense = tu_add_tcase(s, "dense_cholesky", 0);
     tcase_add_test(dense, dense_cholesky_factor_and_solve);
     tcase_add_test(dense, dense_cholesky_reports_the_failing_pivot);
+    tcase_add_test(dense, dense_cholesky_blocked_envelope_is_the_plain_loop);
     TCase *prop = tu_add_tcase(s, "properties", 120);
     tcase_add_test(prop, fsai_properties_on_generated_problems);
     tcase_add_test(prop, fsai_properties_on_random_spd_matrices);

@@ -4,7 +4,8 @@
 # counterparts of our mic --omega 0 (IC(0)) and isai --trisolve exact (ILU(0)), same b,
 # x0, tolerance and residual norm, one thread / one rank.
 """usage: /usr/bin/python3 scripts/bench/bench_cpu_peers.py [--gpusolve BIN] [--shared DIR]
-             [--only NAME,...] [--repeat R] [--threads T] [--fsai] [--out FILE.jsonl]
+             [--only NAME,...] [--pairs LABEL,...] [--repeat R] [--threads T] [--fsai]
+             [--out FILE.jsonl]
              [--from FILE.jsonl]
 
 Needs Debian's python3-petsc4py (apt-get install python3-petsc4py) and the Debian
@@ -295,6 +296,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--fsai", action="store_true", help="hypre FSAI against our CPU FSAI")
+    ap.add_argument("--pairs", help="only these pairs (comma list of labels, e.g. "
+                    "'CG+IC(0),BiCGSTAB+ILU(0)')")
     ap.add_argument("--out")
     ap.add_argument("--hypre-one", help=argparse.SUPPRESS)  # the child of --fsai
     ap.add_argument("--from", dest="from_file", metavar="FILE.jsonl",
@@ -310,6 +313,7 @@ def main():
         print(json.dumps(Hypre().fsai_pcg(read_mtx(a.hypre_one), a.repeat)))
         return
     only = set(a.only.split(",")) if a.only else None
+    pairs = set(a.pairs.split(",")) if a.pairs else None
     out = open(a.out, "w") if a.out else None
     with open(os.path.join(a.shared, "MANIFEST.tsv")) as f:
         head = f.readline().rstrip("\n").split("\t")
@@ -330,6 +334,8 @@ def main():
             continue
         A = petsc_matrix(PETSc, *coo)
         for label, ksp, pc, method, prec, extra in PAIRS["SPD" if m["kind"] == "SPD" else "other"]:
+            if pairs and label not in pairs:
+                continue
             p = petsc_solve(PETSc, A, ksp, pc, a.repeat)
             o = ours(a.gpusolve, path, method, prec, extra, a.threads, a.repeat)
             rec = {"matrix": m["name"], "n": coo[0], "pair": label, "petsc": p, "ours": o}

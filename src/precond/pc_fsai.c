@@ -208,11 +208,15 @@ static int compare_int32(const void *a, const void *b)
 
 /* Row i of Low(L Ã): columns j <= i of the rows Ã(k,:), k in L(i,:). With
  * out == NULL only counts; otherwise writes them sorted. marker[j] == i
- * marks j as already taken in this row. */
+ * marks j as already taken in this row. Sorted by a scan of the marks over
+ * [smallest column, i] where that range is at most 8 times the count (a
+ * banded row: a pass over a few hundred ints costs less than qsort's
+ * count log count calls of a comparison), by qsort otherwise. */
 static int64_t fsai_lower_product_row(const gs_csr *L, const gs_csr *At, int32_t i,
                                       int32_t *marker, int32_t *out)
 {
     int64_t count = 0;
+    int32_t smallest = i;
     for (int64_t p = L->row_ptr[i]; p < L->row_ptr[i + 1]; p++) {
         int32_t k = L->col[p];
         for (int64_t q = At->row_ptr[k]; q < At->row_ptr[k + 1]; q++) {
@@ -220,11 +224,19 @@ static int64_t fsai_lower_product_row(const gs_csr *L, const gs_csr *At, int32_t
             if (j > i) break; /* rows are sorted: the rest is upper */
             if (marker[j] == i) continue;
             marker[j] = i;
+            if (j < smallest) smallest = j;
             if (out) out[count] = j;
             count++;
         }
     }
-    if (out) qsort(out, (size_t)count, sizeof *out, compare_int32);
+    if (!out || count < 2) return count;
+    if ((int64_t)(i - smallest) < 8 * count) {
+        int64_t t = 0;
+        for (int32_t j = smallest; j <= i; j++)
+            if (marker[j] == i) out[t++] = j;
+    } else {
+        qsort(out, (size_t)count, sizeof *out, compare_int32);
+    }
     return count;
 }
 
@@ -405,29 +417,28 @@ static void fsai_gather(const gs_csr *A, const int32_t *P, int32_t m, const int3
 }
 
 /* Row i of Ĝ on pattern P = S(i,:): A[P,P] w = e_m (3.6), g_i = w / sqrt(w_m)
- * (3.7). Workspace: pos (n entries, all -1), a (m*m), w (m). Returns the
- * failing 0-based pivot, or -1. */
+ * (3.7). Workspace: pos (n entries, all -1), a (m*m), w (m), chol (the factor's).
+ * Returns the failing 0-based pivot, or -1. */
 static int32_t fsai_factor_row(const gs_csr *A, const int32_t *P, int32_t m, int32_t *pos,
-                               double *a, double *w, double *g)
+                               double *a, double *w, void *chol, double *g)
 {
     for (int32_t r = 0; r < m; r++) pos[P[r]] = r;
     fsai_gather(A, P, m, pos, a);
     for (int32_t r = 0; r < m; r++) pos[P[r]] = -1;
-    int32_t pivot = gs_dense_cholesky_factor(a, m);
+    int32_t pivot = gs_dense_cholesky_factor(a, m, chol);
     if (pivot >= 0) return pivot;
-    for (int32_t r = 0; r < m; r++) w[r] = 0.0;
-    w[m - 1] = 1.0;                                             /* e_m */
-    gs_dense_cholesky_solve(a, m, w);                           /* w = A[P,P] \ e_m */
+    gs_dense_cholesky_solve_last(a, m, chol, w);                /* w = A[P,P] \ e_m */
     const double scale = 1.0 / sqrt(w[m - 1]);   /* w_m = 1 / l_mm^2 > 0 */
     for (int32_t r = 0; r < m; r++) g[r] = w[r] * scale;        /* g_i = w / sqrt(w_m) */
     return -1;
 }
 
-/* Per-thread dense workspaces for the local systems: pos (n ints, -1) and
- * m_max x m_max + m_max doubles. */
+/* Per-thread dense workspaces for the local systems: pos (n ints, -1),
+ * m_max x m_max + m_max doubles and the dense factor's workspace. */
 typedef struct fsai_workspace {
     int32_t *pos;
     double *a, *w;
+    void *chol;
 } fsai_workspace;
 
 static void fsai_workspaces_free(fsai_workspace *ws, int n_threads)
@@ -436,6 +447,7 @@ static void fsai_workspaces_free(fsai_workspace *ws, int n_threads)
         free(ws[t].pos);
         free(ws[t].a);
         free(ws[t].w);
+        free(ws[t].chol);
     }
     free(ws);
 }
@@ -451,7 +463,9 @@ static int fsai_workspaces(int n_threads, int32_t n, int64_t m_max, fsai_workspa
         ws[t].a = gs_malloc((size_t)(m_max * m_max + 1) * sizeof(double),
                             "fsai local system (largest pattern row squared)", err);
         ws[t].w = gs_malloc((size_t)(m_max + 1) * sizeof(double), "fsai local solution", err);
-        if (!ws[t].pos || !ws[t].a || !ws[t].w) return GS_ERR_NOMEM;
+        ws[t].chol = gs_malloc(GS_DENSE_CHOLESKY_WORK_BYTES(m_max), "fsai local factor workspace",
+                               err);
+        if (!ws[t].pos || !ws[t].a || !ws[t].w || !ws[t].chol) return GS_ERR_NOMEM;
         for (int32_t j = 0; j < n; j++) ws[t].pos[j] = -1;
     }
     return GS_OK;
@@ -488,7 +502,8 @@ static int fsai_factor(gs_pc *pc, const gs_csr *A, const gs_csr *S, gs_csr *Ghat
         const int64_t p0 = H.row_ptr[i];
         const int32_t m = (int32_t)(H.row_ptr[i + 1] - p0);
         if (fsai_stopped(pc, &stop, m > 64 || (i & 15) == 0)) continue; /* m^3 / 3 flops */
-        int32_t pivot = fsai_factor_row(A, H.col + p0, m, t->pos, t->a, t->w, H.val + p0);
+        int32_t pivot = fsai_factor_row(A, H.col + p0, m, t->pos, t->a, t->w, t->chol,
+                                        H.val + p0);
         if (pivot >= 0) fsai_fail(&fail, i, pivot, m, H.col[p0 + pivot]);
     }
     if (stop) GS_TRY(gs_pc_deadline(pc, "factorisation", err));

@@ -322,7 +322,7 @@ START_TEST(isai_long_columns)
     }
     gs_csr A = coo_to_csr(&t, n);
     for (int k = 1; k <= 2; k++) {
-        char ks[8];
+        char ks[16];
         snprintf(ks, sizeof ks, "%d", k);
         check_isai_on(&A, ks, k == 1 ? "yes" : "no", "arrow");
         const char *kv[] = {"isai-power", ks, NULL};

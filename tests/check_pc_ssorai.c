@@ -253,6 +253,13 @@ START_TEST(factor_pattern_and_diagonal)
 }
 END_TEST
 
+/* a_ij, 0 where not stored (a tridiagonal A has no a_20) */
+static double entry(const gs_csr *A, int32_t i, int32_t j)
+{
+    const int64_t k = gs_csr_find(A, i, j);
+    return k < 0 ? 0.0 : A->val[k];
+}
+
 /* When L^(m+1) = 0 the truncated series is K^-1 itself and ssor-ai is SSOR:
  * a tridiagonal matrix of 3 rows has L^3 = 0, so with two terms the apply is
  * the exact SSOR solve, M z = r with M = (2 - omega)^-1 (D/omega + L)
@@ -274,12 +281,12 @@ START_TEST(two_terms_exact_when_l_cubed_vanishes)
     /* y = (D/omega + L)^T z */
     for (int i = 0; i < 3; i++) {
         y[i] = d[i] / omega * z[i];
-        for (int j = i + 1; j < 3; j++) y[i] += A.val[gs_csr_find(&A, j, i)] * z[j];
+        for (int j = i + 1; j < 3; j++) y[i] += entry(&A, j, i) * z[j];
     }
     /* u = (2 - omega)^-1 (D/omega + L) (D/omega)^-1 y */
     for (int i = 0; i < 3; i++) {
         u[i] = y[i];
-        for (int j = 0; j < i; j++) u[i] += A.val[gs_csr_find(&A, i, j)] * omega / d[j] * y[j];
+        for (int j = 0; j < i; j++) u[i] += entry(&A, i, j) * omega / d[j] * y[j];
         u[i] /= 2 - omega;
     }
     for (int i = 0; i < 3; i++)

@@ -35,7 +35,7 @@ typedef struct dist_mat {
 } dist_mat;
 
 /* How halos and reductions travel: "mpi" (host memory, the CPU engine),
- * "nccl" and "mpi-staged" (device memory; cuda/dist/). All calls are
+ * "ipc", "nccl" and "mpi-staged" (device memory; cuda/dist/). All calls are
  * collective in the order the engine issues them, identical on every rank. */
 typedef struct dist_transport {
     const char *name;

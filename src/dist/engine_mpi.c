@@ -3,8 +3,9 @@
  * operations are the inner engine's; dot products are local dots into the
  * slot and a sum of the slot over the ranks (on the device for the GPU, so
  * scalars never visit the host); y = A x is the diagonal block's product
- * overlapped with the halo exchange, then the off-block rows. No capture:
- * communication cannot be replayed from a recorded sequence here.
+ * overlapped with the halo exchange, then the off-block rows. Sums over the
+ * ranks are made when a slot is read, several together. Iterations are
+ * captured only over a transport whose exchanges are kernels (ipc).
  * A failure inside an operation ends every rank (gs_dist_abort): the
  * others would otherwise wait in the next collective for ever. */
 #include <stdio.h>
@@ -281,6 +282,7 @@ static int d_replay(gs_engine *e, void *seq)
 {
     dist_engine *d = gs_dist_of(e);
     const dist_seq *s = seq;
+    TRY(flush(e)); /* the sequence was recorded with none pending */
     d->spmv_count += s->spmv, d->reductions += s->reductions, d->halo_bytes += s->halo_bytes;
     CHECK(IO(e)->replay(IN(e), s->inner));
 }
@@ -422,9 +424,14 @@ static int mat_create_common(gs_engine *e, const gs_csr *A, const gs_dist_split 
         status = IO(e)->mat_create(IN(e), &M->split.diag, prec, &M->diag);
     if (status != GS_OK) err = d->inner->err;
     if (status == GS_OK) status = IO(e)->sync(IN(e)); /* the upload's own time */
+    if (status != GS_OK && !err.msg[0]) err = d->inner->err;
     d->mat_seconds[GS_DIST_MAT_UPLOAD] = gs_now() - t;
+    /* agreed before mat_init, which is collective for the ipc transport: a
+     * rank whose upload failed must not leave the others in its exchanges */
+    status = gs_dist_agree(status, &err);
+    if (status != GS_OK) goto cleanup;
     t = gs_now();
-    if (status == GS_OK) status = d->tr->mat_init(d, M);
+    status = d->tr->mat_init(d, M);
     if (status != GS_OK && !err.msg[0]) err = d->inner->err;
     status = gs_dist_agree(status, &err);
     if (status == GS_OK && d->tr->mat_connect) {

@@ -88,7 +88,8 @@ int gs_cg1_solve(gs_engine *e, const gs_mat *A, gs_pc *pc, const gs_vec *b, gs_v
     if (done) goto cleanup;
     GS_TRY(gs_pc_apply_dot(pc, s.r, s.u, C1_GAMMA));
     GS_TRY(e->ops->spmv_dot(e, A, s.u, s.w, NULL, C1_DELTA));
-    /* the first step's beta is 0: p and s start at zero, gamma_old = gamma */
+    /* p and s start at zero, so the first step's beta (gamma / gamma_old = 1)
+     * adds nothing: p = u, s = w */
     GS_TRY(e->ops->set(e, s.p, 0.0));
     GS_TRY(e->ops->set(e, s.s, 0.0));
     {

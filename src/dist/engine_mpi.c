@@ -493,9 +493,12 @@ static int d_destroy(gs_engine *e, gs_error *err)
     return status;
 }
 
-/* The same table twice: named and kinded as the inner engine (the report
- * and the registry's per-engine setups read the kind). */
-#define DIST_OPS(NAME, KIND)                                                                       \
+/* The table three times: named and kinded as the inner engine (the report
+ * and the registry's per-engine setups read the kind), with capture only
+ * over a transport whose exchanges can be captured (the inner engine's
+ * graphs; CAPTURE 1) and NULL there otherwise. */
+#define DIST_CAP(CAPTURE, f) ((CAPTURE) ? (f) : NULL)
+#define DIST_OPS(NAME, KIND, CAPTURE)                                                              \
     {                                                                                              \
         .name = NAME, .kind = KIND, .destroy = d_destroy, .vec_create = d_vec_create,              \
         .vec_destroy = d_vec_destroy, .vec_upload = d_vec_upload,                                  \
@@ -506,28 +509,17 @@ static int d_destroy(gs_engine *e, gs_error *err)
         .maxpy = d_maxpy, .spmv_dot = d_spmv_dot, .spmv_axpby = d_spmv_axpby,                      \
         .trisolve = NULL, /* across ranks: none (preconditioners are block-local) */               \
         .scalar_set = d_scalar_set, .scalar_write = d_scalar_write,                                \
-        .scalar_read = d_scalar_read, .small_run = d_small_run, .sync = d_sync, .host_pin = d_host_pin,                      \
+        .scalar_read = d_scalar_read, .small_run = d_small_run, .sync = d_sync,                    \
+        .capture_begin = DIST_CAP(CAPTURE, d_capture_begin),                                       \
+        .capture_end = DIST_CAP(CAPTURE, d_capture_end), .replay = DIST_CAP(CAPTURE, d_replay),    \
+        .seq_destroy = DIST_CAP(CAPTURE, d_seq_destroy), .host_pin = d_host_pin,                   \
         .host_unpin = d_host_unpin, .mat_create_system = d_mat_create_system,                      \
         .setup_done = d_setup_done,                                                                \
     }
 
-static const gs_engine_ops dist_ops_cpu = DIST_OPS("cpu", GS_ENGINE_CPU);
-static const gs_engine_ops dist_ops_cuda = DIST_OPS("cuda", GS_ENGINE_CUDA);
-/* over a transport whose exchanges can be captured (the inner engine's graphs) */
-static const gs_engine_ops dist_ops_cuda_graphs = {
-    .name = "cuda", .kind = GS_ENGINE_CUDA, .destroy = d_destroy, .vec_create = d_vec_create,
-    .vec_destroy = d_vec_destroy, .vec_upload = d_vec_upload, .vec_download = d_vec_download,
-    .mat_create = d_mat_create, .mat_destroy = d_mat_destroy, .set = d_set, .copy = d_copy,
-    .axpby = d_axpby, .axpbypcz = d_axpbypcz, .dot = d_dot, .axpby_dot = d_axpby_dot,
-    .axpy2_dot = d_axpy2_dot, .pointwise_mult_dot = d_pointwise_mult_dot, .mdot = d_mdot,
-    .maxpy = d_maxpy, .spmv_dot = d_spmv_dot, .spmv_axpby = d_spmv_axpby, .trisolve = NULL,
-    .scalar_set = d_scalar_set, .scalar_write = d_scalar_write, .scalar_read = d_scalar_read,
-    .small_run = d_small_run, .sync = d_sync, .capture_begin = d_capture_begin,
-    .capture_end = d_capture_end, .replay = d_replay, .seq_destroy = d_seq_destroy,
-    .host_pin = d_host_pin, .host_unpin = d_host_unpin,
-    .mat_create_system = d_mat_create_system, .setup_done = d_setup_done,
-};
-
+static const gs_engine_ops dist_ops_cpu = DIST_OPS("cpu", GS_ENGINE_CPU, 0);
+static const gs_engine_ops dist_ops_cuda = DIST_OPS("cuda", GS_ENGINE_CUDA, 0);
+static const gs_engine_ops dist_ops_cuda_graphs = DIST_OPS("cuda", GS_ENGINE_CUDA, 1);
 
 int gs_engine_is_dist(const gs_engine *e)
 {

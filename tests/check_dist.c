@@ -208,18 +208,6 @@ START_TEST(jacobi_matches_one_process)
 }
 END_TEST
 
-/* One CSV field of a run on `ranks` ranks, as a number. */
-static double td_number(int ranks, const char *args, const char *field)
-{
-    char full[1024], buf[64];
-    snprintf(full, sizeof full, "--format csv %s", args);
-    tu_cmd_out o = td_run(ranks, full);
-    tu_assert_exit(o, 0);
-    ck_assert_msg(tu_csv_field(o.text, 0, field, buf, sizeof buf), "no %s:\n%s", field, o.text);
-    free(o.text);
-    return atof(buf);
-}
-
 /* cg1 (one reduction an iteration) on 2 and 3 ranks: cg's iterations on
  * one process within rounding's few, converged; and the sums over the ranks
  * an iteration are what the merged reductions promise: cg1 one, cg two

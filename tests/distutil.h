@@ -95,6 +95,18 @@ static inline void td_assert_same(td_result one, td_result many, long slack, dou
     }
 }
 
+/* One CSV field of a run on `ranks` ranks, as a number. */
+static inline double td_number(int ranks, const char *args, const char *field)
+{
+    char full[1024], buf[64];
+    snprintf(full, sizeof full, "--format csv %s", args);
+    tu_cmd_out o = td_run(ranks, full);
+    tu_assert_exit(o, 0);
+    ck_assert_msg(tu_csv_field(o.text, 0, field, buf, sizeof buf), "no %s:\n%s", field, o.text);
+    free(o.text);
+    return atof(buf);
+}
+
 /* How often "gpusolve:" starts a line of text (messages are printed once). */
 static inline int td_count_messages(const char *text)
 {

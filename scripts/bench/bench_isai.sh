@@ -9,7 +9,10 @@
 #   GPUSOLVE=build/gpusolve scripts/bench/bench_isai.sh [quick]
 # Environment: BENCH_OUT=DIR (raw CSV rows and logs; default a temporary
 # folder), REPEAT_GPU (3: Tp, Ts are the minimum over this many full runs),
-# SIZE (128; quick: 64). About a minute on an H100 (the CPU runs dominate).
+# SIZE (128; quick: 64), VARIANTS (all: the four GPU variants above; isai: only
+# -p isai, the one the CPU/GPU Tp column needs), ENGINE (cuda: the engine of the
+# GPU rows; cpu only tests the plumbing without a GPU). About a minute on an
+# H100 (the CPU runs dominate).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -17,7 +20,12 @@ GPUSOLVE=${GPUSOLVE:-$root/build/gpusolve}
 OUT=${BENCH_OUT:-$(mktemp -d /tmp/bench-isai.XXXXXX)}
 REPEAT_GPU=${REPEAT_GPU:-3}
 SIZE=${SIZE:-128}
+VARIANTS=${VARIANTS:-all}
+ENGINE=${ENGINE:-cuda}
 [ "${1:-}" = quick ] && SIZE=64
+case "$VARIANTS" in all | isai) ;; *) echo "bench_isai: VARIANTS=$VARIANTS: all or isai" >&2; exit 1 ;; esac
+case "$ENGINE" in cuda | cpu) ;; *) echo "bench_isai: ENGINE=$ENGINE: cuda or cpu" >&2; exit 1 ;; esac
+[[ $SIZE =~ ^[1-9][0-9]*$ ]] || { echo "bench_isai: SIZE=$SIZE: a grid side" >&2; exit 1; }
 mkdir -p "$OUT"
 : >"$OUT/runs.csv"
 common=(-p isai -m idr --tol 1e-10 --rhs ones --x0 zero --format csv)
@@ -26,7 +34,14 @@ common=(-p isai -m idr --tol 1e-10 --rhs ones --x0 zero --format csv)
 run() {
     local label=$1 engine=$2 repeat=$3 problem=$4
     shift 4
-    local log="$OUT/${label//[^a-zA-Z0-9]/_}_${engine}_${problem//[^a-zA-Z0-9]/_}.csv"
+    # engine gpu is ENGINE; in a plumbing run (ENGINE=cpu) its rows are labelled
+    # cpu-as-gpu, apart from the CPU engine's own
+    local tag=$engine relabel=""
+    if [ "$engine" = gpu ]; then
+        engine=$ENGINE tag=$ENGINE
+        [ "$ENGINE" = cpu ] && tag=cpu-as-gpu relabel='s/,"cpu",/,"cpu-as-gpu",/'
+    fi
+    local log="$OUT/${label//[^a-zA-Z0-9]/_}_${tag}_${problem//[^a-zA-Z0-9]/_}.csv"
     "$GPUSOLVE" -e "$engine" --repeat "$repeat" "${common[@]}" "$@" --generate "$problem" \
         >"$log" 2>"$log.err"
     local rc=$?
@@ -35,14 +50,16 @@ run() {
         return
     fi
     [ -s "$OUT/runs.csv" ] || sed -n 1p "$log" | sed 's/^/label,/' >"$OUT/runs.csv"
-    sed -n 2p "$log" | sed "s/^/\"$label\",/" >>"$OUT/runs.csv"
+    sed -n 2p "$log" | sed "s/^/\"$label\",/; $relabel" >>"$OUT/runs.csv"
 }
 
 for problem in "poisson3d:$SIZE" "convdiff3d:$SIZE"; do
-    run "isai" cuda "$REPEAT_GPU" "$problem"
-    run "isai ilu=cusparse" cuda "$REPEAT_GPU" "$problem" --ilu cusparse
-    run "isai ilu=sweeps:3" cuda "$REPEAT_GPU" "$problem" --ilu sweeps:3
-    run "trisolve exact" cuda "$REPEAT_GPU" "$problem" --trisolve exact
+    run "isai" gpu "$REPEAT_GPU" "$problem"
+    if [ "$VARIANTS" = all ]; then
+        run "isai ilu=cusparse" gpu "$REPEAT_GPU" "$problem" --ilu cusparse
+        run "isai ilu=sweeps:3" gpu "$REPEAT_GPU" "$problem" --ilu sweeps:3
+        run "trisolve exact" gpu "$REPEAT_GPU" "$problem" --trisolve exact
+    fi
     run "isai" cpu 1 "$problem"
 done
 

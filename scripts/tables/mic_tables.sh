@@ -30,7 +30,9 @@
 # GPUSOLVE (build/gpusolve), ENGINE (cuda; cpu only to test the plumbing), SET (full |
 # tiny: small grids under the same names), BUDGET (240 s), TIMEOUT (150 s: the most one
 # process may take; also never past the budget left plus 30 s), CPU_LIMIT (20 s:
-# --time-limit of a CPU-engine heat3d run), CPU_STEPS ("M21=20 M24=8 M22=3 M25=2 M23=1").
+# --time-limit of a CPU-engine heat3d run), CPU_STEPS ("M21=20 M24=8 M22=3 M25=2 M23=1"),
+# PARTS (which of t23 t1 t3cpu t1big run, always in the order above; default all four;
+# a second call into the same folder with other PARTS adds to the same tables.md).
 #
 # Every process runs under timeout and writes RAW/TAG.jsonl (its JSON line), TAG.err,
 # TAG.rc (124: timed out; 3: runtime failure such as out of memory, named in TAG.err).
@@ -45,10 +47,16 @@ BUDGET=${BUDGET:-240}
 TIMEOUT=${TIMEOUT:-150}
 CPU_LIMIT=${CPU_LIMIT:-20}
 CPU_STEPS=${CPU_STEPS:-M21=20 M24=8 M22=3 M25=2 M23=1}
+PARTS=${PARTS:-t23 t1 t3cpu t1big}
 DT=6.666666666666667e-4 # 1/1500: docs/heat3d.md's default step (150 steps to t = 0.1)
 RAW=$OUT/raw
 case "$ENGINE" in cuda | cpu) ;; *) echo "mic_tables: ENGINE=$ENGINE: cuda or cpu" >&2; exit 1 ;; esac
 case "$SET" in full | tiny) ;; *) echo "mic_tables: SET=$SET: full or tiny" >&2; exit 1 ;; esac
+for p in $PARTS; do
+    case "$p" in t23 | t1 | t3cpu | t1big) ;; *) echo "mic_tables: PARTS: no part '$p' (t23 t1 t3cpu t1big)" >&2; exit 1 ;; esac
+done
+# part NAME: true when PARTS names it
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 for v in BUDGET TIMEOUT CPU_LIMIT; do
     [[ ${!v} =~ ^[0-9]+$ ]] || { echo "mic_tables: $v=${!v}: a whole number of seconds" >&2; exit 1; }
 done
@@ -78,7 +86,7 @@ for m in "${MODELS[@]}"; do
 done
 
 {
-    echo "engine=$ENGINE set=$SET budget=$BUDGET timeout=$TIMEOUT cpu_limit=$CPU_LIMIT cpu_steps=$CPU_STEPS"
+    echo "engine=$ENGINE set=$SET budget=$BUDGET timeout=$TIMEOUT cpu_limit=$CPU_LIMIT cpu_steps=$CPU_STEPS parts=$PARTS"
     echo "gpusolve=$("$GPUSOLVE" --version 2>&1 | head -1)"
     echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null) date=$(date -u +%FT%TZ)"
     echo "cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //') cores=$(nproc)"
@@ -104,7 +112,7 @@ run() {
 }
 
 # ---- Tables 2 and 3, GPU (or ENGINE): the full time stepping
-for m in "${MODELS[@]}"; do
+part t23 && for m in "${MODELS[@]}"; do
     for p in mic ssor-ai; do
         run "t23.gpu.$p.$m" -e "$ENGINE" -p "$p" --generate "heat3d:${SPEC[$m]}"
     done
@@ -117,10 +125,10 @@ t1() {
     run "t1.gpu.exact.$g" -e "$ENGINE" -p mic --trisolve exact "${one[@]}"
     run "t1.cpu.$g" -e cpu -p mic --trisolve auto "${one[@]}"
 }
-for g in "${GRIDS[@]}"; do t1 "$g"; done
+part t1 && for g in "${GRIDS[@]}"; do t1 "$g"; done
 
 # ---- Table 3, CPU engine: fewer steps of the same dt, capped
-for m in "${MODELS[@]}"; do
+part t3cpu && for m in "${MODELS[@]}"; do
     for p in mic ssor-ai; do
         run "t3.cpu.$p.$m" -e cpu -p "$p" --generate "heat3d:${SPEC[$m]}" --steps "${STEPS[$m]}" \
             --dt "$DT" --time-limit "$CPU_LIMIT"
@@ -128,7 +136,7 @@ for m in "${MODELS[@]}"; do
 done
 
 # ---- Table 1's largest grids
-for g in "${BIG[@]}"; do t1 "$g"; done
+part t1big && for g in "${BIG[@]}"; do t1 "$g"; done
 
 echo "mic_tables: runs done in ${SECONDS}s" >&2
 timeout 60 python3 "$here/mic_tables.py" "$OUT" >"$OUT/tables.md" ||

@@ -21,7 +21,11 @@
 # ENGINE (cuda; cpu only to test the plumbing), SET (full | tiny: three small
 # matrices, 16^3 problems), SIZE (side of the Table I problems, 128),
 # BUDGET (seconds, 95: parts not started by then are skipped and say so),
-# TIMEOUT (seconds per gpusolve process, 20).
+# TIMEOUT (seconds per gpusolve process, 20), PARTS (which runs, in their
+# order: t2 (Table II), t1g (Table I on the generated problems), t4 (Table 4,
+# k = 1, 2), t1 (Table I on the Table II matrices), t4heavy (Table 4, k = 2 on
+# the heavy matrices); default all five; PARTS="t1g t1" runs only the GPU
+# against CPU setups).
 #
 # Every gpusolve process runs under timeout; each writes RAW/TAG.jsonl (one
 # JSON line per input), TAG.err, TAG.rc; a refused matrix has no line but a
@@ -40,6 +44,12 @@ SIZE=${SIZE:-128}
 BUDGET=${BUDGET:-95}
 TIMEOUT=${TIMEOUT:-20}
 REPEAT=${REPEAT:-3}
+PARTS=${PARTS:-t2 t1g t4 t1 t4heavy}
+for p in $PARTS; do
+    case "$p" in t2 | t1g | t4 | t1 | t4heavy) ;; *) echo "spai_tables: PARTS: no part '$p' (t2 t1g t4 t1 t4heavy)" >&2; exit 1 ;; esac
+done
+# part NAME: true when PARTS names it
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 RAW=$OUT/raw
 mkdir -p "$RAW"
 : >"$OUT/skipped.txt"
@@ -85,14 +95,14 @@ mapfile -t T2_FILES < <(files "${T2[@]}")
 printf '%s\n' "${T2[@]}" >"$OUT/set_table2.txt"
 printf '%s\n' "${ALL[@]}" >"$OUT/set_table4.txt"
 {
-    echo "engine=$ENGINE set=$SET size=$SIZE repeat=$REPEAT budget=$BUDGET timeout=$TIMEOUT"
+    echo "engine=$ENGINE set=$SET size=$SIZE repeat=$REPEAT budget=$BUDGET timeout=$TIMEOUT parts=$PARTS"
     echo "gpusolve=$("$GPUSOLVE" --version 2>&1 | head -1)"
     echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null) date=$(date -u +%FT%TZ)"
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 } >"$OUT/setup.txt" 2>&1
 
 # ---- Table II: iterations, spai against jacobi, two tolerances
-for tol in 1e-7 1e-8; do
+part t2 && for tol in 1e-7 1e-8; do
     run "t2.jacobi.$tol" "$TIMEOUT" -e "$ENGINE" --tol "$tol" -p jacobi "${T2_FILES[@]}"
     for tau in 0.7 0.9; do
         run "t2.spai$tau.$tol" "$TIMEOUT" -e "$ENGINE" --tol "$tol" -p spai --tau "$tau" "${T2_FILES[@]}"
@@ -107,7 +117,7 @@ for tol in 1e-7 1e-8; do
 done
 
 # ---- Table I: setup on the GPU against the CPU engine (all cores)
-for spec in "poisson3d:$SIZE" "convdiff3d:$SIZE"; do
+part t1g && for spec in "poisson3d:$SIZE" "convdiff3d:$SIZE"; do
     g=${spec/:/-}
     for tau in 0.7 0.9; do
         run "t1g.$g.spai$tau.gpu" "$TIMEOUT" -e "$ENGINE" --maxit 1 --repeat "$REPEAT" -p spai --tau "$tau" --generate "$spec"
@@ -129,7 +139,7 @@ t4() {
     done
 }
 batch=20
-for k in 1 2; do
+part t4 && for k in 1 2; do
     list=("${ALL[@]}")
     # k = 2 on these makes local problems of thousands of rows (a dense row
     # or column; the CPU reference took 8-40 s or more than 120 s on each,
@@ -141,13 +151,13 @@ for k in 1 2; do
     done
 done
 
-for tau in 0.7 0.9; do
+part t1 && for tau in 0.7 0.9; do
     run "t1.spai$tau.gpu" "$TIMEOUT" -e "$ENGINE" --maxit 1 --repeat "$REPEAT" -p spai --tau "$tau" "${T2_FILES[@]}"
     run "t1.spai$tau.cpu" "$TIMEOUT" -e cpu --maxit 1 --repeat "$REPEAT" -p spai --tau "$tau" "${T2_FILES[@]}"
 done
 
 mapfile -t heavy_files < <(files "${HEAVY[@]}")
-for ((b = 0; b < ${#heavy_files[@]}; b += 3)); do
+part t4heavy && for ((b = 0; b < ${#heavy_files[@]}; b += 3)); do
     t4 2 "h$b" 1 "${heavy_files[@]:b:3}"
 done
 

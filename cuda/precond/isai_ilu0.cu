@@ -471,12 +471,14 @@ cleanup:
 }
 
 /* ILU(0) in place on W's values, scheduled by the levels of L's pattern (the rows k < i
- * that row i reads are its forward-solve dependencies: gs_dtri_analyse on W's pattern,
- * upper entries ignored): one sync-free launch, or a launch a level with the analysis'
+ * that row i reads are its forward-solve dependencies: gs_dtri_analyse_rows on W's pattern,
+ * upper entries ignored, from A's host rows where the levels are thin, which also counts
+ * the longest row of L; else on the device, and the longest row by a kernel): the host's
+ * IKJ (gs_dfactor_on_host), one sync-free launch, or a launch a level with the analysis'
  * lanes a row and the deadline asked every ILU0_CHECK_LEVELS levels (the host's clock
- * only: the launches queue without a wait). *syncfree: the scheme that ran. */
-static int isai_ilu0_ikj(gs_pc *pc, gs_dcsr *W, const int64_t *diag, const char **scheme,
-                         gs_error *err)
+ * only: the launches queue without a wait). *scheme: the scheme that ran. */
+static int isai_ilu0_ikj(gs_pc *pc, const gs_csr *A, gs_dcsr *W, const int64_t *diag,
+                         const char **scheme, gs_error *err)
 {
     gs_engine *e = pc->eng;
     gs_dtri t = {};
@@ -484,8 +486,13 @@ static int isai_ilu0_ikj(gs_pc *pc, gs_dcsr *W, const int64_t *diag, const char 
     unsigned long long *d_longest = NULL;
     uint64_t longest = 0;
     int status = GS_OK, on_host = 0, syncfree_v = 0, *syncfree = &syncfree_v;
-    GS_TRY(gs_dtri_analyse(e, W->n, W->nnz, W->rp, W->col, 0, &t));
+    GS_TRY(gs_dtri_analyse_rows(e, W->n, W->nnz, W->rp, W->col, A, 0, &t));
     gs_kv_num(&pc->extra, "ilu_levels", t.n_levels); /* the scheme's measure (bench_factor.py) */
+    gs_kv_str(&pc->extra, "ilu_levels_analysis", t.on_host ? "host" : "device");
+    if (t.longest_row >= 0) { /* counted by the host's pass: no kernel, no round trip */
+        longest = (uint64_t)t.longest_row;
+        goto decide;
+    }
     GS_TRY(gs_cuda_alloc(e, &d_longest, sizeof(unsigned long long), "isai: longest row of L"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_longest, 0, sizeof(unsigned long long),
                                               gs_cuda_of(e)->stream)));
@@ -496,6 +503,7 @@ static int isai_ilu0_ikj(gs_pc *pc, gs_dcsr *W, const int64_t *diag, const char 
         const int len[1] = {1};
         GS_TRY(gs_dread_words(e, 1, src, len, &longest));
     }
+decide:
     on_host = gs_dfactor_on_host(e, &t, (int64_t)longest);
     *scheme = on_host ? "host" : NULL;
     if (on_host) {
@@ -526,8 +534,8 @@ cleanup:
 
 /* ------------------------------------------------------------ driver */
 
-int isai_cuda_ilu0(gs_pc *pc, gs_dcsr *W, const int64_t *diag, int sweeps, int cusparse,
-                   const char **scheme, int *bad, gs_error *err)
+int isai_cuda_ilu0(gs_pc *pc, const gs_csr *A, gs_dcsr *W, const int64_t *diag, int sweeps,
+                   int cusparse, const char **scheme, int *bad, gs_error *err)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -540,7 +548,7 @@ int isai_cuda_ilu0(gs_pc *pc, gs_dcsr *W, const int64_t *diag, int sweeps, int c
     } else if (cusparse) {
         GS_TRY(isai_ilu0_cusparse(e, W));
     } else {
-        status = isai_ilu0_ikj(pc, W, diag, scheme, err);
+        status = isai_ilu0_ikj(pc, A, W, diag, scheme, err);
         if (status == GS_ERR_TIME_LIMIT) status = gs_pc_deadline(pc, "ilu0", err);
         GS_TRY(status);
     }

@@ -440,24 +440,34 @@ __global__ void isai_ilu0_longest_kernel(int32_t n, const int64_t *__restrict__ 
 static int isai_ilu0_past(const void *ctx) { return gs_pc_past_deadline((const gs_pc *)ctx); }
 
 /* ILU(0) of W on the host (the reference's IKJ code, gs_ilu0_in_place) where the device's
- * would be latency-bound: W's pattern and values down, the factors' values up. The
- * reference's messages; GS_ERR_TIME_LIMIT, unnamed, at the deadline. */
-static int isai_ilu0_host(gs_pc *pc, gs_dcsr *W, gs_error *err)
+ * would be latency-bound: W's values down, the factors' values up. W's pattern is A's
+ * (the host's rows, A: isai_cuda_scale's W aliases them on the device), downloaded only
+ * where A is not given. The reference's messages; GS_ERR_TIME_LIMIT, unnamed, at the
+ * deadline. */
+static int isai_ilu0_host(gs_pc *pc, const gs_csr *A, gs_dcsr *W, gs_error *err)
 {
     gs_engine *e = pc->eng;
     cudaStream_t s = gs_cuda_of(e)->stream;
     gs_csr H = {};
     double *w = NULL;
+    int64_t *rp = NULL;
+    int32_t *col = NULL;
     int status = GS_OK;
     H.n_rows = H.n_cols = W->n, H.nnz = W->nnz;
-    H.row_ptr = (int64_t *)gs_malloc(((size_t)W->n + 1) * sizeof(int64_t), "isai: W's rows on the host", err);
-    H.col = (int32_t *)gs_malloc((size_t)W->nnz * sizeof(int32_t) + 1, "isai: W's columns on the host", err);
+    if (A && A->n_rows == W->n && A->nnz == W->nnz) {
+        H.row_ptr = A->row_ptr, H.col = A->col;
+    } else {
+        rp = (int64_t *)gs_malloc(((size_t)W->n + 1) * sizeof(int64_t), "isai: W's rows on the host", err);
+        col = (int32_t *)gs_malloc((size_t)W->nnz * sizeof(int32_t) + 1, "isai: W's columns on the host", err);
+        if (!rp || !col) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(rp, W->rp, ((size_t)W->n + 1) * sizeof(int64_t),
+                                                  cudaMemcpyDeviceToHost, s)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(col, W->col, (size_t)W->nnz * sizeof(int32_t),
+                                                  cudaMemcpyDeviceToHost, s)));
+        H.row_ptr = rp, H.col = col;
+    }
     w = (double *)gs_malloc((size_t)W->nnz * sizeof(double) + 1, "isai: W's values on the host", err);
-    if (!H.row_ptr || !H.col || !w) GS_TRY(GS_ERR_NOMEM);
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(H.row_ptr, W->rp, ((size_t)W->n + 1) * sizeof(int64_t),
-                                              cudaMemcpyDeviceToHost, s)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(H.col, W->col, (size_t)W->nnz * sizeof(int32_t),
-                                              cudaMemcpyDeviceToHost, s)));
+    if (!w) GS_TRY(GS_ERR_NOMEM);
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(w, W->val, (size_t)W->nnz * sizeof(double),
                                               cudaMemcpyDeviceToHost, s)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s)));
@@ -466,7 +476,7 @@ static int isai_ilu0_host(gs_pc *pc, gs_dcsr *W, gs_error *err)
                                               cudaMemcpyHostToDevice, s)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s))); /* w is freed below */
 cleanup:
-    free(H.row_ptr), free(H.col), free(w);
+    free(rp), free(col), free(w);
     return status;
 }
 
@@ -507,7 +517,7 @@ decide:
     on_host = gs_dfactor_on_host(e, &t, (int64_t)longest);
     *scheme = on_host ? "host" : NULL;
     if (on_host) {
-        GS_TRY(isai_ilu0_host(pc, W, err));
+        GS_TRY(isai_ilu0_host(pc, A, W, err));
         goto cleanup;
     }
     *syncfree = isai_ilu0_use_syncfree(e, &t);

@@ -54,12 +54,18 @@ static void poison_device_heap(void)
     gs_error_clear(&gpu->err);
 }
 
-/* The factorisation scheme forced on the GPU engine (GS_DEBUG_SCHEME_*, 0: the rule). */
+/* The level analyses forced (GS_DEBUG_PLAN_HOST / _DEVICE) in the runs that follow, 0: the
+ * rule (gs_dtri_analyse_rows). */
+static int analysis_forced;
+
+/* The factorisation scheme forced on the GPU engine (GS_DEBUG_SCHEME_*, 0: the rule), with
+ * analysis_forced. */
 static void force_scheme(int scheme)
 {
     gs_debug d;
     memset(&d, 0, sizeof d);
     d.factor_scheme = scheme;
+    d.tri_analysis = analysis_forced;
     gs_engine_cuda_set_debug(gpu, &d);
 }
 
@@ -179,8 +185,16 @@ typedef struct mic_out {
     gs_csr L;
     double *d;
     double dropped, shift, tries;
-    char scheme[GS_KV_STR_LEN];
+    double levels_L, levels_LT;                                 /* GPU runs */
+    char scheme[GS_KV_STR_LEN], analysis_L[GS_KV_STR_LEN], analysis_LT[GS_KV_STR_LEN];
 } mic_out;
+
+static void copy_str(const gs_pc *pc, const char *key, char *out, size_t size)
+{
+    const gs_kv *kv = tu_pc_extra(pc, key);
+    ck_assert_msg(kv != NULL, "report item %s missing", key);
+    snprintf(out, size, "%s", kv->str);
+}
 
 static double extra_num(const gs_pc *pc, const char *key)
 {
@@ -227,9 +241,11 @@ static mic_out mic_on(const gs_csr *A, const char *const *kv, int scheme, const 
     o.shift = extra_num(pc, "shift");
     o.tries = extra_num(pc, "shift_tries");
     if (scheme >= 0) {
-        const gs_kv *s = tu_pc_extra(pc, "factor_scheme");
-        ck_assert_msg(s != NULL, "%s: no factor_scheme", what);
-        snprintf(o.scheme, sizeof o.scheme, "%s", s->str);
+        copy_str(pc, "factor_scheme", o.scheme, sizeof o.scheme);
+        copy_str(pc, "levels_L_analysis", o.analysis_L, sizeof o.analysis_L);
+        copy_str(pc, "levels_LT_analysis", o.analysis_LT, sizeof o.analysis_LT);
+        o.levels_L = extra_num(pc, "levels_L");
+        o.levels_LT = extra_num(pc, "levels_LT");
     }
     gs_pc_destroy(pc);
     e->ops->mat_destroy(e, Ae);
@@ -323,7 +339,8 @@ static void mic_check(const gs_csr *A, const char *const *kv, const char *what)
 
 typedef struct ilu_out {
     gs_csr L, U;
-    char scheme[GS_KV_STR_LEN];
+    double levels;
+    char scheme[GS_KV_STR_LEN], analysis[GS_KV_STR_LEN];
 } ilu_out;
 
 /* isai's exact ILU(0) of A itself (--scale no, --trisolve exact: the factors, no ISAI) on
@@ -344,9 +361,9 @@ static ilu_out ilu_on_gpu(const gs_csr *A, int scheme, const char *what)
                   "%s (%s): %s", what, scheme_name(scheme), err.msg);
     tu_pc_saved_matrix(pc, "L", &o.L);
     tu_pc_saved_matrix(pc, "U", &o.U);
-    const gs_kv *s = tu_pc_extra(pc, "ilu_scheme");
-    ck_assert_msg(s != NULL, "%s: no ilu_scheme", what);
-    snprintf(o.scheme, sizeof o.scheme, "%s", s->str);
+    copy_str(pc, "ilu_scheme", o.scheme, sizeof o.scheme);
+    copy_str(pc, "ilu_levels_analysis", o.analysis, sizeof o.analysis);
+    o.levels = extra_num(pc, "ilu_levels");
     gs_pc_destroy(pc);
     gpu->ops->mat_destroy(gpu, Ae);
     gs_error_clear(&gpu->err);
@@ -504,6 +521,94 @@ START_TEST(test_rule)
 }
 END_TEST
 
+/* The levels of A's lower (upper) triangle, one pass in dependency order: the oracle of the
+ * counts reported. */
+static double levels_of(const gs_csr *A, int upper)
+{
+    const int32_t n = A->n_rows;
+    int32_t *level = calloc((size_t)n + 1, sizeof *level), top = 0;
+    ck_assert_ptr_nonnull(level);
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t i = upper ? n - 1 - k : k;
+        int32_t lv = 0;
+        for (int64_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+            const int32_t j = A->col[p];
+            if ((upper ? j > i : j < i) && level[j] > lv) lv = level[j];
+        }
+        level[i] = lv + 1;
+        top = lv + 1 > top ? lv + 1 : top;
+    }
+    free(level);
+    return top;
+}
+
+/* mic and isai's ILU(0) on A with the level analyses made on the host and on the device
+ * (debug.tri_analysis forced), the factorisation scheme by the rule: the same scheme, the
+ * level counts of the oracle, the analysis each names, and the same factors to the bit;
+ * then by the rule, which must name rule_analysis ("host" or "device") for L. */
+static void analysis_check(const gs_csr *A, const char *rule_analysis, const char *what)
+{
+    static const int forced[2] = {GS_DEBUG_PLAN_DEVICE, GS_DEBUG_PLAN_HOST};
+    static const char *names[2] = {"device", "host"};
+    const double want_L = levels_of(A, 0), want_LT = levels_of(A, 1);
+    char label[200];
+    mic_out m[3];
+    ilu_out u[3];
+    for (int k = 0; k < 3; k++) { /* device, host, the rule */
+        analysis_forced = k < 2 ? forced[k] : 0;
+        snprintf(label, sizeof label, "%s, analysis %s", what, k < 2 ? names[k] : "by the rule");
+        m[k] = mic_on(A, NULL, 0, label);
+        u[k] = ilu_on_gpu(A, 0, label);
+        const char *want = k < 2 ? names[k] : rule_analysis;
+        ck_assert_msg(m[k].levels_L == want_L && m[k].levels_LT == want_LT,
+                      "%s: mic levels_L %g levels_LT %g, want %g %g", label, m[k].levels_L,
+                      m[k].levels_LT, want_L, want_LT);
+        ck_assert_msg(u[k].levels == want_L, "%s: ilu_levels %g, want %g", label, u[k].levels,
+                      want_L);
+        ck_assert_msg(strcmp(m[k].analysis_L, want) == 0 && strcmp(u[k].analysis, want) == 0,
+                      "%s: L analysed on the %s (mic), the %s (isai), want %s", label,
+                      m[k].analysis_L, u[k].analysis, want);
+        if (k < 2) /* forced: both triangles */
+            ck_assert_msg(strcmp(m[k].analysis_LT, want) == 0, "%s: L^T analysed on the %s",
+                          label, m[k].analysis_LT);
+        ck_assert_msg(strcmp(m[k].scheme, m[0].scheme) == 0 && strcmp(u[k].scheme, u[0].scheme) == 0,
+                      "%s: schemes %s / %s, with the device's analysis %s / %s", label,
+                      m[k].scheme, u[k].scheme, m[0].scheme, u[0].scheme);
+        ck_assert(m[k].L.nnz == m[0].L.nnz && u[k].L.nnz == u[0].L.nnz && u[k].U.nnz == u[0].U.nnz);
+        same_bits(m[k].L.val, m[0].L.val, m[0].L.nnz, label);
+        same_bits(m[k].d, m[0].d, A->n_rows, label);
+        same_bits(u[k].L.val, u[0].L.val, u[0].L.nnz, label);
+        same_bits(u[k].U.val, u[0].U.val, u[0].U.nnz, label);
+    }
+    analysis_forced = 0;
+    for (int k = 0; k < 3; k++)
+        mic_out_free(&m[k]), gs_csr_free(&u[k].L), gs_csr_free(&u[k].U);
+}
+
+/* Both sides of gs_dtri_analyse_rows' rule, through mic and isai: a chain (a level a row,
+ * the host's) and a 3D grid too large for the rule's fixed budget (poisson3d:32, its planes
+ * wide: the device's), plus the hub (host: under the fixed budget) and bloweybq. */
+START_TEST(test_analysis)
+{
+    gs_csr A = chain_matrix(5000, 3);
+    analysis_check(&A, "host", "chain 5000");
+    gs_csr_free(&A);
+    A = tu_generated("poisson3d:32");
+    analysis_check(&A, "device", "poisson3d:32");
+    gs_csr_free(&A);
+    A = hub_matrix(60, 5, 'l');
+    analysis_check(&A, "host", "hub last, 60x60 grid, every 5");
+    gs_csr_free(&A);
+    gs_csr B = {0};
+    if (tu_real_matrix("bloweybq", &B)) {
+        gs_csr M = m_matrix_of(&B);
+        analysis_check(&M, "host", "bloweybq's pattern, M-matrix");
+        gs_csr_free(&M);
+        gs_csr_free(&B);
+    }
+}
+END_TEST
+
 /* ------------------------------------------ the CPU reference (no device needed) */
 
 /* The IKJ loop as written before the search of long rows (src/sparse/ilu0.c): row k's upper
@@ -611,6 +716,7 @@ static Suite *cuda_factor_suite(int have_gpu)
         tcase_add_test(tc, test_grid);
         tcase_add_test(tc, test_bloweybq);
         tcase_add_test(tc, test_rule);
+        tcase_add_test(tc, test_analysis);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -37,6 +37,9 @@
 #include "precond.h"
 #include "spai_common.h"
 #include "testutil.h"
+#if GS_HAVE_CUDA
+#include "../cuda/precond/spai_hooks.h"
+#endif
 
 #define U64 (DBL_EPSILON / 2)
 
@@ -797,6 +800,29 @@ START_TEST(test_normal_equations)
 }
 END_TEST
 
+/* The columns of M that took the normal equations (n2 <= GS_SPAI_NE_MAX here: the
+ * others are bordered's CGLS columns) are the CPU's to the bit: every operation of them is
+ * the reference's, in its order, the heavy columns' Gram entries included
+ * (gs_spai_column_dot_chunked). */
+static void ne_columns_same_bits(const gs_csr *Mg, const gs_csr *Mc, const char *label)
+{
+    gs_csr MTg = {0}, MTc = {0};
+    ck_assert(gs_csr_transpose(Mg, &MTg, NULL) == GS_OK && gs_csr_transpose(Mc, &MTc, NULL) == GS_OK);
+    ck_assert(MTg.nnz == MTc.nnz);
+    int64_t columns = 0;
+    for (int32_t k = 0; k < MTc.n_rows; k++) {
+        const int64_t p0 = MTc.row_ptr[k], n2 = MTc.row_ptr[k + 1] - p0;
+        ck_assert(MTg.row_ptr[k] == p0 && MTg.row_ptr[k + 1] == p0 + n2);
+        if (n2 > GS_SPAI_NE_MAX) continue;
+        columns++;
+        ck_assert_msg(memcmp(MTg.val + p0, MTc.val + p0, (size_t)n2 * sizeof(double)) == 0,
+                      "%s: column %d of M (normal equations) differs from the CPU's bits", label,
+                      (int)k + 1);
+    }
+    ck_assert_msg(columns > 0, "%s: no normal-equations column", label);
+    gs_csr_free(&MTg), gs_csr_free(&MTc);
+}
+
 /* bordered:40x40x1 (1608 rows): the 8 dense columns of A are heavy (their
  * Gram entries computed once), every other column takes the normal
  * equations, the 8 border columns of M (n2 = 1601) CGLS; against the CPU
@@ -808,6 +834,10 @@ START_TEST(test_heavy_and_cgls)
     pc_out g = against_cpu("gspai-opt", &A, &k1, 0, "bordered:40x40x1 gspai-opt");
     ck_assert_msg(strstr(g.kernels, "cgls:8") != NULL && strstr(g.kernels, "ne:1600") != NULL,
                   "kernels %s", g.kernels);
+    pc_out c = pc_on(NULL, "gspai-opt", &A, &k1, 0);
+    ck_assert_msg(c.status == GS_OK, "%s", c.err.msg);
+    ne_columns_same_bits(&g.M, &c.M, "bordered:40x40x1 gspai-opt");
+    out_free(&c);
     gs_params s1 = params2("pattern-power", "1", "strategy", "s1");
     gs_params s2 = params2("pattern-power", "1", "strategy", "s2");
     pc_out a1 = pc_on(gpu, "gspai-opt", &A, &s1, 0), a2 = pc_on(gpu, "gspai-opt", &A, &s2, 0);
@@ -822,6 +852,45 @@ START_TEST(test_heavy_and_cgls)
     gs_csr_free(&A);
 }
 END_TEST
+
+#if GS_HAVE_CUDA
+/* The heavy columns' Gram matrix on the device (a warp a pair, a lane a chunk of the shorter
+ * list, spai_large.cu) against gs_spai_heavy_build's on the host, to the bit: the same
+ * columns, every entry the same chunked sum. bordered:40x40x1 (8 dense columns of 1601
+ * entries: about 50 a chunk) and bordered:72x72x1 (5192 rows: 162 a chunk); and no heavy
+ * column at all in bordered:23x23x1 (537 rows, under GS_SPAI_HEAVY_MIN). */
+START_TEST(test_heavy_gram_bits)
+{
+    const char *specs[] = {"bordered:40x40x1", "bordered:72x72x1", "bordered:23x23x1"};
+    const int32_t want_count[] = {8, 8, 0};
+    static int32_t cols[GS_SPAI_HEAVY_MAX];
+    static double gram[GS_SPAI_HEAVY_MAX * GS_SPAI_HEAVY_MAX];
+    for (int s = 0; s < 3; s++) {
+        gs_csr A = tu_generated(specs[s]), AT = {0};
+        gs_error err = {0};
+        gs_spai_heavy h;
+        int32_t count = -1;
+        ck_assert(gs_csr_transpose(&A, &AT, &err) == GS_OK);
+        ck_assert_msg(gs_spai_heavy_build(&AT, &h, &err) == GS_OK, "%s", err.msg);
+        poison_device_heap();
+        ck_assert_msg(gs_spai_cuda_hook_heavy_gram(gpu, &AT, &count, cols, gram) == GS_OK, "%s: %s",
+                      specs[s], gpu->err.msg);
+        ck_assert_msg(count == h.count && count == want_count[s], "%s: %d heavy columns, CPU %d",
+                      specs[s], count, h.count);
+        for (int32_t a = 0; a < count; a++) {
+            ck_assert_int_eq(cols[a], h.cols[a]);
+            for (int32_t b = 0; b < count; b++) {
+                const double g = gram[(size_t)a * count + b], c = h.gram[(size_t)a * count + b];
+                ck_assert_msg(isfinite(g) && memcmp(&g, &c, sizeof g) == 0,
+                              "%s: gram[%d][%d] = %.17g, CPU %.17g", specs[s], a, b, g, c);
+            }
+        }
+        gs_spai_heavy_free(&h);
+        gs_csr_free(&AT), gs_csr_free(&A);
+    }
+}
+END_TEST
+#endif
 
 /* Two nearly dependent columns of A (kappa ~ 1e7 for the local problems
  * holding both): their normal equations fail the pivot test and go back
@@ -872,6 +941,9 @@ static Suite *cuda_spai_suite(int have_gpu)
         tcase_add_test(tc, test_cusolver_path);
         tcase_add_test(tc, test_normal_equations);
         tcase_add_test(tc, test_heavy_and_cgls);
+#if GS_HAVE_CUDA
+        tcase_add_test(tc, test_heavy_gram_bits);
+#endif
         tcase_add_test(tc, test_normal_equations_rejected);
     }
     suite_add_tcase(s, tc);

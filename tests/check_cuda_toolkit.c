@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "debug.h"
 #include "engine.h"
 #include "testutil.h"
 
@@ -746,6 +747,112 @@ START_TEST(test_trisolve_grids)
 }
 END_TEST
 
+/* The level analysis on the host (gs_dtri_analyse_rows) against the device's
+ * (gs_dtri_analyse) on T: the rows by level and the sync-free schedule are the same
+ * arrays entry for entry, the levels are host_levels', the host's longest row is the most
+ * dependencies a row of T has; forced to the host (debug.tri_analysis) it runs there
+ * whatever T is, and by the rule it runs there exactly where rule_host says (thin levels,
+ * or few entries; a 3D grid's planes are given back to the device). */
+static void check_analysis_on(const gs_csr *T, int upper, int rule_host, const char *what)
+{
+    const int32_t n = T->n_rows;
+    const size_t cap = 32 * (size_t)n + 32; /* the schedule pads each level to a warp */
+    int32_t *want = malloc(((size_t)n + 1) * sizeof(int32_t));
+    int32_t *lv[2], *rows[2], *slots[2], nl[2] = {0, 0};
+    int64_t n_slots[2] = {0, 0}, longest[2] = {0, 0}, most = 0;
+    int lanes[2] = {0, 0}, sf[2] = {0, 0}, on_host[2] = {0, 0};
+    gs_debug d;
+    ck_assert_ptr_nonnull(want);
+    for (int k = 0; k < 2; k++) {
+        lv[k] = malloc(((size_t)n + 1) * sizeof(int32_t));
+        rows[k] = malloc(((size_t)n + 1) * sizeof(int32_t));
+        slots[k] = malloc(cap * sizeof(int32_t));
+        ck_assert(lv[k] && rows[k] && slots[k]);
+    }
+    const int32_t top = host_levels(T, upper, want);
+    for (int32_t i = 0; i < n; i++) {
+        int64_t deps = 0;
+        for (int64_t p = T->row_ptr[i]; p < T->row_ptr[i + 1]; p++)
+            deps += upper ? T->col[p] > i : T->col[p] < i;
+        most = deps > most ? deps : most;
+    }
+    memset(&d, 0, sizeof d);
+    d.tri_analysis = GS_DEBUG_PLAN_HOST;
+    gs_engine_cuda_set_debug(gpu, &d);
+    for (int k = 0; k < 2; k++) /* 0: the device's analysis, 1: the host's, forced */
+        ck_assert_msg(gs_dsparse_hook_tri_analyse(gpu, T, upper, k == 0, lv[k], rows[k], slots[k],
+                                                  &n_slots[k], &nl[k], &lanes[k], &sf[k],
+                                                  &on_host[k], &longest[k]) == GS_OK,
+                      "%s: %s", what, gpu->err.msg);
+    ck_assert_msg(on_host[0] == 0 && on_host[1] == 1, "%s: on_host %d %d", what, on_host[0], on_host[1]);
+    ck_assert_msg(nl[0] == top && nl[1] == top, "%s: levels %d (device), %d (host), want %d", what,
+                  nl[0], nl[1], top);
+    ck_assert_msg(longest[0] == -1 && longest[1] == most, "%s: longest row %lld, want %lld", what,
+                  (long long)longest[1], (long long)most);
+    ck_assert_msg(lanes[0] == lanes[1] && sf[0] == sf[1] && n_slots[0] == n_slots[1],
+                  "%s: lanes %d/%d, sync-free lanes %d/%d, slots %lld/%lld", what, lanes[0],
+                  lanes[1], sf[0], sf[1], (long long)n_slots[0], (long long)n_slots[1]);
+    ck_assert_msg((size_t)n_slots[1] <= cap, "%s: %lld slots", what, (long long)n_slots[1]);
+    for (int32_t i = 0; i < n; i++) {
+        ck_assert_msg(lv[0][i] == want[i] && lv[1][i] == want[i], "%s: row %d: level %d / %d, "
+                      "want %d", what, i, lv[0][i], lv[1][i], want[i]);
+        ck_assert_msg(rows[0][i] == rows[1][i], "%s: rows by level differ at %d", what, i);
+    }
+    ck_assert_msg(memcmp(slots[0], slots[1], (size_t)n_slots[0] * sizeof(int32_t)) == 0,
+                  "%s: the sync-free schedules differ", what);
+    memset(&d, 0, sizeof d); /* the rule */
+    gs_engine_cuda_set_debug(gpu, &d);
+    ck_assert_msg(gs_dsparse_hook_tri_analyse(gpu, T, upper, 0, lv[1], rows[1], slots[1],
+                                              &n_slots[1], &nl[1], &lanes[1], &sf[1],
+                                              &on_host[1], &longest[1]) == GS_OK,
+                  "%s: %s", what, gpu->err.msg);
+    ck_assert_msg(on_host[1] == rule_host && nl[1] == top, "%s: the rule: on_host %d (want %d), "
+                  "%d levels", what, on_host[1], rule_host, nl[1]);
+    ck_assert_msg(memcmp(rows[0], rows[1], (size_t)n * sizeof(int32_t)) == 0,
+                  "%s: the rule's rows by level differ", what);
+    for (int k = 0; k < 2; k++) free(lv[k]), free(rows[k]), free(slots[k]);
+    free(want);
+}
+
+/* Chains (a level a row: the host's, by the rule), random bands, a full pattern whose
+ * other triangle is ignored, one row, and 3D grids' triangles: 40^3 reads past the rule's
+ * budget within its first planes (device), 12^3 (1728 rows) stays within the fixed part
+ * (host). */
+START_TEST(test_tri_analysis_host)
+{
+    tu_rng r = tu_rng_seed(33);
+    gpu_up();
+    for (int upper = 0; upper < 2; upper++) {
+        char what[96];
+        gs_csr T = random_triangle(&r, 3000, upper, 1, 0.0, 1);
+        snprintf(what, sizeof what, "chain 3000 %s", upper ? "upper" : "lower");
+        check_analysis_on(&T, upper, 1, what);
+        gs_csr_free(&T);
+        T = random_triangle(&r, 20000, upper, 66, 0.02, 1);
+        snprintf(what, sizeof what, "band 20000 (66) %s", upper ? "upper" : "lower");
+        check_analysis_on(&T, upper, 1, what);
+        gs_csr_free(&T);
+        T = random_triangle(&r, 1, upper, 1, 0.0, 1);
+        snprintf(what, sizeof what, "one row %s", upper ? "upper" : "lower");
+        check_analysis_on(&T, upper, 1, what);
+        gs_csr_free(&T);
+        T = grid_triangle(&r, 40, 40, 40, upper, 0);
+        snprintf(what, sizeof what, "grid 40^3 %s", upper ? "upper" : "lower");
+        check_analysis_on(&T, upper, 0, what);
+        gs_csr_free(&T);
+        T = grid_triangle(&r, 33, 17, 9, upper, 97);
+        snprintf(what, sizeof what, "grid 33x17x9 spikes %s", upper ? "upper" : "lower");
+        check_analysis_on(&T, upper, 1, what);
+        gs_csr_free(&T);
+        gs_csr A = tu_generated("poisson3d:12");
+        snprintf(what, sizeof what, "poisson3d:12, both triangles stored, %s", upper ? "upper" : "lower");
+        check_analysis_on(&A, upper, 1, what);
+        gs_csr_free(&A);
+    }
+    gpu_down();
+}
+END_TEST
+
 #endif /* GS_HAVE_CUDA */
 
 static Suite *cuda_toolkit_suite(int have_gpu)
@@ -767,6 +874,7 @@ static Suite *cuda_toolkit_suite(int have_gpu)
         tcase_add_test(tc, test_split_lu);
         tcase_add_test(tc, test_pattern_power_long_rows);
         tcase_add_test(tc, test_trisolve_grids);
+        tcase_add_test(tc, test_tri_analysis_host);
     }
 #else
     (void)have_gpu;

@@ -437,6 +437,130 @@ START_TEST(gspai_heavy_columns_of_a_bordered_matrix)
 }
 END_TEST
 
+/* ---- the heavy columns' Gram entries: the chunked dot product ---- */
+
+/* Place of row r in the sorted list c[0..len), or -1. */
+static int64_t find_row(const int32_t *c, int64_t len, int32_t r)
+{
+    int64_t lo = 0, hi = len;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (c[mid] < r) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < len && c[lo] == r ? lo : -1;
+}
+
+/* gs_spai_column_dot_chunked's definition, written out: the shorter list (a on a tie) cut
+ * by position into GS_SPAI_DOT_CHUNKS pieces, each piece's products over the rows also in
+ * b summed in ascending order from 0, the pieces added in order from 0. *mag: sum |terms|,
+ * *exact: the sum in long double. */
+static double chunked_by_definition(const gs_csr *AT, int32_t a, int32_t b, double *mag,
+                                    long double *exact)
+{
+    if (AT->row_ptr[a + 1] - AT->row_ptr[a] > AT->row_ptr[b + 1] - AT->row_ptr[b]) {
+        const int32_t t = a;
+        a = b, b = t;
+    }
+    const int64_t a0 = AT->row_ptr[a], la = AT->row_ptr[a + 1] - a0, b0 = AT->row_ptr[b];
+    const int64_t lb = AT->row_ptr[b + 1] - b0;
+    double s = 0.0;
+    *mag = 0.0, *exact = 0.0L;
+    for (int64_t c = 0; c < GS_SPAI_DOT_CHUNKS; c++) {
+        double piece = 0.0;
+        for (int64_t p = c * la / GS_SPAI_DOT_CHUNKS; p < (c + 1) * la / GS_SPAI_DOT_CHUNKS; p++) {
+            const int64_t q = find_row(AT->col + b0, lb, AT->col[a0 + p]);
+            if (q < 0) continue;
+            piece += AT->val[a0 + p] * AT->val[b0 + q];
+            *mag += fabs(AT->val[a0 + p] * AT->val[b0 + q]);
+            *exact += (long double)AT->val[a0 + p] * AT->val[b0 + q];
+        }
+        s += piece;
+    }
+    return s;
+}
+
+/* Rows of AT (columns of A) of the given lengths, random rows of n ascending, random values;
+ * list 0 and 1 share every row of list 0 (a tie: equal lengths). */
+static gs_csr random_columns(const int64_t *len, int count, int32_t n, uint64_t seed)
+{
+    tu_rng r = tu_rng_seed(seed);
+    gs_csr AT = {0};
+    int64_t total = 0;
+    for (int c = 0; c < count; c++) total += len[c];
+    AT.n_rows = count, AT.n_cols = n, AT.nnz = total;
+    AT.row_ptr = malloc(((size_t)count + 1) * sizeof(int64_t));
+    AT.col = malloc((size_t)total * sizeof(int32_t) + 4);
+    AT.val = malloc((size_t)total * sizeof(double) + 8);
+    ck_assert(AT.row_ptr && AT.col && AT.val);
+    AT.row_ptr[0] = 0;
+    for (int c = 0; c < count; c++) {
+        int64_t at = AT.row_ptr[c], left = len[c];
+        for (int32_t row = 0; row < n && left > 0; row++) /* selection sampling: ascending */
+            if (c == 1 ? find_row(AT.col, len[0], row) >= 0
+                       : (double)(tu_next(&r) % (uint64_t)(n - row)) < (double)left)
+                AT.col[at] = row, AT.val[at++] = tu_uniform(&r) - 0.5, left--;
+        ck_assert_int_eq(left, 0);
+        AT.row_ptr[c + 1] = at;
+    }
+    return AT;
+}
+
+/* gs_spai_column_dot_chunked is its definition to the bit (merge and search sides of
+ * GS_SPAI_DOT_SEARCH, lists shorter and longer than the 32 chunks, a tie, either order),
+ * within its rounding bound of the exact product ((m + 33) u sum |terms|: a piece of m
+ * terms, 32 pieces, each product rounded), and gs_spai_column_dot itself where the shorter
+ * list has at most 32 entries (a term a piece at most: the same sums). */
+START_TEST(spai_chunked_dot_products)
+{
+    const int64_t len[6] = {3000, 3000, 31, 32, 400, 12000};
+    gs_csr AT = random_columns(len, 6, 20000, 5);
+    for (int32_t a = 0; a < 6; a++)
+        for (int32_t b = 0; b < 6; b++) {
+            double mag = 0.0;
+            long double exact = 0.0L;
+            const double got = gs_spai_column_dot_chunked(&AT, a, b);
+            const double want = chunked_by_definition(&AT, a, b, &mag, &exact);
+            ck_assert_msg(memcmp(&got, &want, sizeof got) == 0, "lists %d, %d: %.17g, by the "
+                          "definition %.17g", a, b, got, want);
+            const int64_t m = (len[a] < len[b] ? len[a] : len[b]) / GS_SPAI_DOT_CHUNKS + 1;
+            ck_assert_msg(fabsl((long double)got - exact) <= (m + 33) * (DBL_EPSILON / 2) * mag,
+                          "lists %d, %d: %.17g, exact %.17Lg", a, b, got, exact);
+            if (len[a] <= GS_SPAI_DOT_CHUNKS || len[b] <= GS_SPAI_DOT_CHUNKS) {
+                const double plain = gs_spai_column_dot(&AT, a, b);
+                ck_assert_msg(memcmp(&got, &plain, sizeof got) == 0, "lists %d, %d: %.17g, "
+                              "plain %.17g", a, b, got, plain);
+            }
+        }
+    gs_csr_free(&AT);
+}
+END_TEST
+
+/* The heavy columns of bordered:40x40x1 (its 8 dense columns) and their Gram matrix: every
+ * entry the chunked product of its pair, to the bit, and symmetric. */
+START_TEST(spai_heavy_gram_is_chunked)
+{
+    gs_csr A = tu_generated("bordered:40x40x1"), AT = {0};
+    gs_error err = {0};
+    gs_spai_heavy h;
+    ck_assert(gs_csr_transpose(&A, &AT, &err) == GS_OK);
+    ck_assert_msg(gs_spai_heavy_build(&AT, &h, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(h.count, 8);
+    for (int32_t a = 0; a < h.count; a++) {
+        ck_assert(AT.row_ptr[h.cols[a] + 1] - AT.row_ptr[h.cols[a]] >= h.min_length);
+        for (int32_t b = 0; b < h.count; b++) {
+            const double want = gs_spai_column_dot_chunked(&AT, h.cols[a], h.cols[b]);
+            const double got = h.gram[(size_t)a * h.count + b];
+            ck_assert_msg(memcmp(&got, &want, sizeof got) == 0 &&
+                              memcmp(&got, &h.gram[(size_t)b * h.count + a], sizeof got) == 0,
+                          "gram[%d][%d] = %.17g, chunked %.17g", a, b, got, want);
+        }
+    }
+    gs_spai_heavy_free(&h);
+    gs_csr_free(&AT), gs_csr_free(&A);
+}
+END_TEST
+
 /* ---- convergence: fewer BiCGSTAB iterations than Jacobi (pattern of A) ---- */
 
 START_TEST(gspai_needs_fewer_iterations_than_jacobi)
@@ -531,6 +655,8 @@ int main(void)
     tcase_add_test(prop, gspai_normal_equations_reject_ill_conditioned_columns);
     tcase_add_test(prop, gspai_cgls_columns_of_a_bordered_matrix);
     tcase_add_test(prop, gspai_heavy_columns_of_a_bordered_matrix);
+    tcase_add_test(prop, spai_chunked_dot_products);
+    tcase_add_test(prop, spai_heavy_gram_is_chunked);
     TCase *conv = tu_add_tcase(s, "convergence", 120);
     tcase_add_test(conv, gspai_needs_fewer_iterations_than_jacobi);
     TCase *bad = tu_add_tcase(s, "bad input", 0);

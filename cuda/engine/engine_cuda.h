@@ -227,8 +227,13 @@ void gs_cuda_fused_forget(gs_engine *e, const gs_mat *A);
  * lower, U unit upper) made now, at a setup, instead of in the first solve
  * that takes them (their levels, a synchronising analysis, and the
  * packing: a few hundred us). Does nothing for factors the fused path
- * cannot take (fp32, more than GS_FUSED_FACTOR_MAX_ROWS rows). */
-int gs_cuda_fused_prepare_factors(gs_engine *e, const gs_mat *L, const gs_mat *U);
+ * cannot take (fp32, more than GS_FUSED_FACTOR_MAX_ROWS rows). lower,
+ * upper: the setup's own level analyses of L's and U's patterns
+ * (gs_dsparse.h), taken instead of analysing again (only read here; the
+ * caller keeps them); NULL: the fused path analyses that factor itself. */
+struct gs_dtri;
+int gs_cuda_fused_prepare_factors(gs_engine *e, const gs_mat *L, const gs_mat *U,
+                                  const struct gs_dtri *lower, const struct gs_dtri *upper);
 
 /* gs_cuda_mat_device_csr_download, a test hook, is declared in gs_cuda.h. */
 

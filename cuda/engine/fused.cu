@@ -813,7 +813,8 @@ static int fused_spec_valid(gs_engine *e, const gs_fused *f, int64_t n)
  * levels (gs_dtri, the toolkit's analysis), then its rows in level order
  * with their entries off the diagonal on its side. */
 typedef struct fused_levels {
-    gs_dtri t;
+    int32_t n_levels;
+    int upper;
     int64_t n, nnz;
     int lanes;
     int32_t *ptr, *row, *rp, *col; /* device: n_levels + 1, n, n + 1, nnz */
@@ -823,12 +824,11 @@ typedef struct fused_levels {
 static void fused_levels_free(gs_engine *e, fused_levels *lv)
 {
     if (!lv) return;
-    gs_cuda_free(e, lv->ptr, ((size_t)lv->t.n_levels + 1) * sizeof(int32_t));
+    gs_cuda_free(e, lv->ptr, ((size_t)lv->n_levels + 1) * sizeof(int32_t));
     gs_cuda_free(e, lv->row, (size_t)lv->n * sizeof(int32_t));
     gs_cuda_free(e, lv->rp, ((size_t)lv->n + 1) * sizeof(int32_t));
     gs_cuda_free(e, lv->col, (size_t)lv->nnz * sizeof(int32_t));
     gs_cuda_free(e, lv->val, (size_t)lv->nnz * sizeof(double));
-    gs_dtri_free(e, &lv->t);
     free(lv);
 }
 
@@ -903,11 +903,14 @@ cleanup:
 /* The factor in the cache's place k (its view made by fused_mat_view)
  * packed for the kernel, once while that matrix stays there: lower
  * (upper 0) or upper triangular, entries on the other side and the
- * diagonal ignored. The levels come from the toolkit's analysis on the
- * device; the packing itself is done on the host (the fused path takes at
+ * diagonal ignored. The levels are given's where the setup passes its own
+ * analysis of this triangle (the same pattern: gs_cuda_fused_prepare_factors),
+ * else the toolkit's analysis on the device, made here and freed once
+ * packed; the packing itself is done on the host (the fused path takes at
  * most GS_FUSED_FACTOR_MAX_ROWS rows: a copy each way of a few MB at most,
  * once per factor) and uploaded. */
-static int fused_factor_levels(gs_engine *e, int k, int upper, fused_levels **out)
+static int fused_factor_levels(gs_engine *e, int k, int upper, const gs_dtri *given,
+                               fused_levels **out)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const gs_cuda_csr_view *v = &c->fused_view[k];
@@ -915,16 +918,22 @@ static int fused_factor_levels(gs_engine *e, int k, int upper, fused_levels **ou
     int64_t *rp = NULL;
     int32_t *col = NULL, *by_level = NULL, *h = NULL;
     double *val = NULL, *pval = NULL;
+    gs_dtri own = {};
+    const gs_dtri *t = given;
     int status = GS_OK;
-    if (lv && lv->t.upper == upper) return *out = lv, GS_OK;
+    if (lv && lv->upper == upper) return *out = lv, GS_OK;
     fused_levels_free(e, lv);
     c->fused_levels[k] = NULL;
     lv = (fused_levels *)gs_calloc(1, sizeof *lv, "fused: factor levels", &e->err);
     if (!lv) return GS_ERR_NOMEM;
-    lv->n = v->n_rows;
-    GS_TRY(gs_dtri_analyse(e, v->n_rows, v->nnz, v->row_ptr, v->col, upper, &lv->t));
+    lv->n = v->n_rows, lv->upper = upper;
+    if (!t || t->n != v->n_rows || t->upper != (upper ? 1 : 0) || !t->level_ptr) {
+        GS_TRY(gs_dtri_analyse(e, v->n_rows, v->nnz, v->row_ptr, v->col, upper, &own));
+        t = &own;
+    }
+    lv->n_levels = t->n_levels;
     {
-        const int64_t n = lv->n, nnz = v->nnz, nl = lv->t.n_levels;
+        const int64_t n = lv->n, nnz = v->nnz, nl = t->n_levels;
         rp = (int64_t *)gs_malloc(((size_t)n + 1) * sizeof(int64_t), "fused: factor", &e->err);
         col = (int32_t *)gs_malloc((size_t)nnz * sizeof(int32_t) + 1, "fused: factor", &e->err);
         val = (double *)gs_malloc((size_t)nnz * sizeof(double) + 1, "fused: factor", &e->err);
@@ -940,13 +949,13 @@ static int fused_factor_levels(gs_engine *e, int k, int upper, fused_levels **ou
                                                   cudaMemcpyDeviceToHost, c->stream)));
         GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(val, v->val, (size_t)nnz * sizeof(double),
                                                   cudaMemcpyDeviceToHost, c->stream)));
-        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(by_level, lv->t.level_rows,
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(by_level, t->level_rows,
                                                   (size_t)n * sizeof(int32_t),
                                                   cudaMemcpyDeviceToHost, c->stream)));
         GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
         int32_t *hptr = h, *hrow = h + nl + 1, *hrp = hrow + n, *hcol = hrp + n + 1;
         int64_t m = 0;
-        for (int64_t l = 0; l <= nl; l++) hptr[l] = (int32_t)lv->t.level_ptr[l];
+        for (int64_t l = 0; l <= nl; l++) hptr[l] = (int32_t)t->level_ptr[l];
         for (int64_t p = 0; p < n; p++) {
             const int32_t i = by_level[p];
             hrow[p] = i;
@@ -978,14 +987,17 @@ static int fused_factor_levels(gs_engine *e, int k, int upper, fused_levels **ou
 cleanup:
     if (lv) CUDA_TEARDOWN(&c->teardown, cudaStreamSynchronize(c->stream)); /* nothing reads it after */
     fused_levels_free(e, lv);
+    gs_dtri_free(e, &own);
     free(rp), free(col), free(val), free(by_level), free(h), free(pval);
     return status;
 }
 
-int gs_cuda_fused_prepare_factors(gs_engine *e, const gs_mat *L, const gs_mat *U)
+int gs_cuda_fused_prepare_factors(gs_engine *e, const gs_mat *L, const gs_mat *U,
+                                  const gs_dtri *lower, const gs_dtri *upper)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     const gs_mat *M[2] = {L, U};
+    const gs_dtri *given[2] = {lower, upper};
     int cc = 0, status = not_capturing(e, "fused_prepare_factors");
     if (status != GS_OK) return status;
     if (c->debug.fused == GS_DEBUG_FORCE_OFF) return GS_OK; /* no fused path will read them */
@@ -1000,7 +1012,7 @@ int gs_cuda_fused_prepare_factors(gs_engine *e, const gs_mat *L, const gs_mat *U
         fused_csr unused = {};
         fused_levels *lv = NULL;
         GS_TRY(fused_mat_view(e, M[k], 1 + k, &unused));
-        GS_TRY(fused_factor_levels(e, 1 + k, k, &lv));
+        GS_TRY(fused_factor_levels(e, 1 + k, k, given[k], &lv));
     }
 cleanup:
     return status;
@@ -1057,12 +1069,12 @@ int cuda_fused_run(gs_engine *e, const gs_fused *f, gs_loop *L)
         size_t stage = (size_t)n * sizeof(double); /* dinv */
         for (int k = 0; k < 2; k++) {
             fused_levels *lv = NULL;
-            GS_TRY(fused_factor_levels(e, 1 + k, k, &lv));
+            GS_TRY(fused_factor_levels(e, 1 + k, k, NULL, &lv));
             fused_tri *T = &arg.args.T[k];
             T->ptr = lv->ptr, T->row = lv->row, T->rp = lv->rp, T->col = lv->col, T->val = lv->val;
-            T->nlev = lv->t.n_levels, T->lanes = lv->lanes, T->nnz = lv->nnz;
+            T->nlev = lv->n_levels, T->lanes = lv->lanes, T->nnz = lv->nnz;
             stage += (size_t)lv->nnz * (sizeof(double) + sizeof(int32_t)) +
-                     ((size_t)lv->t.n_levels + 1 + 2 * (size_t)n + 1) * sizeof(int32_t);
+                     ((size_t)lv->n_levels + 1 + 2 * (size_t)n + 1) * sizeof(int32_t);
         }
         arg.args.staged = c->debug.fused_stage != GS_DEBUG_FORCE_OFF &&
                           arg.smem + stage <= arg.smem_max;

@@ -149,7 +149,7 @@ static int isai_factor(gs_pc *pc, const gs_csr *A, const gs_isai_options *o, con
     if (bad) GS_TRY(isai_factor_failure(A, o, bad, "a missing or zero diagonal entry", err));
     if (o->scale) GS_TRY(gs_pc_stage_end(pc, "scaling", t0));
     t0 = o->scale ? gs_pc_stage_begin(pc) : t0;
-    GS_TRY(isai_cuda_ilu0(pc, &W, diag, o->ilu_sweeps, o->ilu_cusparse, &scheme, &bad, err));
+    GS_TRY(isai_cuda_ilu0(pc, A, &W, diag, o->ilu_sweeps, o->ilu_cusparse, &scheme, &bad, err));
     if (bad) GS_TRY(isai_factor_failure(A, o, bad, "a zero pivot or an overflow", err));
     if (scheme) gs_kv_str(&pc->extra, "ilu_scheme", scheme); /* syncfree | levels (exact ILU) */
     GS_TRY(gs_dcsr_split_lu(e, &W, L, U));

@@ -58,7 +58,8 @@ static __device__ inline unsigned isai_group_mask()
 int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, double **s,
                     int64_t **diag, int *bad);
 
-/* ILU(0) in place on W's values (sorted rows) on pc's engine: sweeps
+/* ILU(0) in place on W's values (sorted rows; A: the host's CSR of the same
+ * pattern, whose rows give L's levels where they are thin, or NULL) on pc's engine: sweeps
  * fixed-point sweeps (sweeps > 0; Chow-Patel, Jacobi order, the CPU
  * reference's arithmetic), else exact: cuSPARSE's csrilu02 (cusparse) or our
  * IKJ, the reference's operations per entry in its order, scheduled by L's
@@ -69,8 +70,8 @@ int isai_cuda_scale(gs_engine *e, const gs_dcsr *dA, int scale, gs_dcsr *W, doub
  * GS_ERR_TIME_LIMIT (err names the stage "ilu0") once pc's deadline has
  * passed: with a launch a level, asked every 256 launches (the host's clock
  * only, no added wait); else the stage's end asks. */
-int isai_cuda_ilu0(gs_pc *pc, gs_dcsr *W, const int64_t *diag, int sweeps, int cusparse,
-                   const char **scheme, int *bad, gs_error *err);
+int isai_cuda_ilu0(gs_pc *pc, const gs_csr *A, gs_dcsr *W, const int64_t *diag, int sweeps,
+                   int cusparse, const char **scheme, int *bad, gs_error *err);
 
 /* What one generation did: the longest column of M; the columns solved in
  * the excess system and its entries (sum of nnz(T(J_b, J_b))); the lowest

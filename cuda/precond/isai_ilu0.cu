@@ -440,24 +440,34 @@ __global__ void isai_ilu0_longest_kernel(int32_t n, const int64_t *__restrict__ 
 static int isai_ilu0_past(const void *ctx) { return gs_pc_past_deadline((const gs_pc *)ctx); }
 
 /* ILU(0) of W on the host (the reference's IKJ code, gs_ilu0_in_place) where the device's
- * would be latency-bound: W's pattern and values down, the factors' values up. The
- * reference's messages; GS_ERR_TIME_LIMIT, unnamed, at the deadline. */
-static int isai_ilu0_host(gs_pc *pc, gs_dcsr *W, gs_error *err)
+ * would be latency-bound: W's values down, the factors' values up. W's pattern is A's
+ * (the host's rows, A: isai_cuda_scale's W aliases them on the device), downloaded only
+ * where A is not given. The reference's messages; GS_ERR_TIME_LIMIT, unnamed, at the
+ * deadline. */
+static int isai_ilu0_host(gs_pc *pc, const gs_csr *A, gs_dcsr *W, gs_error *err)
 {
     gs_engine *e = pc->eng;
     cudaStream_t s = gs_cuda_of(e)->stream;
     gs_csr H = {};
     double *w = NULL;
+    int64_t *rp = NULL;
+    int32_t *col = NULL;
     int status = GS_OK;
     H.n_rows = H.n_cols = W->n, H.nnz = W->nnz;
-    H.row_ptr = (int64_t *)gs_malloc(((size_t)W->n + 1) * sizeof(int64_t), "isai: W's rows on the host", err);
-    H.col = (int32_t *)gs_malloc((size_t)W->nnz * sizeof(int32_t) + 1, "isai: W's columns on the host", err);
+    if (A && A->n_rows == W->n && A->nnz == W->nnz) {
+        H.row_ptr = A->row_ptr, H.col = A->col;
+    } else {
+        rp = (int64_t *)gs_malloc(((size_t)W->n + 1) * sizeof(int64_t), "isai: W's rows on the host", err);
+        col = (int32_t *)gs_malloc((size_t)W->nnz * sizeof(int32_t) + 1, "isai: W's columns on the host", err);
+        if (!rp || !col) GS_TRY(GS_ERR_NOMEM);
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(rp, W->rp, ((size_t)W->n + 1) * sizeof(int64_t),
+                                                  cudaMemcpyDeviceToHost, s)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(col, W->col, (size_t)W->nnz * sizeof(int32_t),
+                                                  cudaMemcpyDeviceToHost, s)));
+        H.row_ptr = rp, H.col = col;
+    }
     w = (double *)gs_malloc((size_t)W->nnz * sizeof(double) + 1, "isai: W's values on the host", err);
-    if (!H.row_ptr || !H.col || !w) GS_TRY(GS_ERR_NOMEM);
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(H.row_ptr, W->rp, ((size_t)W->n + 1) * sizeof(int64_t),
-                                              cudaMemcpyDeviceToHost, s)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(H.col, W->col, (size_t)W->nnz * sizeof(int32_t),
-                                              cudaMemcpyDeviceToHost, s)));
+    if (!w) GS_TRY(GS_ERR_NOMEM);
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(w, W->val, (size_t)W->nnz * sizeof(double),
                                               cudaMemcpyDeviceToHost, s)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s)));
@@ -466,17 +476,19 @@ static int isai_ilu0_host(gs_pc *pc, gs_dcsr *W, gs_error *err)
                                               cudaMemcpyHostToDevice, s)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(s))); /* w is freed below */
 cleanup:
-    free(H.row_ptr), free(H.col), free(w);
+    free(rp), free(col), free(w);
     return status;
 }
 
 /* ILU(0) in place on W's values, scheduled by the levels of L's pattern (the rows k < i
- * that row i reads are its forward-solve dependencies: gs_dtri_analyse on W's pattern,
- * upper entries ignored): one sync-free launch, or a launch a level with the analysis'
+ * that row i reads are its forward-solve dependencies: gs_dtri_analyse_rows on W's pattern,
+ * upper entries ignored, from A's host rows where the levels are thin, which also counts
+ * the longest row of L; else on the device, and the longest row by a kernel): the host's
+ * IKJ (gs_dfactor_on_host), one sync-free launch, or a launch a level with the analysis'
  * lanes a row and the deadline asked every ILU0_CHECK_LEVELS levels (the host's clock
- * only: the launches queue without a wait). *syncfree: the scheme that ran. */
-static int isai_ilu0_ikj(gs_pc *pc, gs_dcsr *W, const int64_t *diag, const char **scheme,
-                         gs_error *err)
+ * only: the launches queue without a wait). *scheme: the scheme that ran. */
+static int isai_ilu0_ikj(gs_pc *pc, const gs_csr *A, gs_dcsr *W, const int64_t *diag,
+                         const char **scheme, gs_error *err)
 {
     gs_engine *e = pc->eng;
     gs_dtri t = {};
@@ -484,8 +496,13 @@ static int isai_ilu0_ikj(gs_pc *pc, gs_dcsr *W, const int64_t *diag, const char 
     unsigned long long *d_longest = NULL;
     uint64_t longest = 0;
     int status = GS_OK, on_host = 0, syncfree_v = 0, *syncfree = &syncfree_v;
-    GS_TRY(gs_dtri_analyse(e, W->n, W->nnz, W->rp, W->col, 0, &t));
+    GS_TRY(gs_dtri_analyse_rows(e, W->n, W->nnz, W->rp, W->col, A, 0, &t));
     gs_kv_num(&pc->extra, "ilu_levels", t.n_levels); /* the scheme's measure (bench_factor.py) */
+    gs_kv_str(&pc->extra, "ilu_levels_analysis", t.on_host ? "host" : "device");
+    if (t.longest_row >= 0) { /* counted by the host's pass: no kernel, no round trip */
+        longest = (uint64_t)t.longest_row;
+        goto decide;
+    }
     GS_TRY(gs_cuda_alloc(e, &d_longest, sizeof(unsigned long long), "isai: longest row of L"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(d_longest, 0, sizeof(unsigned long long),
                                               gs_cuda_of(e)->stream)));
@@ -496,10 +513,11 @@ static int isai_ilu0_ikj(gs_pc *pc, gs_dcsr *W, const int64_t *diag, const char 
         const int len[1] = {1};
         GS_TRY(gs_dread_words(e, 1, src, len, &longest));
     }
+decide:
     on_host = gs_dfactor_on_host(e, &t, (int64_t)longest);
     *scheme = on_host ? "host" : NULL;
     if (on_host) {
-        GS_TRY(isai_ilu0_host(pc, W, err));
+        GS_TRY(isai_ilu0_host(pc, A, W, err));
         goto cleanup;
     }
     *syncfree = isai_ilu0_use_syncfree(e, &t);
@@ -526,8 +544,8 @@ cleanup:
 
 /* ------------------------------------------------------------ driver */
 
-int isai_cuda_ilu0(gs_pc *pc, gs_dcsr *W, const int64_t *diag, int sweeps, int cusparse,
-                   const char **scheme, int *bad, gs_error *err)
+int isai_cuda_ilu0(gs_pc *pc, const gs_csr *A, gs_dcsr *W, const int64_t *diag, int sweeps,
+                   int cusparse, const char **scheme, int *bad, gs_error *err)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -540,7 +558,7 @@ int isai_cuda_ilu0(gs_pc *pc, gs_dcsr *W, const int64_t *diag, int sweeps, int c
     } else if (cusparse) {
         GS_TRY(isai_ilu0_cusparse(e, W));
     } else {
-        status = isai_ilu0_ikj(pc, W, diag, scheme, err);
+        status = isai_ilu0_ikj(pc, A, W, diag, scheme, err);
         if (status == GS_ERR_TIME_LIMIT) status = gs_pc_deadline(pc, "ilu0", err);
         GS_TRY(status);
     }

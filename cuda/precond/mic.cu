@@ -333,14 +333,19 @@ cleanup:
 }
 
 /* The substitutions: cuSPARSE's matrices (exact), or L^T's levels and the scheme, chosen
- * by choice ("syncfree", "levels") or, for "auto", by timing both once on the factors. */
-static int mic_layout(gs_pc *pc, mic_cuda_data *m, const char *choice)
+ * by choice ("syncfree", "levels") or, for "auto", by timing both once on the factors.
+ * L^T's levels come from A's host rows where thin (gs_dtri_analyse_rows: row i of L^T
+ * depends on the j > i of A's row i), and serve the fused kernel too (mic_publish_factors);
+ * with exact only where the fused kernel may take the system. */
+static int mic_layout(gs_pc *pc, const gs_csr *A, mic_cuda_data *m, const char *choice)
 {
     gs_engine *e = pc->eng;
     const int32_t n = m->f.n;
     int status = GS_OK;
     float ms = 0.0f;
     gs_vec *probe = NULL, *out = NULL;
+    if (!m->exact || n <= GS_FUSED_FACTOR_MAX_ROWS)
+        GS_TRY(gs_dtri_analyse_rows(e, n, m->f.U.nnz, m->f.U.rp, m->f.U.col, A, 1, &m->upper));
     if (m->exact) {
         GS_TRY(mic_engine_factors(e, m, GS_CUDA_TRI_LOWER, GS_CUDA_TRI_UPPER));
         GS_TRY(e->ops->vec_create(e, n, &m->t));
@@ -355,7 +360,6 @@ static int mic_layout(gs_pc *pc, mic_cuda_data *m, const char *choice)
         gs_kv_num(&pc->extra, "fbs_exact_ms", ms);
         goto cleanup;
     }
-    GS_TRY(gs_dtri_analyse(e, n, m->f.U.nnz, m->f.U.rp, m->f.U.col, 1, &m->upper));
     m->how = strcmp(choice, "levels") == 0   ? GS_DTRI_LEVELS
              : strcmp(choice, "blocks") == 0 ? GS_DTRI_BLOCKS
                                              : GS_DTRI_SYNCFREE;
@@ -383,7 +387,8 @@ cleanup:
 /* The factors as engine matrices and D^-1 as an engine vector, described
  * for a fused kernel (gs_pc.factor): --trisolve exact has them; the other
  * schemes copy them where the fused kernel could take the system at all
- * (GS_FUSED_FACTOR_MAX_ROWS), a few hundred KiB at most. */
+ * (GS_FUSED_FACTOR_MAX_ROWS), a few hundred KiB at most. The fused kernel
+ * packs them by the levels this setup found (L's, L^T's): no analysis again. */
 static int mic_publish_factors(gs_pc *pc, mic_cuda_data *m)
 {
     gs_engine *e = pc->eng;
@@ -393,7 +398,8 @@ static int mic_publish_factors(gs_pc *pc, mic_cuda_data *m)
         GS_TRY(mic_engine_factors(e, m, GS_CUDA_TRI_NONE, GS_CUDA_TRI_NONE));
     }
     gs_pc_set_factors(pc, m->L_eng, m->LT_eng, m->u);
-    GS_TRY(gs_cuda_fused_prepare_factors(e, m->L_eng, m->LT_eng)); /* in Tp, not the solve */
+    GS_TRY(gs_cuda_fused_prepare_factors(e, m->L_eng, m->LT_eng, &m->f.lower,
+                                         m->upper.level_ptr ? &m->upper : NULL)); /* in Tp */
 cleanup:
     return status;
 }
@@ -420,8 +426,11 @@ static void mic_cuda_describe(gs_pc *pc, const mic_cuda_data *m)
     gs_kv_num(&pc->extra, "shift", m->shift);
     gs_kv_num(&pc->extra, "shift_tries", m->tries);
     gs_kv_num(&pc->extra, "levels_L", m->f.lower.n_levels);
+    gs_kv_str(&pc->extra, "levels_L_analysis", m->f.lower.on_host ? "host" : "device");
     gs_kv_str(&pc->extra, "factor_scheme", m->on_host ? "host" : m->f.syncfree ? "syncfree" : "levels");
     if (!m->exact) gs_kv_num(&pc->extra, "levels_LT", m->upper.n_levels);
+    if (!m->exact)
+        gs_kv_str(&pc->extra, "levels_LT_analysis", m->upper.on_host ? "host" : "device");
 }
 
 /* The stages after A is on the device. */
@@ -489,7 +498,7 @@ extern "C" int gs_mic_setup_cuda(gs_pc *pc, const gs_csr *A, gs_error *err)
     }
     GS_TRY(status);
     t0 = gs_pc_stage_begin(pc);
-    GS_TRY(mic_layout(pc, m, choice));
+    GS_TRY(mic_layout(pc, A, m, choice));
     GS_TRY(mic_publish_factors(pc, m));
     GS_TRY(gs_pc_stage_end(pc, "layout", t0));
     mic_cuda_describe(pc, m);

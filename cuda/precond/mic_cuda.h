@@ -35,8 +35,10 @@ typedef struct mic_factor {
 } mic_factor;
 
 /* The device checks of A (symmetric within GS_SYMMETRY_RTOL, finite, a
- * positive diagonal), L's and U's patterns, lmap, and L's levels. A failed
- * check hands over to the host (gs_mic_check_input) for the message. */
+ * positive diagonal), L's and U's patterns, lmap, and L's levels (from A's
+ * host rows where the toolkit's rule finds them thin: gs_dtri_analyse_rows).
+ * A failed check hands over to the host (gs_mic_check_input) for the
+ * message. */
 int mic_cuda_patterns(gs_engine *e, const gs_csr *A, const gs_dcsr *dA, mic_factor *f,
                       gs_error *err);
 /* One factorisation of A + alpha diag(A) with omega: U's values, d, and the

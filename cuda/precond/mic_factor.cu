@@ -455,7 +455,9 @@ int mic_cuda_patterns(gs_engine *e, const gs_csr *A, const gs_dcsr *dA, mic_fact
                        (const int64_t *)dA->rp, (const int32_t *)dA->col,
                        (const int64_t *)f->diag_pos, (const int64_t *)f->L.rp, f->L.col, f->lmap,
                        (const int64_t *)f->U.rp, f->U.col));
-    GS_TRY(gs_dtri_analyse(e, n, f->L.nnz, f->L.rp, f->L.col, 0, &f->lower));
+    /* L's levels from A's rows on the host where they are thin (gs_dtri_analyse_rows'
+     * rule): a chain's would cost the device a dependent step a level */
+    GS_TRY(gs_dtri_analyse_rows(e, n, f->L.nnz, f->L.rp, f->L.col, A, 0, &f->lower));
 cleanup:
     gs_cuda_free(e, d_bad, 2 * sizeof(int));
     return status;

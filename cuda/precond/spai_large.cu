@@ -26,12 +26,42 @@
 #include <cub/cub.cuh>
 
 #include "spai_cuda.h"
+#include "spai_hooks.h"
 
 #define FULL_MASK 0xffffffffu
 #define NE_WARPS 4              /* columns (warps) a block of the normal equations */
 #define CGLS_BLOCK 256          /* threads of the per-column reductions */
 #define CGLS_CHECK_EVERY 25     /* sweeps between the host's looks at the active columns */
 #define CGLS_SPREAD 64          /* blocks a column in the set-up kernels */
+
+/* The sum over the common rows of a's entries [p0, p1) and b (ca, cb ascending; a the
+ * shorter list, la its length), from 0, ascending: the reference's dot_piece, operation for
+ * operation (a merge where lb <= GS_SPAI_DOT_SEARCH la, else a search of b; the same terms
+ * in the same order either way). */
+static __device__ double large_dot_piece(const int32_t *__restrict__ ca,
+                                         const double *__restrict__ va, int64_t la,
+                                         const int32_t *__restrict__ cb,
+                                         const double *__restrict__ vb, int64_t lb, int64_t p0,
+                                         int64_t p1)
+{
+    double s = 0.0;
+    if (p0 >= p1) return s;
+    int64_t q = gs_dlower_bound(cb, lb, ca[p0]);
+    if (lb <= GS_SPAI_DOT_SEARCH * la) {
+        for (int64_t p = p0; p < p1 && q < lb;) {
+            const int32_t x = ca[p], y = cb[q];
+            if (x == y) s = __dadd_rn(s, __dmul_rn(va[p], vb[q])), p++, q++;
+            else if (x < y) p++;
+            else q++;
+        }
+    } else {
+        for (int64_t p = p0; p < p1; p++) {
+            q += gs_dlower_bound(cb + q, lb - q, ca[p]);
+            if (q < lb && cb[q] == ca[p]) s = __dadd_rn(s, __dmul_rn(va[p], vb[q]));
+        }
+    }
+    return s;
+}
 
 /* A(:,a) . A(:,b): gs_spai_column_dot's sum, operation for operation. */
 static __device__ double large_dot(const int64_t *__restrict__ rp, const int32_t *__restrict__ col,
@@ -95,16 +125,34 @@ __global__ void large_heavy_index_kernel(int32_t n, const int64_t *__restrict__ 
     if (heavy) cols[pos[j]] = (int32_t)j;
 }
 
-/* gram[a][b] = gram[b][a] = A(:,cols[a]) . A(:,cols[b]), a thread a pair (b <= a). */
+/* gram[a][b] = gram[b][a] = A(:,cols[a]) . A(:,cols[b]) (b <= a), a warp a pair:
+ * gs_spai_column_dot_chunked, lane c summing chunk c of the shorter list (GS_SPAI_DOT_CHUNKS
+ * = 32 chunks by position, as the reference cuts them), then every lane adding the 32
+ * chunks' sums in chunk order from 0 (shuffles from lane 0 up): the reference's bits. A heavy
+ * pair merges two lists of up to n entries; one thread a pair was the bordered matrices'
+ * bottleneck (8 columns of 130k: 36 threads of 260k steps each). */
 __global__ void large_heavy_gram_kernel(int32_t H, const int32_t *__restrict__ cols,
                                         const int64_t *__restrict__ rp, const int32_t *__restrict__ col,
                                         const double *__restrict__ val, double *__restrict__ gram)
 {
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (int64_t)H * H) return;
+    static_assert(GS_SPAI_DOT_CHUNKS == 32, "a lane a chunk");
+    const int64_t t = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (t >= (int64_t)H * H) return; /* whole warps leave together */
     const int32_t a = (int32_t)(t / H), b = (int32_t)(t % H);
     if (b > a) return;
-    const double d = large_dot(rp, col, val, cols[a], cols[b]);
+    const int32_t ja = cols[a], jb = cols[b];
+    int64_t a0 = rp[ja], b0 = rp[jb], la = rp[ja + 1] - a0, lb = rp[jb + 1] - b0;
+    if (la > lb) { /* a: the shorter list (a where they tie), as the reference's */
+        int64_t x = a0; a0 = b0, b0 = x;
+        x = la; la = lb, lb = x;
+    }
+    const double part = large_dot_piece(col + a0, val + a0, la, col + b0, val + b0, lb,
+                                        lane * la / GS_SPAI_DOT_CHUNKS,
+                                        (lane + 1) * la / GS_SPAI_DOT_CHUNKS);
+    double d = 0.0;
+    for (int c = 0; c < GS_SPAI_DOT_CHUNKS; c++) d = __dadd_rn(d, __shfl_sync(FULL_MASK, part, c));
+    if (lane != 0) return;
     gram[(int64_t)a * H + b] = d;
     gram[(int64_t)b * H + a] = d;
 }
@@ -143,7 +191,7 @@ int spai_heavy_build(gs_engine *e, const gs_dcsr *AT, spai_heavy *h)
                          "spai: heavy Gram matrix"));
     if (h->count > 0)
         GS_TRY(CUDA_LAUNCH(&e->err, large_heavy_gram_kernel,
-                           gs_dblocks((int64_t)h->count * h->count, 128), 128, 0, c->stream,
+                           gs_dblocks((int64_t)h->count * h->count, 4), 128, 0, c->stream,
                            h->count, (const int32_t *)h->cols, (const int64_t *)AT->rp,
                            (const int32_t *)AT->col, (const double *)AT->val, h->gram));
 cleanup:
@@ -671,5 +719,41 @@ int spai_cgls_solve(gs_engine *e, const gs_dcsr *AT, gs_dcsr *MT, const int32_t 
 cleanup:
     gs_cuda_free(e, words, 2 * sizeof(unsigned long long));
     gs_dcsr_free(e, &A);
+    return status;
+}
+
+/* ----------------------------------------------------------- test hook */
+
+extern "C" int gs_spai_cuda_hook_heavy_gram(gs_engine *e, const gs_csr *AT, int32_t *count,
+                                            int32_t *cols, double *gram)
+{
+    gs_dcsr dAT = {};
+    spai_heavy h = {};
+    void *poison = NULL;
+    const size_t poison_bytes = ((size_t)AT->n_rows + 1) * 64 + (size_t)GS_SPAI_HEAVY_MAX *
+                                GS_SPAI_HEAVY_MAX * sizeof(double) + 4096;
+    int status = GS_OK;
+    GS_TRY(gs_dcsr_upload(e, AT, "spai hook", &dAT));
+    /* NaN-filled memory freed just before the build allocates */
+    GS_TRY(gs_cuda_alloc(e, &poison, poison_bytes, "hook: poison"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(poison, 0xFF, poison_bytes, gs_cuda_of(e)->stream)));
+    gs_cuda_free(e, poison, poison_bytes);
+    poison = NULL;
+    GS_TRY(spai_heavy_build(e, &dAT, &h));
+    *count = h.count;
+    if (h.count > 0) {
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(cols, h.cols, (size_t)h.count * sizeof(int32_t),
+                                                  cudaMemcpyDeviceToHost, gs_cuda_of(e)->stream)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(gram, h.gram,
+                                                  (size_t)h.count * h.count * sizeof(double),
+                                                  cudaMemcpyDeviceToHost, gs_cuda_of(e)->stream)));
+    }
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(gs_cuda_of(e)->stream)));
+cleanup:
+    if (gs_cuda_of(e)->stream)
+        CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaStreamSynchronize(gs_cuda_of(e)->stream));
+    gs_cuda_free(e, poison, poison_bytes);
+    spai_heavy_free(e, &h);
+    gs_dcsr_free(e, &dAT);
     return status;
 }

@@ -154,6 +154,9 @@ typedef struct gs_dtri {
     const int64_t *rp;        /* the caller's, n + 1 */
     const int32_t *col;       /* the caller's, nnz */
     int32_t n_levels;
+    int on_host;              /* the levels were found on the host (gs_dtri_analyse_rows) */
+    int64_t longest_row;      /* the most dependencies of one row where found on the host;
+                                 -1 where the device found the levels (not counted) */
     int32_t *level;           /* device, n: each row's level, from 1 */
     int32_t *level_rows;      /* device, n: rows by level, increasing within one */
     int64_t *level_ptr;       /* host, n_levels + 1: level l is level_rows[ptr[l - 1], ptr[l]) */
@@ -200,6 +203,30 @@ typedef struct gs_dtri {
  * the level pointers come to the host). */
 int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, const int32_t *col,
                     int upper, gs_dtri *t);
+
+/* The same analysis (the same levels, rows by level and sync-free schedule, to the row),
+ * found on the host where the rows are there already: H holds the pattern's rows (its
+ * entries on t's side of the diagonal are those of rp, col; the others are ignored, so A's
+ * rows serve for both of its triangles). One pass over the rows in dependency order,
+ * level(i) = 1 + max level(j), O(nnz(H)), then a counting sort by level; the arrays are
+ * uploaded (one wait). The device's analysis costs a dependent trip to L2 a level (about
+ * 1 us: 20 ms for a 20,000-level chain on an H200), the host's pass about a nanosecond an
+ * entry. The rule: the host's pass goes on while the entries it has read stay within
+ * GS_DTRI_HOST_ENTRIES_FIXED + GS_DTRI_HOST_ENTRIES_PER_LEVEL x (the levels it has found
+ * so far), i.e. while the device's analysis of those levels alone would not have been
+ * cheaper (its fixed cost, a launch, a sort and two read-backs, about 50 us; a level
+ * about 1 us, against 256 entries of host time, a margin of about 4 in the device's
+ * favour); past that the levels are wide (a 3D grid: given up within its first two
+ * planes) and gs_dtri_analyse runs instead. So the host's cost is bounded by a constant
+ * times the device's, and on thin levels (chains, bloweybq, shell matrices) it is
+ * O(nnz) instead of a dependent step a level. H NULL, or the engine's
+ * debug.tri_analysis: the device (GS_DEBUG_PLAN_DEVICE), or the host to the end, no rule
+ * (GS_DEBUG_PLAN_HOST). t->on_host says which ran; a host analysis also counts
+ * t->longest_row. Synchronises. */
+#define GS_DTRI_HOST_ENTRIES_FIXED 65536
+#define GS_DTRI_HOST_ENTRIES_PER_LEVEL 256
+int gs_dtri_analyse_rows(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp,
+                         const int32_t *col, const gs_csr *H, int upper, gs_dtri *t);
 
 /* Whether a factorisation scheduled by the levels of t (ILU(0), MIC(0): a row waits for the
  * rows its L-part names) is latency-bound on the device, so that the host's sequential code

@@ -58,6 +58,17 @@ int gs_dsparse_hook_trisolve(gs_engine *e, const gs_csr *T, int upper, int schem
                              int solves, double *x, int32_t *level, int32_t *n_levels,
                              double *dot);
 
+/* The level analysis of the triangle (lower, or upper where upper) of T's pattern (T's
+ * entries on the other side ignored), by gs_dtri_analyse on the uploaded pattern where
+ * device, else by gs_dtri_analyse_rows with T's host rows (its rule, or the engine's
+ * debug.tri_analysis, picks the host or the device): level[0..n), rows[0..n) (rows by level),
+ * slots[0..*n_slots) (the sync-free schedule; room for n + n_levels * 31), *n_levels,
+ * *lanes and *syncfree_lanes, *on_host (which ran) and *longest (t->longest_row). */
+int gs_dsparse_hook_tri_analyse(gs_engine *e, const gs_csr *T, int upper, int device,
+                                int32_t *level, int32_t *rows, int32_t *slots,
+                                int64_t *n_slots, int32_t *n_levels, int *lanes,
+                                int *syncfree_lanes, int *on_host, int64_t *longest);
+
 /* L, U = A split by gs_dcsr_split_lu (A square, sorted rows, every
  * diagonal stored; values fp64), the device pool poisoned first. */
 int gs_dsparse_hook_split_lu(gs_engine *e, const gs_csr *A, gs_csr *L, gs_csr *U);

@@ -66,3 +66,37 @@ cleanup:
     gs_cuda_free(e, ddot, sizeof(double));
     return status;
 }
+
+extern "C" int gs_dsparse_hook_tri_analyse(gs_engine *e, const gs_csr *T, int upper, int device,
+                                           int32_t *level, int32_t *rows, int32_t *slots,
+                                           int64_t *n_slots, int32_t *n_levels, int *lanes,
+                                           int *syncfree_lanes, int *on_host, int64_t *longest)
+{
+    cudaStream_t st = gs_cuda_of(e)->stream;
+    const int32_t n = T->n_rows;
+    gs_dcsr d = {};
+    gs_dtri t = {};
+    int status = GS_OK;
+    GS_TRY(gs_dcsr_alloc_rows(e, &d, n, "hook: rows of T"));
+    GS_TRY(gs_dcsr_alloc_entries(e, &d, T->nnz, 0, "hook: T"));
+    GS_TRY(gs_cuda_upload(e, d.rp, T->row_ptr, ((size_t)n + 1) * sizeof(int64_t)));
+    if (T->nnz > 0) GS_TRY(gs_cuda_upload(e, d.col, T->col, (size_t)T->nnz * sizeof(int32_t)));
+    if (device) GS_TRY(gs_dtri_analyse(e, n, T->nnz, d.rp, d.col, upper, &t));
+    else GS_TRY(gs_dtri_analyse_rows(e, n, T->nnz, d.rp, d.col, T, upper, &t));
+    GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(st)));
+    if (n > 0) {
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(level, t.level, (size_t)n * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(rows, t.level_rows, (size_t)n * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost)));
+        GS_TRY(CUDA_CALL(&e->err, cudaMemcpy(slots, t.slot_rows, (size_t)t.n_slots * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost)));
+    }
+    *n_slots = t.n_slots, *n_levels = t.n_levels, *lanes = t.lanes;
+    *syncfree_lanes = t.syncfree_lanes, *on_host = t.on_host, *longest = t.longest_row;
+cleanup:
+    if (st) CUDA_TEARDOWN(&gs_cuda_of(e)->teardown, cudaStreamSynchronize(st));
+    gs_dtri_free(e, &t);
+    gs_dcsr_free(e, &d);
+    return status;
+}

@@ -237,6 +237,7 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     int status = GS_OK;
     *t = gs_dtri{};
     t->n = n, t->nnz = nnz, t->upper = upper ? 1 : 0, t->rp = rp, t->col = col;
+    t->longest_row = -1;
     t->lanes = tri_lanes(n, nnz);
     GS_TRY(gs_cuda_alloc(e, &t->level, ((size_t)n + 1) * sizeof(int32_t), "trisolve: levels"));
     GS_TRY(gs_cuda_alloc(e, &t->level_rows, ((size_t)n + 1) * sizeof(int32_t),
@@ -269,6 +270,145 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     GS_TRY(tri_sort_levels(e, t));
 cleanup:
     gs_cuda_free(e, ticket, 2 * sizeof(unsigned));
+    if (status != GS_OK) gs_dtri_free(e, t);
+    return status;
+}
+
+/* ------------------------------------------------ the same analysis on the host */
+
+/* level[i] for every row in dependency order (lower: rows ascending, upper: descending, so
+ * that a row's dependencies come before it), *n_levels the highest, *longest the most
+ * dependencies of a row. With budget (gs_dtri_analyse_rows' rule), gives up (returns 0)
+ * once the entries read pass GS_DTRI_HOST_ENTRIES_FIXED + GS_DTRI_HOST_ENTRIES_PER_LEVEL x
+ * the levels found so far (a row counts one more: its own cost); else returns 1. */
+static int tri_host_levels(int32_t n, int upper, const int64_t *h_rp, const int32_t *h_col,
+                           int budget, int32_t *level, int32_t *n_levels, int64_t *longest)
+{
+    int32_t top = 0;
+    int64_t read = 0, most = 0;
+    for (int64_t pos = 0; pos < n; pos++) {
+        const int32_t i = upper ? (int32_t)(n - 1 - pos) : (int32_t)pos;
+        int32_t lv = 0;
+        int64_t deps = 0;
+        for (int64_t p = h_rp[i]; p < h_rp[i + 1]; p++) {
+            const int32_t j = h_col[p];
+            if (upper ? (j <= i || j >= n) : (j >= i || j < 0)) continue; /* not a dependency */
+            deps++;
+            if (level[j] > lv) lv = level[j];
+        }
+        level[i] = lv + 1;
+        if (lv + 1 > top) top = lv + 1;
+        if (deps > most) most = deps;
+        read += h_rp[i + 1] - h_rp[i] + 1;
+        if (budget && (double)read > (double)GS_DTRI_HOST_ENTRIES_FIXED +
+                                         (double)GS_DTRI_HOST_ENTRIES_PER_LEVEL * top)
+            return 0;
+    }
+    *n_levels = top, *longest = most;
+    return 1;
+}
+
+/* t->level_ptr from level[0..n) (levels 1..n_levels), and the cursors' start: cur[l] =
+ * level_ptr[l], the first place of level l + 1; slot_ptr (n_levels + 1) likewise for the
+ * sync-free schedule, each level padded to whole warps of rows_per_warp (tri_build_slots'
+ * layout), t->n_slots its length. */
+static void tri_host_pointers(gs_dtri *t, const int32_t *level, int64_t *cur, int64_t *slot_ptr)
+{
+    const int32_t nl = t->n_levels;
+    const int64_t per_warp = t->rows_per_warp;
+    int64_t *ptr = t->level_ptr;
+    for (int32_t l = 0; l <= nl; l++) ptr[l] = 0;
+    for (int32_t i = 0; i < t->n; i++) ptr[level[i]]++;    /* ptr[l]: the rows of level l */
+    for (int32_t l = 0; l < nl; l++) ptr[l + 1] += ptr[l]; /* ptr[l]: first of level l + 1 */
+    slot_ptr[0] = 0;
+    for (int32_t l = 0; l < nl; l++) {
+        const int64_t count = ptr[l + 1] - ptr[l];
+        slot_ptr[l + 1] = slot_ptr[l] + (count + per_warp - 1) / per_warp * per_warp;
+        cur[l] = ptr[l];
+    }
+    t->n_slots = slot_ptr[nl];
+}
+
+/* rows[0..n): the rows by level, increasing within a level (what the device's stable sort
+ * of the row numbers gives); slots[0..n_slots]: each level's rows from slot_ptr[l], -1 in
+ * the padding and the extra last entry (the device fills it with 0xFF bytes). */
+static void tri_host_order(const gs_dtri *t, const int32_t *level, int64_t *cur,
+                           const int64_t *slot_ptr, int32_t *rows, int32_t *slots)
+{
+    for (int64_t q = 0; q <= t->n_slots; q++) slots[q] = -1;
+    for (int32_t i = 0; i < t->n; i++) {
+        const int32_t l = level[i] - 1;
+        const int64_t at = cur[l]++;
+        rows[at] = i;
+        slots[slot_ptr[l] + (at - t->level_ptr[l])] = i;
+    }
+    rows[t->n] = -1;
+}
+
+/* The host's arrays on the device: level (n + 1, the last 0 as the device's memset leaves
+ * it), level_rows (n + 1), slot_rows (n_slots + 1), state zeroed. */
+static int tri_host_upload(gs_engine *e, gs_dtri *t, const int32_t *level, const int32_t *rows,
+                           const int32_t *slots)
+{
+    const size_t n1 = ((size_t)t->n + 1) * sizeof(int32_t);
+    const size_t slot_bytes = ((size_t)t->n_slots + 1) * sizeof(int32_t);
+    int status = GS_OK;
+    GS_TRY(gs_cuda_alloc(e, &t->level, n1, "trisolve: levels"));
+    GS_TRY(gs_cuda_alloc(e, &t->level_rows, n1, "trisolve: rows by level"));
+    GS_TRY(gs_cuda_alloc(e, &t->state, 2 * sizeof(unsigned), "trisolve: ticket and blocks done"));
+    GS_TRY(gs_cuda_alloc(e, &t->slot_rows, slot_bytes, "trisolve: sync-free schedule"));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 2 * sizeof(unsigned),
+                                              gs_cuda_of(e)->stream)));
+    GS_TRY(gs_cuda_upload(e, t->level, level, n1));
+    GS_TRY(gs_cuda_upload(e, t->level_rows, rows, n1));
+    GS_TRY(gs_cuda_upload(e, t->slot_rows, slots, slot_bytes));
+cleanup:
+    return status;
+}
+
+int gs_dtri_analyse_rows(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp,
+                         const int32_t *col, const gs_csr *H, int upper, gs_dtri *t)
+{
+    const int force = gs_cuda_debug(e)->tri_analysis;
+    int32_t *level = NULL, *rows = NULL, *slots = NULL;
+    int64_t *cur = NULL, *slot_ptr = NULL, longest = 0;
+    int32_t n_levels = 0;
+    int status = GS_OK;
+    if (!H || force == GS_DEBUG_PLAN_DEVICE || n == 0)
+        return gs_dtri_analyse(e, n, nnz, rp, col, upper, t);
+    if (H->n_rows != n || !H->row_ptr || (H->nnz > 0 && !H->col))
+        return gs_error_set(&e->err, GS_ERR_INTERNAL, "trisolve levels: the host's rows (%d) "
+                            "are not the pattern's (%d)", (int)H->n_rows, (int)n);
+    *t = gs_dtri{};
+    level = (int32_t *)malloc(((size_t)n + 1) * sizeof(int32_t));
+    if (!level)
+        return gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve levels: %d levels on the host", (int)n);
+    if (!tri_host_levels(n, upper, H->row_ptr, H->col, force != GS_DEBUG_PLAN_HOST, level,
+                         &n_levels, &longest)) { /* wide levels: the device's analysis */
+        free(level);
+        return gs_dtri_analyse(e, n, nnz, rp, col, upper, t);
+    }
+    level[n] = 0;
+    t->n = n, t->nnz = nnz, t->upper = upper ? 1 : 0, t->rp = rp, t->col = col;
+    t->n_levels = n_levels, t->on_host = 1, t->longest_row = longest;
+    t->lanes = tri_lanes(n, nnz);
+    tri_syncfree_shape(t);
+    t->level_ptr = (int64_t *)malloc(((size_t)n_levels + 1) * sizeof(int64_t));
+    cur = (int64_t *)malloc(((size_t)n_levels + 1) * sizeof(int64_t));
+    slot_ptr = (int64_t *)malloc(((size_t)n_levels + 1) * sizeof(int64_t));
+    rows = (int32_t *)malloc(((size_t)n + 1) * sizeof(int32_t));
+    if (!t->level_ptr || !cur || !slot_ptr || !rows)
+        GS_TRY(gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve levels: %d level pointers on the host",
+                            (int)n_levels));
+    tri_host_pointers(t, level, cur, slot_ptr);
+    slots = (int32_t *)malloc(((size_t)t->n_slots + 1) * sizeof(int32_t));
+    if (!slots)
+        GS_TRY(gs_error_set(&e->err, GS_ERR_NOMEM, "trisolve levels: %lld sync-free slots on the "
+                            "host", (long long)t->n_slots));
+    tri_host_order(t, level, cur, slot_ptr, rows, slots);
+    GS_TRY(tri_host_upload(e, t, level, rows, slots));
+cleanup:
+    free(level), free(rows), free(slots), free(cur), free(slot_ptr);
     if (status != GS_OK) gs_dtri_free(e, t);
     return status;
 }

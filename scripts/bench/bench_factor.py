@@ -3,7 +3,10 @@
 # measurements): mic's MIC(0) and isai's ILU(0) with each scheme forced
 # (GS_FACTOR_SCHEME=levels|syncfree) on the CUDA engine, and the CPU engine's
 # factorisation, on matrices of few wide levels and of many thin ones; one table
-# of the factorisation stage's seconds, levels and rows a level.
+# of the factorisation stage's seconds, levels and rows a level. The rule's run
+# (auto) also gives its whole Tp, where its level analyses ran (analysis: host or
+# device, gs_dtri_analyse_rows) and the Tp of the same run with the analyses
+# forced onto the device (GS_TRI_ANALYSIS=device: the analysis before issue 32).
 """usage: scripts/bench/bench_factor.py [--gpusolve BIN] [--matrices SPEC,...] [--repeat N]"""
 import argparse
 import json
@@ -23,10 +26,12 @@ def stage_seconds(row, name):
     return None
 
 
-def run(binary, pc, matrix, engine, scheme, repeat):
+def run(binary, pc, matrix, engine, scheme, repeat, analysis=""):
     env = dict(os.environ)
     if scheme:
         env["GS_FACTOR_SCHEME"] = scheme
+    if analysis:
+        env["GS_TRI_ANALYSIS"] = analysis
     src = [matrix] if os.path.exists(matrix) else ["--generate", matrix]
     cmd = [binary, "--format", "json", "--maxit", "1", "-p", pc, "--engine", engine,
            "--repeat", str(repeat), "--progress", "never"] + src
@@ -41,6 +46,7 @@ def run(binary, pc, matrix, engine, scheme, repeat):
         return None, {}
     extra = dict(kv.split("=", 1) for kv in rows[-1].get("precond_extra", "").split(";") if "=" in kv)
     extra["rows"] = rows[-1].get("n", 0)
+    extra["tp"] = rows[-1].get("tp_min_s")
     return stage_seconds(rows[-1], STAGE[pc]), extra
 
 
@@ -52,7 +58,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     print(f"{'pc':5s} {'matrix':22s} {'levels':>7s} {'rows/lvl':>9s} {'levels s':>9s} "
-          f"{'syncfree s':>10s} {'auto s':>9s} {'scheme':>9s} {'cpu s':>9s}")
+          f"{'syncfree s':>10s} {'auto s':>9s} {'scheme':>9s} {'cpu s':>9s} {'analysis':>8s} "
+          f"{'auto Tp':>9s} {'Tp dev.an':>9s}")
     for m in args.matrices.split(","):
         m = m.replace("MATS", args.mats)
         for pc in ("mic", "isai"):
@@ -63,6 +70,7 @@ def main():
                 if scheme == "":
                     extra = ex
             tc, _ = run(args.gpusolve, pc, m, "cpu", "", args.repeat)
+            _, dev = run(args.gpusolve, pc, m, "cuda", "", args.repeat, "device")
             levels = extra.get("levels_L", extra.get("ilu_levels", "?"))
             try:
                 rpl = f"{float(extra.get('rows', 'nan')) / float(levels):.0f}"
@@ -71,8 +79,10 @@ def main():
             scheme = extra.get("factor_scheme", extra.get("ilu_scheme", "?"))
             f = lambda x: f"{x:9.4f}" if x is not None else "     fail"
             name = os.path.basename(m)
+            where = extra.get("levels_L_analysis", extra.get("ilu_levels_analysis", "?"))
             print(f"{pc:5s} {name[:22]:22s} {levels:>7s} {rpl:>9s} {f(t['levels'])} "
-                  f"{f(t['syncfree']):>10s} {f(t[''])} {scheme:>9s} {f(tc)}", flush=True)
+                  f"{f(t['syncfree']):>10s} {f(t[''])} {scheme:>9s} {f(tc)} {where:>8s} "
+                  f"{f(extra.get('tp'))} {f(dev.get('tp'))}", flush=True)
 
 
 if __name__ == "__main__":

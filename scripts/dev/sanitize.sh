@@ -117,6 +117,11 @@ if [ "${SETUPS:-1}" != 0 ]; then
         check $tool --generate convdiff3d:6 -m bicgstab -p isai --trisolve exact
         GS_FACTOR_SCHEME=syncfree check $tool --generate hub:20 -m cg -p mic --trisolve syncfree
         GS_FACTOR_SCHEME=levels check $tool --generate chain:400 -m cg -p mic --trisolve levels
+        # the level analyses on the device (small matrices take the host's by the rule)
+        GS_TRI_ANALYSIS=device check $tool --generate chain:400 -m cg -p mic
+        GS_TRI_ANALYSIS=device check $tool --generate chain:400 -m idr -p isai
+        # the heavy columns' Gram matrix, a warp a pair (8 dense columns of 1601 entries)
+        OK_EXIT=2 check $tool --generate bordered:40x40x1 -m bicgstab -p gspai-opt --maxit 5
         check $tool --generate poisson3d:6 -m cg -p mic --trisolve exact
         check $tool --generate poisson3d:6 -m cg -p ssor-ai
     done

@@ -50,6 +50,9 @@ void gs_debug_from_env(gs_debug *d)
     if (v && strcmp(v, "levels") == 0) d->factor_scheme = GS_DEBUG_SCHEME_LEVELS;
     if (v && strcmp(v, "syncfree") == 0) d->factor_scheme = GS_DEBUG_SCHEME_SYNCFREE;
     if (v && strcmp(v, "host") == 0) d->factor_scheme = GS_DEBUG_SCHEME_HOST;
+    v = getenv("GS_TRI_ANALYSIS");
+    if (v && strcmp(v, "host") == 0) d->tri_analysis = GS_DEBUG_PLAN_HOST;
+    if (v && strcmp(v, "device") == 0) d->tri_analysis = GS_DEBUG_PLAN_DEVICE;
     v = getenv("GS_TRI_BLOCK_ROWS");
     if (v && atoi(v) > 0) d->tri_block_rows = atoi(v);
     v = getenv("GS_TRI_SUPER_ROWS");

@@ -78,6 +78,12 @@ typedef struct gs_debug {
      * same bits and the host's to the reference, timings compare them); 0:
      * the rule (rows a level, the longest row of L: gs_factor_rule.h) */
     int factor_scheme;
+    /* GS_TRI_ANALYSIS=host|device: the level analyses of mic's and isai's
+     * triangles made from the host's rows to the end (GS_DEBUG_PLAN_HOST) or
+     * on the device (GS_DEBUG_PLAN_DEVICE) whatever the rule says
+     * (cuda/sparse/trisolve_levels.cu, gs_dtri_analyse_rows: tests hold both
+     * to the same levels, timings compare them); 0: the rule */
+    int tri_analysis;
     /* GS_TRI_BLOCK_ROWS=N (N > 0): the block substitution's chunks hold N
      * rows (cuda/sparse/trisolve_blocks.cu) instead of its rule's, for
      * tests (chunk edges inside small triangles) and benchmarks; 0: the rule */

@@ -109,12 +109,23 @@ int gs_spai_n1_sizes(const gs_csr *AT, const gs_csr *MT, int64_t qr_max, gs_spai
  * computes it the same way, to the bit). */
 #define GS_SPAI_DOT_SEARCH 8
 double gs_spai_column_dot(const gs_csr *AT, int32_t a, int32_t b);
+/* The same product in GS_SPAI_DOT_CHUNKS fixed pieces, for the heavy
+ * columns' Gram matrix (130k-entry lists: one thread a pair was the GPU's
+ * bottleneck): the shorter list (a where the lengths tie) cut by position
+ * into chunks c = [c la / C, (c + 1) la / C), each chunk's products over the
+ * common rows summed in ascending order from 0, then the chunks' sums added
+ * in chunk order from 0. The CUDA setup gives each chunk to a lane of a warp
+ * and lane 0 adds them in the same order: the same bits on both engines. */
+#define GS_SPAI_DOT_CHUNKS 32
+double gs_spai_column_dot_chunked(const gs_csr *AT, int32_t a, int32_t b);
 
 /* The heavy columns of A (at least gs_spai_heavy_min_length(n) entries:
  * max(GS_SPAI_HEAVY_MIN, n / GS_SPAI_HEAVY_FRACTION); the first
  * GS_SPAI_HEAVY_MAX of them) and their Gram matrix, computed once: a dense
  * column of A sits in the J of many columns, and their dot products would
- * otherwise cost O(n) each time. index[j]: j's place among them, or -1. */
+ * otherwise cost O(n) each time. The Gram entries are
+ * gs_spai_column_dot_chunked's (a warp a pair on the GPU, the same bits).
+ * index[j]: j's place among them, or -1. */
 #define GS_SPAI_HEAVY_MIN 1024
 #define GS_SPAI_HEAVY_FRACTION 16
 #define GS_SPAI_HEAVY_MAX 256

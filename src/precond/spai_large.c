@@ -32,34 +32,60 @@ static int64_t lower_bound(const int32_t *a, int64_t len, int32_t key)
     return lo;
 }
 
-double gs_spai_column_dot(const gs_csr *AT, int32_t a, int32_t b)
+/* Two columns of A as lists (rows ascending), a the shorter (a where they tie). */
+typedef struct dot_lists {
+    const int32_t *ca, *cb;
+    const double *va, *vb;
+    int64_t la, lb;
+} dot_lists;
+
+static dot_lists dot_lists_of(const gs_csr *AT, int32_t a, int32_t b)
 {
     const int64_t a0 = AT->row_ptr[a], b0 = AT->row_ptr[b];
-    int64_t la = AT->row_ptr[a + 1] - a0, lb = AT->row_ptr[b + 1] - b0;
-    const int32_t *ca = AT->col + a0, *cb = AT->col + b0;
-    const double *va = AT->val + a0, *vb = AT->val + b0;
-    double s = 0.0;
-    if (la > lb) { /* a: the shorter list */
-        const int32_t *tc = ca; ca = cb, cb = tc;
-        const double *tv = va; va = vb, vb = tv;
-        const int64_t tl = la; la = lb, lb = tl;
+    const int64_t la = AT->row_ptr[a + 1] - a0, lb = AT->row_ptr[b + 1] - b0;
+    dot_lists d = {AT->col + a0, AT->col + b0, AT->val + a0, AT->val + b0, la, lb};
+    if (la > lb) {
+        d.ca = AT->col + b0, d.cb = AT->col + a0, d.va = AT->val + b0, d.vb = AT->val + a0;
+        d.la = lb, d.lb = la;
     }
-    /* the common rows in ascending order either way, so both ways give the
-     * same sum: a merge where the lists are of like length, else a search
-     * of the longer one for each entry of the shorter */
-    if (lb <= GS_SPAI_DOT_SEARCH * la) {
-        for (int64_t p = 0, q = 0; p < la && q < lb;) {
-            if (ca[p] == cb[q]) s += va[p] * vb[q], p++, q++;
-            else if (ca[p] < cb[q]) p++;
+    return d;
+}
+
+/* sum of va[p] vb[q] over the common rows of a's entries [p0, p1) and b, ascending, from
+ * 0: a merge where the lists are of like length, else a search of the longer one for each
+ * entry of the shorter (the same terms in the same order, so the same sum either way). */
+static double dot_piece(const dot_lists *d, int64_t p0, int64_t p1)
+{
+    double s = 0.0;
+    if (p0 >= p1) return s;
+    int64_t q = lower_bound(d->cb, d->lb, d->ca[p0]);
+    if (d->lb <= GS_SPAI_DOT_SEARCH * d->la) {
+        for (int64_t p = p0; p < p1 && q < d->lb;) {
+            if (d->ca[p] == d->cb[q]) s += d->va[p] * d->vb[q], p++, q++;
+            else if (d->ca[p] < d->cb[q]) p++;
             else q++;
         }
     } else {
-        int64_t from = 0;
-        for (int64_t p = 0; p < la; p++) {
-            from += lower_bound(cb + from, lb - from, ca[p]);
-            if (from < lb && cb[from] == ca[p]) s += va[p] * vb[from];
+        for (int64_t p = p0; p < p1; p++) {
+            q += lower_bound(d->cb + q, d->lb - q, d->ca[p]);
+            if (q < d->lb && d->cb[q] == d->ca[p]) s += d->va[p] * d->vb[q];
         }
     }
+    return s;
+}
+
+double gs_spai_column_dot(const gs_csr *AT, int32_t a, int32_t b)
+{
+    const dot_lists d = dot_lists_of(AT, a, b);
+    return dot_piece(&d, 0, d.la);
+}
+
+double gs_spai_column_dot_chunked(const gs_csr *AT, int32_t a, int32_t b)
+{
+    const dot_lists d = dot_lists_of(AT, a, b);
+    double s = 0.0;
+    for (int64_t c = 0; c < GS_SPAI_DOT_CHUNKS; c++) /* a lane's piece each on the GPU */
+        s += dot_piece(&d, c * d.la / GS_SPAI_DOT_CHUNKS, (c + 1) * d.la / GS_SPAI_DOT_CHUNKS);
     return s;
 }
 
@@ -97,7 +123,7 @@ int gs_spai_heavy_build(const gs_csr *AT, gs_spai_heavy *h, gs_error *err)
     for (int32_t a = 0; a < H; a++)
         for (int32_t b = 0; b <= a; b++)
             h->gram[(size_t)a * H + b] = h->gram[(size_t)b * H + a] =
-                gs_spai_column_dot(AT, h->cols[a], h->cols[b]);
+                gs_spai_column_dot_chunked(AT, h->cols[a], h->cols[b]);
     return GS_OK;
 nomem:
     gs_spai_heavy_free(h);

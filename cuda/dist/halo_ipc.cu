@@ -104,8 +104,13 @@ static __device__ void spin_until(const u64 *flag, u64 at_least)
     while (*(const volatile u64 *)flag < at_least) __nanosleep(64);
 }
 
-/* The last block of a grid to get here (its writes and every earlier
- * block's visible to the whole system) returns 1, the counter reset. */
+/* The last block of a grid to get here returns 1, the counter reset. This
+ * is the release half: each block's thread 0 fences (system scope) after
+ * its block's loads and stores and before it counts. A caller that then
+ * signals another GPU fences again in the last block, after its count saw
+ * every other (the acquire half), before the signal: only that chain
+ * orders the other blocks' memory operations before the signal. */
+
 static __device__ int last_block(int *done)
 {
     __shared__ int last;
@@ -179,6 +184,13 @@ __global__ void ipc_offblock_kernel(int32_t n_rows, const int32_t *__restrict__ 
         if (threadIdx.x == 0) atomicAdd(&S[slot], sum);
     }
     if (last_block(sync.done) && threadIdx.x == 0) {
+        /* An ack lets the source write this parity's halo again (its pack
+         * of epoch + 2). Every block's reads of it (__ldcg, above) must be
+         * complete before the source can see the ack, or a read still in
+         * flight could return the next epoch's entry: the fence (system
+         * scope: the source is another GPU, writing through peer access)
+         * orders them, counted by last_block, before the ack stores. */
+        __threadfence_system();
         for (int s = 0; s < sync.n_src; s++) *(volatile u64 *)sync.ack[s] = epoch;
         *sync.epoch = epoch; /* the next exchange's kernels run after this one */
     }

@@ -87,8 +87,11 @@ static int upload(dist_engine *d, void **dst, size_t *bytes, const void *src, si
 {
     *bytes = n ? n : 8;
     int status = gs_cuda_alloc(d->inner, dst, *bytes, what);
+    /* on the stream the pool allocated *dst on (memory it may hand back
+     * before the stream's earlier work is done with it) */
     if (status == GS_OK && src && n)
-        status = CUDA_CALL(err_of(d), cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice));
+        status = CUDA_CALL(err_of(d), cudaMemcpyAsync(*dst, src, n, cudaMemcpyHostToDevice,
+                                                      tr_of(d)->main));
     return status;
 }
 

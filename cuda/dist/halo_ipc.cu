@@ -255,12 +255,15 @@ __global__ void ipc_sum_kernel(ipc_sum_args a)
 
 /* ---- regions: allocated here, opened by every other rank ---- */
 
+/* The region is zeroed on the engine's stream, and that finished before its
+ * handle leaves this rank: the peers write flags into it from then on. */
 static int region_open(dist_engine *d, ipc_region *g, size_t bytes, gs_error *err)
 {
     cudaIpcMemHandle_t mine, all[GS_IPC_MAX];
     int status = CUDA_CALL(err, cudaMalloc((void **)&g->mine, bytes));
     g->bytes = bytes;
-    if (status == GS_OK) status = CUDA_CALL(err, cudaMemset(g->mine, 0, bytes));
+    if (status == GS_OK) status = CUDA_CALL(err, cudaMemsetAsync(g->mine, 0, bytes, tr_of(d)->main));
+    if (status == GS_OK) status = CUDA_CALL(err, cudaStreamSynchronize(tr_of(d)->main));
     if (status == GS_OK) status = CUDA_CALL(err, cudaIpcGetMemHandle(&mine, g->mine));
     status = gs_dist_agree(status, err);
     if (status != GS_OK) return status;
@@ -436,8 +439,10 @@ static int ipc_collect(dist_engine *d)
 {
     u64 ns = 0;
     u64 *dev = tr_of(d)->ipc->local + 1;
-    int status = CUDA_CALL(err_of(d), cudaMemcpy(&ns, dev, sizeof ns, cudaMemcpyDeviceToHost));
-    if (status == GS_OK && ns) status = CUDA_CALL(err_of(d), cudaMemset(dev, 0, sizeof ns));
+    const cudaStream_t s = tr_of(d)->main; /* after the kernels that add to it, not beside them */
+    int status = CUDA_CALL(err_of(d), cudaMemcpyAsync(&ns, dev, sizeof ns, cudaMemcpyDeviceToHost, s));
+    if (status == GS_OK) status = CUDA_CALL(err_of(d), cudaStreamSynchronize(s));
+    if (status == GS_OK && ns) status = CUDA_CALL(err_of(d), cudaMemsetAsync(dev, 0, sizeof ns, s));
     d->comm_seconds += 1e-9 * (double)ns;
     return status;
 }
@@ -481,7 +486,8 @@ int dist_ipc_create(dist_engine *d, gs_error *err)
     const double t0 = MPI_Wtime();
     const size_t bytes = (size_t)2 * d->size * GS_IPC_RMAX * 8 + (size_t)2 * d->size * 8;
     status = CUDA_CALL(err, cudaMalloc((void **)&t->ipc->local, 2 * sizeof(u64)));
-    if (status == GS_OK) status = CUDA_CALL(err, cudaMemset(t->ipc->local, 0, 2 * sizeof(u64)));
+    if (status == GS_OK) /* on the stream of the kernels that use it (region_open waits) */
+        status = CUDA_CALL(err, cudaMemsetAsync(t->ipc->local, 0, 2 * sizeof(u64), t->main));
     status = gs_dist_agree(status, err);
     if (status == GS_OK) status = region_open(d, &t->ipc->inbox, bytes, err);
     d->comm_setup_seconds = gs_dist_max(MPI_Wtime() - t0);

@@ -420,11 +420,8 @@ int gs_dist_transport_cuda(dist_engine *d, int kind, gs_error *err)
         status = CUDA_CALL(err, cudaMallocHost((void **)&t->host_slots,
                                                GS_MAX_SCALARS * sizeof(double)));
     status = gs_dist_agree(status, err);
-    int ipc = 0;
-    if (status == GS_OK && kind == GS_DIST_TRANSPORT_IPC) {
-        ipc = dist_ipc_create(d, err); /* 1 made, 0 not possible, else a failure */
-        if (ipc != 0 && ipc != 1) status = ipc, ipc = 0;
-    }
+    int ipc = 0; /* made (else not possible: NCCL) */
+    if (status == GS_OK && kind == GS_DIST_TRANSPORT_IPC) status = dist_ipc_create(d, &ipc, err);
     if (status == GS_OK && use_nccl && !ipc) {
         ncclUniqueId id;
         memset(&id, 0, sizeof id);

@@ -69,9 +69,9 @@ int dist_cuda_collect(dist_engine *d);
 int dist_cuda_mat_init(dist_engine *d, dist_mat *M);
 void dist_cuda_mat_free(dist_engine *d, dist_mat *M);
 void dist_cuda_tr_destroy(dist_engine *d);
-/* halo_ipc.cu: the ipc transport's state (1: made; 0: not possible here,
- * nothing made; a failure status) and its teardown pieces */
-int dist_ipc_create(dist_engine *d, gs_error *err);
+/* halo_ipc.cu: the ipc transport's state (a status; *made 1 where it was
+ * made, 0 where it is not possible here or failed) and its teardown pieces */
+int dist_ipc_create(dist_engine *d, int *made, gs_error *err);
 void dist_ipc_destroy(dist_engine *d);
 void dist_ipc_mat_free(dist_engine *d, dist_mat *M);
 extern const dist_transport dist_ipc_transport;

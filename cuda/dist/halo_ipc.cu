@@ -476,12 +476,14 @@ static int ipc_possible(dist_engine *d)
     return okall;
 }
 
-int dist_ipc_create(dist_engine *d, gs_error *err)
+int dist_ipc_create(dist_engine *d, int *made, gs_error *err)
 {
-    if (!ipc_possible(d)) return 0;
+    *made = 0;
+    if (!ipc_possible(d)) return GS_OK;
     cuda_tr *t = tr_of(d);
     t->ipc = (ipc_tr *)calloc(1, sizeof(ipc_tr));
-    int status = gs_dist_agree(t->ipc ? GS_OK : GS_ERR_NOMEM, err);
+    int status = t->ipc ? GS_OK : gs_error_set(err, GS_ERR_NOMEM, "out of host memory (ipc)");
+    status = gs_dist_agree(status, err);
     if (status != GS_OK) return status;
     const double t0 = MPI_Wtime();
     const size_t bytes = (size_t)2 * d->size * GS_IPC_RMAX * 8 + (size_t)2 * d->size * 8;
@@ -491,7 +493,8 @@ int dist_ipc_create(dist_engine *d, gs_error *err)
     status = gs_dist_agree(status, err);
     if (status == GS_OK) status = region_open(d, &t->ipc->inbox, bytes, err);
     d->comm_setup_seconds = gs_dist_max(MPI_Wtime() - t0);
-    return status == GS_OK ? 1 : status;
+    *made = status == GS_OK;
+    return status;
 }
 
 void dist_ipc_destroy(dist_engine *d)

@@ -296,7 +296,8 @@ static void region_close(dist_engine *d, ipc_region *g)
 
 static int ipc_mat_init(dist_engine *d, dist_mat *M)
 {
-    int status = dist_cuda_mat_init(d, M); /* off-block arrays, send list */
+    int status = dist_cuda_mat_arrays(d, M); /* no send or halo buffers: the pack writes
+                                               * into the neighbours' halos */
     cuda_mat *m = (cuda_mat *)M->transport;
     if (status == GS_OK) {
         m->ipc = (ipc_mat *)calloc(1, sizeof(ipc_mat));

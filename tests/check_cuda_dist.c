@@ -152,6 +152,25 @@ START_TEST(transport_follows_the_devices)
 }
 END_TEST
 
+/* The ipc transport's set-up failing on one rank only (GS_DIST_IPC_FAIL:
+ * its engine state, or a matrix's, never made there): the other ranks hold
+ * state that rank lacks, and must still leave together, with one message
+ * and the allocation failure's exit code (3) on every rank, not wait in a
+ * barrier of the teardown for ever (timeout's 124 would show that). */
+START_TEST(ipc_failure_on_one_rank_ends_every_rank)
+{
+    const char *at[] = {"engine:1", "engine:0", "matrix:1", "matrix:0"};
+    for (int i = 0; i < 4; i++) {
+        setenv("GS_DIST_IPC_FAIL", at[i], 1);
+        td_assert_one_failure(2, "-e cuda --generate poisson3d:16 -p jacobi -m cg", 3,
+                              "GS_DIST_IPC_FAIL");
+    }
+    unsetenv("GS_DIST_IPC_FAIL");
+    printf("check_cuda_dist: ran ipc set-up failing on one rank (engine, matrix; rank 0, 1)\n");
+    fflush(stdout);
+}
+END_TEST
+
 START_TEST(block_local_gpu_setups_match_their_definition)
 {
     char path[256], args[512];
@@ -210,6 +229,14 @@ int main(void)
         tcase_add_test(t, block_local_gpu_setups_match_their_definition);
         tcase_add_test(t, block_local_gpu_setups_match_pc_blocks);
         tcase_add_test(t, bad_input_fails_once_on_gpus);
+        if (g_devices >= 2) /* ipc: a GPU a rank */
+            tcase_add_test(t, ipc_failure_on_one_rank_ends_every_rank);
+        printf("check_cuda_dist: %d GPUs: %s\n", g_devices,
+               g_devices >= 2 ? "the ipc cases run (transport asserted), and ipc against nccl "
+                                "and mpi-staged"
+                              : "ranks share a GPU (mpi-staged); the ipc and nccl cases are "
+                                "skipped (they need 2 GPUs)");
+        fflush(stdout);
     } else {
         printf("check_cuda_dist: skipped: %s\n",
                GS_HAVE_MPI ? "no mpirun on PATH" : "built without MPI (make MPI=1)");

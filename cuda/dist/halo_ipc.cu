@@ -41,11 +41,15 @@
 
 typedef unsigned long long u64;
 
-/* Every rank's region of one kind (opened IPC handles; peer[rank] is its own). */
+/* Every rank's region of one kind (opened IPC handles; peer[rank] is its own).
+ * entered: region_open was called, which every rank does or none (its
+ * callers agree first), so it is the same on every rank even where this
+ * rank's part of the set-up failed; region_close's barriers follow it. */
 typedef struct ipc_region {
     char *mine;
     size_t bytes;
     char *peer[GS_IPC_MAX];
+    int entered;
 } ipc_region;
 
 typedef struct ipc_tr {
@@ -255,11 +259,13 @@ __global__ void ipc_sum_kernel(ipc_sum_args a)
 
 /* ---- regions: allocated here, opened by every other rank ---- */
 
-/* The region is zeroed on the engine's stream, and that finished before its
+/* Collective, entered by every rank or none (the callers agree first). The
+ * region is zeroed on the engine's stream, and that finished before its
  * handle leaves this rank: the peers write flags into it from then on. */
 static int region_open(dist_engine *d, ipc_region *g, size_t bytes, gs_error *err)
 {
     cudaIpcMemHandle_t mine, all[GS_IPC_MAX];
+    g->entered = 1;
     int status = CUDA_CALL(err, cudaMalloc((void **)&g->mine, bytes));
     g->bytes = bytes;
     if (status == GS_OK) status = CUDA_CALL(err, cudaMemsetAsync(g->mine, 0, bytes, tr_of(d)->main));
@@ -275,14 +281,21 @@ static int region_open(dist_engine *d, ipc_region *g, size_t bytes, gs_error *er
         }
         status = CUDA_CALL(err, cudaIpcOpenMemHandle((void **)&g->peer[q], all[q],
                                                      cudaIpcMemLazyEnablePeerAccess));
+        if (status != GS_OK) g->peer[q] = NULL; /* not opened: not closed */
     }
     return gs_dist_agree(status, err);
 }
 
-/* Collective: every rank's kernels are done with the region first. */
+/* Collective over the ranks that entered region_open, which is all of them
+ * or none: a rank without the region (its set-up failed before, or it never
+ * had the state that holds g) takes no part, and neither does any other.
+ * Every rank's kernels are done with the region before any handle closes
+ * (first barrier), and every peer's handle is closed before the memory is
+ * freed (second). */
 static void region_close(dist_engine *d, ipc_region *g)
 {
     gs_error *te = &gs_cuda_of(d->inner)->teardown;
+    if (!g->entered) return;
     CUDA_TEARDOWN(te, cudaStreamSynchronize(tr_of(d)->main));
     MPI_Barrier(d->comm);
     for (int q = 0; q < d->size; q++)
@@ -294,11 +307,24 @@ static void region_close(dist_engine *d, ipc_region *g)
 
 /* ---- the transport ---- */
 
+/* GS_DIST_IPC_FAIL (src/engine/debug.h): this rank's set-up of `at` fails,
+ * as its allocation would, leaving the state missing on this rank only. */
+static int injected_failure(dist_engine *d, int at, gs_error *err)
+{
+    const gs_debug *dbg = gs_cuda_debug(d->inner);
+    if (dbg->dist_ipc_fail != at || dbg->dist_ipc_fail_rank != d->rank) return GS_OK;
+    return gs_error_set(err, GS_ERR_NOMEM, "rank %d: out of host memory (ipc %s, "
+                        "GS_DIST_IPC_FAIL)", d->rank,
+                        at == GS_DEBUG_IPC_FAIL_ENGINE ? "engine" : "matrix");
+}
+
+
 static int ipc_mat_init(dist_engine *d, dist_mat *M)
 {
     int status = dist_cuda_mat_arrays(d, M); /* no send or halo buffers: the pack writes
                                                * into the neighbours' halos */
     cuda_mat *m = (cuda_mat *)M->transport;
+    if (status == GS_OK) status = injected_failure(d, GS_DEBUG_IPC_FAIL_MATRIX, err_of(d));
     if (status == GS_OK) {
         m->ipc = (ipc_mat *)calloc(1, sizeof(ipc_mat));
         if (!m->ipc) status = gs_error_set(err_of(d), GS_ERR_NOMEM, "out of host memory (halo)");
@@ -482,8 +508,11 @@ int dist_ipc_create(dist_engine *d, int *made, gs_error *err)
     *made = 0;
     if (!ipc_possible(d)) return GS_OK;
     cuda_tr *t = tr_of(d);
-    t->ipc = (ipc_tr *)calloc(1, sizeof(ipc_tr));
-    int status = t->ipc ? GS_OK : gs_error_set(err, GS_ERR_NOMEM, "out of host memory (ipc)");
+    int status = injected_failure(d, GS_DEBUG_IPC_FAIL_ENGINE, err);
+    if (status == GS_OK) {
+        t->ipc = (ipc_tr *)calloc(1, sizeof(ipc_tr));
+        if (!t->ipc) status = gs_error_set(err, GS_ERR_NOMEM, "out of host memory (ipc)");
+    }
     status = gs_dist_agree(status, err);
     if (status != GS_OK) return status;
     const double t0 = MPI_Wtime();

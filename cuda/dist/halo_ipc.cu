@@ -55,6 +55,7 @@ typedef struct ipc_region {
 typedef struct ipc_tr {
     ipc_region inbox; /* double [2][P][RMAX], then u64 flags [2][P] */
     u64 *local;       /* this rank's own: [0] the sums' epoch, [1] communication ns */
+    int round;        /* slots a sum kernel carries: RMAX, or GS_DIST_IPC_ROUND's fewer */
 } ipc_tr;
 
 typedef struct ipc_mat {
@@ -114,7 +115,6 @@ static __device__ void spin_until(const u64 *flag, u64 at_least)
  * signals another GPU fences again in the last block, after its count saw
  * every other (the acquire half), before the signal: only that chain
  * orders the other blocks' memory operations before the signal. */
-
 static __device__ int last_block(int *done)
 {
     __shared__ int last;
@@ -318,7 +318,6 @@ static int injected_failure(dist_engine *d, int at, gs_error *err)
                         at == GS_DEBUG_IPC_FAIL_ENGINE ? "engine" : "matrix");
 }
 
-
 static int ipc_mat_init(dist_engine *d, dist_mat *M)
 {
     int status = dist_cuda_mat_arrays(d, M); /* no send or halo buffers: the pack writes
@@ -428,18 +427,18 @@ static int ipc_halo_finish(dist_engine *d, dist_mat *M, gs_coef ka, gs_vec *y, c
                        w ? (const double *)w->d : NULL, gs_cuda_of(d->inner)->S, slot, s);
 }
 
-/* One round: at most GS_IPC_RMAX slots of the runs from (run r, offset o). */
+/* One round: at most it->round (<= GS_IPC_RMAX) slots of the runs from
+ * (run r, offset o); a run longer than that goes on in the next round. */
 static int ipc_sum_round(dist_engine *d, const int *slot0, const int *count, int runs, int *r,
                          int *o)
 {
     ipc_tr *it = tr_of(d)->ipc;
-    const int P = d->size;
+    const int P = d->size, cap = it->round;
     ipc_sum_args a;
     memset(&a, 0, sizeof a);
     a.S = gs_cuda_of(d->inner)->S;
-    while (*r < runs && a.total < GS_IPC_RMAX && a.n_runs < GS_DIST_PENDING) {
-        const int take = count[*r] - *o < GS_IPC_RMAX - a.total ? count[*r] - *o
-                                                                : GS_IPC_RMAX - a.total;
+    while (*r < runs && a.total < cap && a.n_runs < GS_DIST_PENDING) {
+        const int take = count[*r] - *o < cap - a.total ? count[*r] - *o : cap - a.total;
         a.slot0[a.n_runs] = slot0[*r] + *o;
         a.count[a.n_runs++] = take;
         a.total += take;
@@ -515,6 +514,8 @@ int dist_ipc_create(dist_engine *d, int *made, gs_error *err)
     }
     status = gs_dist_agree(status, err);
     if (status != GS_OK) return status;
+    const int round = gs_cuda_debug(d->inner)->dist_ipc_round; /* tests: fewer a round */
+    t->ipc->round = round > 0 && round < GS_IPC_RMAX ? round : GS_IPC_RMAX;
     const double t0 = MPI_Wtime();
     const size_t bytes = (size_t)2 * d->size * GS_IPC_RMAX * 8 + (size_t)2 * d->size * 8;
     status = CUDA_CALL(err, cudaMalloc((void **)&t->ipc->local, 2 * sizeof(u64)));

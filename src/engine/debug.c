@@ -70,6 +70,8 @@ void gs_debug_from_env(gs_debug *d)
     if (v && strncmp(v, "engine:", 7) == 0) d->dist_ipc_fail = GS_DEBUG_IPC_FAIL_ENGINE;
     if (v && strncmp(v, "matrix:", 7) == 0) d->dist_ipc_fail = GS_DEBUG_IPC_FAIL_MATRIX;
     if (d->dist_ipc_fail) d->dist_ipc_fail_rank = atoi(v + 7);
+    v = getenv("GS_DIST_IPC_ROUND");
+    if (v && atoi(v) > 0 && atoi(v) < 256) d->dist_ipc_round = atoi(v);
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

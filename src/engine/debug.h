@@ -112,6 +112,10 @@ typedef struct gs_debug {
      * 0: no failure (dist_ipc_fail_rank is R) */
     int dist_ipc_fail;
     int dist_ipc_fail_rank;
+    /* GS_DIST_IPC_ROUND=N (0 < N < 256): the ipc transport's sums over the
+     * ranks carry at most N slots a kernel instead of 256 (the inbox's
+     * row), so that small solves take the path in rounds (tests); 0: 256 */
+    int dist_ipc_round;
 } gs_debug;
 
 #define GS_DEBUG_PLAN_HOST 1

@@ -152,6 +152,75 @@ START_TEST(transport_follows_the_devices)
 }
 END_TEST
 
+/* gd_csv's run with the transport it used asserted: an ipc case that fell
+ * back to NCCL would test nothing of ipc. */
+static td_result gd_csv_on(int ranks, const char *args, const char *transport)
+{
+    char full[1024], used[32];
+    snprintf(full, sizeof full, "--check-every 1 %s", args);
+    td_result r = td_csv_field(ranks, full, 0, "transport", used, sizeof used);
+    ck_assert_msg(strcmp(used, transport) == 0, "%s: transport %s, want %s", args, used, transport);
+    return r;
+}
+
+/* ipc's sums over the ranks carry at most 256 slots a kernel (a row of the
+ * inbox); more are summed in rounds (cuda/dist/halo_ipc.cu, ipc_sum_round).
+ * With GS_DIST_IPC_ROUND=1 and 3 every sum of CG (r.r with r.z: two
+ * slots) and GMRES (V'w: up to restart + 1) runs in rounds that cut runs
+ * at every place; each slot is still the sum of the same parts in rank
+ * order, so the answers are ipc's in one round to the bit (1e-13 leaves
+ * only the printing). GMRES(300) on a problem that takes more than 256
+ * iterations in its first cycle sums V'w of more than 256 slots at the
+ * default size, against NCCL's sums. */
+START_TEST(ipc_sums_in_rounds)
+{
+    const char *cg = "-e cuda --generate poisson3d:24 -p jacobi -m cg";
+    const char *gm = "-e cuda --generate poisson3d:24 -p jacobi -m gmres --restart 30";
+    /* 317 iterations, one cycle, on one CPU process and on 2 ranks */
+    const char *big = "-e cuda --generate aniso3d:40 -p none --tol 1e-12 -m gmres --restart 300";
+    for (int t = 0; t < 2; t++) {
+        const char *args = t == 0 ? cg : gm;
+        const td_result whole = gd_csv_on(2, args, "ipc");
+        setenv("GS_DIST_IPC_ROUND", "1", 1);
+        const td_result ones = gd_csv_on(2, args, "ipc");
+        setenv("GS_DIST_IPC_ROUND", "3", 1);
+        const td_result threes = gd_csv_on(2, args, "ipc");
+        unsetenv("GS_DIST_IPC_ROUND");
+        td_assert_same(whole, ones, 0, 1e-13);
+        td_assert_same(whole, threes, 0, 1e-13);
+    }
+    const td_result ipc = gd_csv_on(2, big, "ipc");
+    ck_assert_msg(ipc.iterations > 256, "%ld iterations: no sum of more than 256 slots",
+                  ipc.iterations);
+    setenv("GS_DIST_TRANSPORT", "nccl", 1);
+    const td_result nccl = gd_csv_on(2, big, "nccl");
+    unsetenv("GS_DIST_TRANSPORT");
+    td_assert_same(ipc, nccl, 0, 1e-5);
+    printf("check_cuda_dist: ran ipc sums in rounds (GS_DIST_IPC_ROUND=1, 3; gmres %ld "
+           "iterations in one cycle, against nccl)\n", ipc.iterations);
+    fflush(stdout);
+}
+END_TEST
+
+/* The ipc transport's set-up failing on one rank only (GS_DIST_IPC_FAIL:
+ * its engine state, or a matrix's, never made there): the other ranks hold
+ * state that rank lacks, and must still leave together, with one message
+ * and the allocation failure's exit code (3) on every rank, not wait in a
+ * barrier of the teardown for ever (timeout's 124 would show that). */
+START_TEST(ipc_failure_on_one_rank_ends_every_rank)
+{
+    const char *at[] = {"engine:1", "engine:0", "matrix:1", "matrix:0"};
+    for (int i = 0; i < 4; i++) {
+        setenv("GS_DIST_IPC_FAIL", at[i], 1);
+        td_assert_one_failure(2, "-e cuda --generate poisson3d:16 -p jacobi -m cg", 3,
+                              "GS_DIST_IPC_FAIL");
+    }
+    unsetenv("GS_DIST_IPC_FAIL");
+    printf("check_cuda_dist: ran ipc set-up failing on one rank (engine, matrix; rank 0, 1)\n");
+    fflush(stdout);
+}
+END_TEST
+
 START_TEST(block_local_gpu_setups_match_their_definition)
 {
     char path[256], args[512];
@@ -210,6 +279,16 @@ int main(void)
         tcase_add_test(t, block_local_gpu_setups_match_their_definition);
         tcase_add_test(t, block_local_gpu_setups_match_pc_blocks);
         tcase_add_test(t, bad_input_fails_once_on_gpus);
+        if (g_devices >= 2) { /* ipc: a GPU a rank */
+            tcase_add_test(t, ipc_sums_in_rounds);
+            tcase_add_test(t, ipc_failure_on_one_rank_ends_every_rank);
+        }
+        printf("check_cuda_dist: %d GPUs: %s\n", g_devices,
+               g_devices >= 2 ? "the ipc cases run (transport asserted), and ipc against nccl "
+                                "and mpi-staged"
+                              : "ranks share a GPU (mpi-staged); the ipc and nccl cases are "
+                                "skipped (they need 2 GPUs)");
+        fflush(stdout);
     } else {
         printf("check_cuda_dist: skipped: %s\n",
                GS_HAVE_MPI ? "no mpirun on PATH" : "built without MPI (make MPI=1)");

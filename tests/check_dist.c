@@ -232,6 +232,43 @@ START_TEST(one_reduction_cg_and_merged_sums)
 }
 END_TEST
 
+/* --history logs each iteration's r.r (a small operation that reads it, so
+ * its sum is made there): logged after the iteration's last dot, it adds no
+ * sum over the ranks (cg1 stays at one an iteration), and the file still
+ * holds a row for every iteration, 0 to the last. */
+START_TEST(history_adds_no_sum_over_the_ranks)
+{
+    static const struct { const char *args; int ranks; double sums; } cases[] = {
+        {"-e cpu --generate poisson3d:14 -p jacobi -m cg1", 2, 1.0},
+        {"-e cpu --generate poisson3d:14 -p jacobi -m cg", 2, 2.0},
+        {"-e cpu --generate convdiff3d:12 -p jacobi -m bicgstab", 3, 3.0},
+    };
+    char hist[256], args[512], buf[64];
+    tu_tmpname(hist, sizeof hist, ".csv");
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        snprintf(args, sizeof args, "--format csv --history %s %s", hist, cases[t].args);
+        tu_cmd_out o = td_run(cases[t].ranks, args);
+        tu_assert_exit(o, 0);
+        ck_assert_msg(tu_csv_field(o.text, 0, "reductions_per_iteration", buf, sizeof buf), "%s",
+                      o.text);
+        const double sums = atof(buf);
+        ck_assert(tu_csv_field(o.text, 0, "iterations", buf, sizeof buf));
+        const long iterations = atol(buf);
+        free(o.text);
+        ck_assert_msg(sums >= cases[t].sums && sums < cases[t].sums + 0.15,
+                      "%s with --history: %g sums an iteration", cases[t].args, sums);
+        FILE *f = fopen(hist, "r");
+        ck_assert(f);
+        long rows = -1; /* the header */
+        for (int c; (c = fgetc(f)) != EOF;) rows += c == '\n';
+        fclose(f);
+        ck_assert_msg(rows == iterations + 1, "%s: %ld history rows for %ld iterations",
+                      cases[t].args, rows, iterations);
+    }
+    remove(hist);
+}
+END_TEST
+
 START_TEST(file_input_is_scattered)
 {
     char path[256], args[512];
@@ -674,6 +711,7 @@ int main(void)
         tcase_add_test(mpi, jacobi_matches_one_process);
         tcase_add_test(mpi, file_input_is_scattered);
         tcase_add_test(mpi, one_reduction_cg_and_merged_sums);
+        tcase_add_test(mpi, history_adds_no_sum_over_the_ranks);
         tcase_add_test(mpi, block_local_preconditioners_match_their_definition);
         tcase_add_test(mpi, block_local_matches_pc_blocks);
         tcase_add_test(mpi, solution_is_gathered);

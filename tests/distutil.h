@@ -53,14 +53,18 @@ typedef struct td_result {
     char converged[8];
 } td_result;
 
-/* A CSV run that must exit `code`; its first report row. */
-static inline td_result td_csv(int ranks, const char *args, int code)
+/* A CSV run that must exit `code`; its first report row, and with field,
+ * that field's text in value too (the same run). */
+static inline td_result td_csv_field(int ranks, const char *args, int code, const char *field,
+                                     char *value, size_t len)
 {
     char full[2048], buf[64];
     td_result r = {0, NAN, NAN, ""};
     snprintf(full, sizeof full, "--format csv %s", args);
     tu_cmd_out o = td_run(ranks, full);
     tu_assert_exit(o, code);
+    if (field)
+        ck_assert_msg(tu_csv_field(o.text, 0, field, value, len), "no %s:\n%s", field, o.text);
     ck_assert_msg(tu_csv_field(o.text, 0, "iterations", buf, sizeof buf), "no report:\n%s", o.text);
     r.iterations = atol(buf);
     ck_assert(tu_csv_field(o.text, 0, "rel_residual", buf, sizeof buf));
@@ -76,6 +80,11 @@ static inline td_result td_csv(int ranks, const char *args, int code)
     }
     free(o.text);
     return r;
+}
+
+static inline td_result td_csv(int ranks, const char *args, int code)
+{
+    return td_csv_field(ranks, args, code, NULL, NULL, 0);
 }
 
 /* The same method on P ranks and on one: the same iterations, residuals

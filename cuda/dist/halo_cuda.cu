@@ -87,8 +87,11 @@ static int upload(dist_engine *d, void **dst, size_t *bytes, const void *src, si
 {
     *bytes = n ? n : 8;
     int status = gs_cuda_alloc(d->inner, dst, *bytes, what);
+    /* on the stream the pool allocated *dst on (memory it may hand back
+     * before the stream's earlier work is done with it) */
     if (status == GS_OK && src && n)
-        status = CUDA_CALL(err_of(d), cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice));
+        status = CUDA_CALL(err_of(d), cudaMemcpyAsync(*dst, src, n, cudaMemcpyHostToDevice,
+                                                      tr_of(d)->main));
     return status;
 }
 
@@ -107,7 +110,9 @@ void dist_cuda_mat_free(dist_engine *d, dist_mat *M)
     M->transport = NULL;
 }
 
-int dist_cuda_mat_init(dist_engine *d, dist_mat *M)
+/* What every device transport keeps of M on the device: the send list and
+ * the off-block rows. */
+int dist_cuda_mat_arrays(dist_engine *d, dist_mat *M)
 {
     cuda_mat *m = (cuda_mat *)calloc(1, sizeof *m);
     M->transport = m;
@@ -124,12 +129,27 @@ int dist_cuda_mat_init(dist_engine *d, dist_mat *M)
                   "off-block columns"));
     GS_TRY(upload(d, (void **)&m->off_val, &m->bytes[4], s->off.val, (size_t)s->off.nnz * 8,
                   "off-block values"));
+    /* the host arrays may be page-locked (the copies then asynchronous) and
+     * are not this transport's to keep */
+    GS_TRY(CUDA_CALL(err_of(d), cudaStreamSynchronize(tr_of(d)->main)));
+cleanup:
+    return status;
+}
+
+/* nccl and mpi-staged: the arrays, and the buffers the halo is packed into
+ * and received in (on the device; staged: on the host too). ipc writes
+ * straight into the neighbours' halos and needs none of them. */
+static int dist_cuda_mat_init(dist_engine *d, dist_mat *M)
+{
+    int status = dist_cuda_mat_arrays(d, M);
+    if (status != GS_OK) return status;
+    cuda_mat *m = (cuda_mat *)M->transport;
+    const size_t n_send = (size_t)M->send_start[M->n_send], n_halo = (size_t)M->split.n_halo;
     GS_TRY(upload(d, (void **)&m->send, &m->bytes[5], NULL, n_send * 8, "halo send buffer"));
-    GS_TRY(upload(d, (void **)&m->halo, &m->bytes[6], NULL, (size_t)s->n_halo * 8, "halo"));
+    GS_TRY(upload(d, (void **)&m->halo, &m->bytes[6], NULL, n_halo * 8, "halo"));
     if (!tr_of(d)->use_nccl) {
         GS_TRY(CUDA_CALL(err_of(d), cudaMallocHost((void **)&m->host_send, n_send * 8 + 8)));
-        GS_TRY(CUDA_CALL(err_of(d), cudaMallocHost((void **)&m->host_halo,
-                                                   (size_t)s->n_halo * 8 + 8)));
+        GS_TRY(CUDA_CALL(err_of(d), cudaMallocHost((void **)&m->host_halo, n_halo * 8 + 8)));
         m->req = (MPI_Request *)malloc((size_t)(M->n_recv + M->n_send + 1) * sizeof(MPI_Request));
         if (!m->req) status = gs_error_set(err_of(d), GS_ERR_NOMEM, "out of host memory (halo)");
     }
@@ -413,15 +433,12 @@ int gs_dist_transport_cuda(dist_engine *d, int kind, gs_error *err)
         status = CUDA_CALL(err, cudaEventCreateWithFlags(&t->packed, cudaEventDisableTiming));
     if (status == GS_OK)
         status = CUDA_CALL(err, cudaEventCreateWithFlags(&t->arrived, cudaEventDisableTiming));
-    if (status == GS_OK)
+    if (status == GS_OK && !use_nccl) /* staged sums pass through the host */
         status = CUDA_CALL(err, cudaMallocHost((void **)&t->host_slots,
                                                GS_MAX_SCALARS * sizeof(double)));
     status = gs_dist_agree(status, err);
-    int ipc = 0;
-    if (status == GS_OK && kind == GS_DIST_TRANSPORT_IPC) {
-        ipc = dist_ipc_create(d, err); /* 1 made, 0 not possible, else a failure */
-        if (ipc != 0 && ipc != 1) status = ipc, ipc = 0;
-    }
+    int ipc = 0; /* made (else not possible: NCCL) */
+    if (status == GS_OK && kind == GS_DIST_TRANSPORT_IPC) status = dist_ipc_create(d, &ipc, err);
     if (status == GS_OK && use_nccl && !ipc) {
         ncclUniqueId id;
         memset(&id, 0, sizeof id);

@@ -31,14 +31,15 @@ typedef struct cuda_tr {
     cudaEvent_t packed, arrived;
     cudaEvent_t *ev;           /* pairs (start, stop) of exchanges since the last collect */
     int n_ev, cap_ev, used_ev; /* events created, capacity, pairs * 2 in use */
-    double *host_slots;        /* page-locked, GS_MAX_SCALARS (staged) */
+    double *host_slots;        /* page-locked, GS_MAX_SCALARS (staged only) */
     struct ipc_tr *ipc;        /* the ipc transport's (halo_ipc.cu), else NULL */
 } cuda_tr;
 
 typedef struct cuda_mat {
     int32_t *send_idx, *off_rows, *off_col;
     int64_t *off_ptr;
-    double *off_val, *send, *halo;  /* device */
+    double *off_val;                /* device */
+    double *send, *halo;            /* device (nccl, staged; ipc: NULL) */
     double *host_send, *host_halo;  /* page-locked (staged) */
     MPI_Request *req;
     size_t bytes[7];
@@ -66,12 +67,12 @@ static __device__ __forceinline__ double dist_offblock_row(
 /* halo_cuda.cu */
 int dist_cuda_timing_begin(dist_engine *d, cudaStream_t s, cudaEvent_t **pair);
 int dist_cuda_collect(dist_engine *d);
-int dist_cuda_mat_init(dist_engine *d, dist_mat *M);
+int dist_cuda_mat_arrays(dist_engine *d, dist_mat *M); /* off-block rows, send list */
 void dist_cuda_mat_free(dist_engine *d, dist_mat *M);
 void dist_cuda_tr_destroy(dist_engine *d);
-/* halo_ipc.cu: the ipc transport's state (1: made; 0: not possible here,
- * nothing made; a failure status) and its teardown pieces */
-int dist_ipc_create(dist_engine *d, gs_error *err);
+/* halo_ipc.cu: the ipc transport's state (a status; *made 1 where it was
+ * made, 0 where it is not possible here or failed) and its teardown pieces */
+int dist_ipc_create(dist_engine *d, int *made, gs_error *err);
 void dist_ipc_destroy(dist_engine *d);
 void dist_ipc_mat_free(dist_engine *d, dist_mat *M);
 extern const dist_transport dist_ipc_transport;

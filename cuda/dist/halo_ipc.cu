@@ -41,16 +41,21 @@
 
 typedef unsigned long long u64;
 
-/* Every rank's region of one kind (opened IPC handles; peer[rank] is its own). */
+/* Every rank's region of one kind (opened IPC handles; peer[rank] is its own).
+ * entered: region_open was called, which every rank does or none (its
+ * callers agree first), so it is the same on every rank even where this
+ * rank's part of the set-up failed; region_close's barriers follow it. */
 typedef struct ipc_region {
     char *mine;
     size_t bytes;
     char *peer[GS_IPC_MAX];
+    int entered;
 } ipc_region;
 
 typedef struct ipc_tr {
     ipc_region inbox; /* double [2][P][RMAX], then u64 flags [2][P] */
     u64 *local;       /* this rank's own: [0] the sums' epoch, [1] communication ns */
+    int round;        /* slots a sum kernel carries: RMAX, or GS_DIST_IPC_ROUND's fewer */
 } ipc_tr;
 
 typedef struct ipc_mat {
@@ -104,8 +109,12 @@ static __device__ void spin_until(const u64 *flag, u64 at_least)
     while (*(const volatile u64 *)flag < at_least) __nanosleep(64);
 }
 
-/* The last block of a grid to get here (its writes and every earlier
- * block's visible to the whole system) returns 1, the counter reset. */
+/* The last block of a grid to get here returns 1, the counter reset. This
+ * is the release half: each block's thread 0 fences (system scope) after
+ * its block's loads and stores and before it counts. A caller that then
+ * signals another GPU fences again in the last block, after its count saw
+ * every other (the acquire half), before the signal: only that chain
+ * orders the other blocks' memory operations before the signal. */
 static __device__ int last_block(int *done)
 {
     __shared__ int last;
@@ -179,6 +188,13 @@ __global__ void ipc_offblock_kernel(int32_t n_rows, const int32_t *__restrict__ 
         if (threadIdx.x == 0) atomicAdd(&S[slot], sum);
     }
     if (last_block(sync.done) && threadIdx.x == 0) {
+        /* An ack lets the source write this parity's halo again (its pack
+         * of epoch + 2). Every block's reads of it (__ldcg, above) must be
+         * complete before the source can see the ack, or a read still in
+         * flight could return the next epoch's entry: the fence (system
+         * scope: the source is another GPU, writing through peer access)
+         * orders them, counted by last_block, before the ack stores. */
+        __threadfence_system();
         for (int s = 0; s < sync.n_src; s++) *(volatile u64 *)sync.ack[s] = epoch;
         *sync.epoch = epoch; /* the next exchange's kernels run after this one */
     }
@@ -243,12 +259,17 @@ __global__ void ipc_sum_kernel(ipc_sum_args a)
 
 /* ---- regions: allocated here, opened by every other rank ---- */
 
+/* Collective, entered by every rank or none (the callers agree first). The
+ * region is zeroed on the engine's stream, and that finished before its
+ * handle leaves this rank: the peers write flags into it from then on. */
 static int region_open(dist_engine *d, ipc_region *g, size_t bytes, gs_error *err)
 {
     cudaIpcMemHandle_t mine, all[GS_IPC_MAX];
+    g->entered = 1;
     int status = CUDA_CALL(err, cudaMalloc((void **)&g->mine, bytes));
     g->bytes = bytes;
-    if (status == GS_OK) status = CUDA_CALL(err, cudaMemset(g->mine, 0, bytes));
+    if (status == GS_OK) status = CUDA_CALL(err, cudaMemsetAsync(g->mine, 0, bytes, tr_of(d)->main));
+    if (status == GS_OK) status = CUDA_CALL(err, cudaStreamSynchronize(tr_of(d)->main));
     if (status == GS_OK) status = CUDA_CALL(err, cudaIpcGetMemHandle(&mine, g->mine));
     status = gs_dist_agree(status, err);
     if (status != GS_OK) return status;
@@ -260,14 +281,21 @@ static int region_open(dist_engine *d, ipc_region *g, size_t bytes, gs_error *er
         }
         status = CUDA_CALL(err, cudaIpcOpenMemHandle((void **)&g->peer[q], all[q],
                                                      cudaIpcMemLazyEnablePeerAccess));
+        if (status != GS_OK) g->peer[q] = NULL; /* not opened: not closed */
     }
     return gs_dist_agree(status, err);
 }
 
-/* Collective: every rank's kernels are done with the region first. */
+/* Collective over the ranks that entered region_open, which is all of them
+ * or none: a rank without the region (its set-up failed before, or it never
+ * had the state that holds g) takes no part, and neither does any other.
+ * Every rank's kernels are done with the region before any handle closes
+ * (first barrier), and every peer's handle is closed before the memory is
+ * freed (second). */
 static void region_close(dist_engine *d, ipc_region *g)
 {
     gs_error *te = &gs_cuda_of(d->inner)->teardown;
+    if (!g->entered) return;
     CUDA_TEARDOWN(te, cudaStreamSynchronize(tr_of(d)->main));
     MPI_Barrier(d->comm);
     for (int q = 0; q < d->size; q++)
@@ -279,10 +307,23 @@ static void region_close(dist_engine *d, ipc_region *g)
 
 /* ---- the transport ---- */
 
+/* GS_DIST_IPC_FAIL (src/engine/debug.h): this rank's set-up of `at` fails,
+ * as its allocation would, leaving the state missing on this rank only. */
+static int injected_failure(dist_engine *d, int at, gs_error *err)
+{
+    const gs_debug *dbg = gs_cuda_debug(d->inner);
+    if (dbg->dist_ipc_fail != at || dbg->dist_ipc_fail_rank != d->rank) return GS_OK;
+    return gs_error_set(err, GS_ERR_NOMEM, "rank %d: out of host memory (ipc %s, "
+                        "GS_DIST_IPC_FAIL)", d->rank,
+                        at == GS_DEBUG_IPC_FAIL_ENGINE ? "engine" : "matrix");
+}
+
 static int ipc_mat_init(dist_engine *d, dist_mat *M)
 {
-    int status = dist_cuda_mat_init(d, M); /* off-block arrays, send list */
+    int status = dist_cuda_mat_arrays(d, M); /* no send or halo buffers: the pack writes
+                                               * into the neighbours' halos */
     cuda_mat *m = (cuda_mat *)M->transport;
+    if (status == GS_OK) status = injected_failure(d, GS_DEBUG_IPC_FAIL_MATRIX, err_of(d));
     if (status == GS_OK) {
         m->ipc = (ipc_mat *)calloc(1, sizeof(ipc_mat));
         if (!m->ipc) status = gs_error_set(err_of(d), GS_ERR_NOMEM, "out of host memory (halo)");
@@ -386,18 +427,18 @@ static int ipc_halo_finish(dist_engine *d, dist_mat *M, gs_coef ka, gs_vec *y, c
                        w ? (const double *)w->d : NULL, gs_cuda_of(d->inner)->S, slot, s);
 }
 
-/* One round: at most GS_IPC_RMAX slots of the runs from (run r, offset o). */
+/* One round: at most it->round (<= GS_IPC_RMAX) slots of the runs from
+ * (run r, offset o); a run longer than that goes on in the next round. */
 static int ipc_sum_round(dist_engine *d, const int *slot0, const int *count, int runs, int *r,
                          int *o)
 {
     ipc_tr *it = tr_of(d)->ipc;
-    const int P = d->size;
+    const int P = d->size, cap = it->round;
     ipc_sum_args a;
     memset(&a, 0, sizeof a);
     a.S = gs_cuda_of(d->inner)->S;
-    while (*r < runs && a.total < GS_IPC_RMAX && a.n_runs < GS_DIST_PENDING) {
-        const int take = count[*r] - *o < GS_IPC_RMAX - a.total ? count[*r] - *o
-                                                                : GS_IPC_RMAX - a.total;
+    while (*r < runs && a.total < cap && a.n_runs < GS_DIST_PENDING) {
+        const int take = count[*r] - *o < cap - a.total ? count[*r] - *o : cap - a.total;
         a.slot0[a.n_runs] = slot0[*r] + *o;
         a.count[a.n_runs++] = take;
         a.total += take;
@@ -424,8 +465,10 @@ static int ipc_collect(dist_engine *d)
 {
     u64 ns = 0;
     u64 *dev = tr_of(d)->ipc->local + 1;
-    int status = CUDA_CALL(err_of(d), cudaMemcpy(&ns, dev, sizeof ns, cudaMemcpyDeviceToHost));
-    if (status == GS_OK && ns) status = CUDA_CALL(err_of(d), cudaMemset(dev, 0, sizeof ns));
+    const cudaStream_t s = tr_of(d)->main; /* after the kernels that add to it, not beside them */
+    int status = CUDA_CALL(err_of(d), cudaMemcpyAsync(&ns, dev, sizeof ns, cudaMemcpyDeviceToHost, s));
+    if (status == GS_OK) status = CUDA_CALL(err_of(d), cudaStreamSynchronize(s));
+    if (status == GS_OK && ns) status = CUDA_CALL(err_of(d), cudaMemsetAsync(dev, 0, sizeof ns, s));
     d->comm_seconds += 1e-9 * (double)ns;
     return status;
 }
@@ -459,21 +502,30 @@ static int ipc_possible(dist_engine *d)
     return okall;
 }
 
-int dist_ipc_create(dist_engine *d, gs_error *err)
+int dist_ipc_create(dist_engine *d, int *made, gs_error *err)
 {
-    if (!ipc_possible(d)) return 0;
+    *made = 0;
+    if (!ipc_possible(d)) return GS_OK;
     cuda_tr *t = tr_of(d);
-    t->ipc = (ipc_tr *)calloc(1, sizeof(ipc_tr));
-    int status = gs_dist_agree(t->ipc ? GS_OK : GS_ERR_NOMEM, err);
+    int status = injected_failure(d, GS_DEBUG_IPC_FAIL_ENGINE, err);
+    if (status == GS_OK) {
+        t->ipc = (ipc_tr *)calloc(1, sizeof(ipc_tr));
+        if (!t->ipc) status = gs_error_set(err, GS_ERR_NOMEM, "out of host memory (ipc)");
+    }
+    status = gs_dist_agree(status, err);
     if (status != GS_OK) return status;
+    const int round = gs_cuda_debug(d->inner)->dist_ipc_round; /* tests: fewer a round */
+    t->ipc->round = round > 0 && round < GS_IPC_RMAX ? round : GS_IPC_RMAX;
     const double t0 = MPI_Wtime();
     const size_t bytes = (size_t)2 * d->size * GS_IPC_RMAX * 8 + (size_t)2 * d->size * 8;
     status = CUDA_CALL(err, cudaMalloc((void **)&t->ipc->local, 2 * sizeof(u64)));
-    if (status == GS_OK) status = CUDA_CALL(err, cudaMemset(t->ipc->local, 0, 2 * sizeof(u64)));
+    if (status == GS_OK) /* on the stream of the kernels that use it (region_open waits) */
+        status = CUDA_CALL(err, cudaMemsetAsync(t->ipc->local, 0, 2 * sizeof(u64), t->main));
     status = gs_dist_agree(status, err);
     if (status == GS_OK) status = region_open(d, &t->ipc->inbox, bytes, err);
     d->comm_setup_seconds = gs_dist_max(MPI_Wtime() - t0);
-    return status == GS_OK ? 1 : status;
+    *made = status == GS_OK;
+    return status;
 }
 
 void dist_ipc_destroy(dist_engine *d)

@@ -69,6 +69,12 @@ void gs_debug_from_env(gs_debug *d)
     if (v && strcmp(v, "nccl") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_NCCL;
     if (v && strcmp(v, "mpi-staged") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_STAGED;
     if (v && strcmp(v, "ipc") == 0) d->dist_transport = GS_DEBUG_TRANSPORT_IPC;
+    v = getenv("GS_DIST_IPC_FAIL");
+    if (v && strncmp(v, "engine:", 7) == 0) d->dist_ipc_fail = GS_DEBUG_IPC_FAIL_ENGINE;
+    if (v && strncmp(v, "matrix:", 7) == 0) d->dist_ipc_fail = GS_DEBUG_IPC_FAIL_MATRIX;
+    if (d->dist_ipc_fail) d->dist_ipc_fail_rank = atoi(v + 7);
+    v = getenv("GS_DIST_IPC_ROUND");
+    if (v && atoi(v) > 0 && atoi(v) < 256) d->dist_ipc_round = atoi(v);
     v = getenv("GS_CUDA_STEPPED_MIN_BYTES");
     if (v && *v) {
         char *end = NULL;

@@ -110,6 +110,18 @@ typedef struct gs_debug {
      * where it cannot run); 0: the rule (ipc, else NCCL, where every rank has
      * a GPU of its own, else through page-locked host memory) */
     int dist_transport;
+    /* GS_DIST_IPC_FAIL=engine:R|matrix:R: the ipc transport's set-up fails
+     * on rank R only, as an allocation would (GS_ERR_NOMEM naming the
+     * switch): the engine's state (engine) or a matrix's (matrix) is then
+     * missing on that rank alone, so tests reach the error path where the
+     * other ranks hold state that rank never had (cuda/dist/halo_ipc.cu);
+     * 0: no failure (dist_ipc_fail_rank is R) */
+    int dist_ipc_fail;
+    int dist_ipc_fail_rank;
+    /* GS_DIST_IPC_ROUND=N (0 < N < 256): the ipc transport's sums over the
+     * ranks carry at most N slots a kernel instead of 256 (the inbox's
+     * row), so that small solves take the path in rounds (tests); 0: 256 */
+    int dist_ipc_round;
 } gs_debug;
 
 #define GS_DEBUG_PLAN_HOST 1
@@ -127,6 +139,8 @@ typedef struct gs_debug {
 #define GS_DEBUG_TRANSPORT_NCCL 1
 #define GS_DEBUG_TRANSPORT_STAGED 2
 #define GS_DEBUG_TRANSPORT_IPC 3
+#define GS_DEBUG_IPC_FAIL_ENGINE 1
+#define GS_DEBUG_IPC_FAIL_MATRIX 2
 
 /* d from the environment variables above; unset or malformed ones keep
  * the default. For main only: library code reads the structure it is given. */

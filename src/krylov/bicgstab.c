@@ -45,9 +45,9 @@ static int bicgstab_body(kr_ctx *k, void *state)
                        gs_coef_slot(1, BI_OMEGA), s->shat, one, s->x));
     GS_TRY(o->axpby_dot(e, gs_coef_slot(-1, BI_OMEGA), s->t, one, s->r,   /* r = s - w t */
                         NULL, KR_RR));
-    GS_TRY(kr_log(k));                                                    /* --history   */
     GS_TRY(o->scalar_set(e, BI_RHO_OLD, gs_coef_slot(1, BI_RHO)));
     GS_TRY(o->dot(e, s->r0, s->r, BI_RHO));
+    GS_TRY(kr_log(k)); /* --history: after r0.r, so that r.r's sum is r0.r's (one, not two) */
     /* p = r + beta p - beta omega v, beta = (rho / rho_old) (alpha / omega) */
     GS_TRY(o->axpbypcz(e, one, s->r, gs_coef_full(-1, BI_RHO, BI_ALPHA, BI_RHO_OLD, -1), s->v,
                        gs_coef_full(1, BI_RHO, BI_ALPHA, BI_RHO_OLD, BI_OMEGA), s->p));

@@ -35,8 +35,8 @@ static int cg_body(kr_ctx *k, void *state)
     GS_TRY(k->ops->axpy2_dot(e, gs_coef_ratio(1, rho, CG_PAP), s->p, s->x, /* x += alpha p */
                              gs_coef_ratio(-1, rho, CG_PAP), s->q, s->r,   /* r -= alpha q */
                              KR_RR));
-    GS_TRY(kr_log(k));                                                   /* --history     */
     GS_TRY(gs_pc_apply_dot(k->pc, s->r, s->z, rho_new));                 /* z = M r, r.z  */
+    GS_TRY(kr_log(k)); /* --history: after r.z, so that r.r's sum is r.z's (one, not two) */
     GS_TRY(k->ops->axpby(e, gs_coef_const(1), s->z,                      /* p = z + beta p */
                          gs_coef_ratio(1, rho_new, rho), s->p));
     s->par = !s->par;

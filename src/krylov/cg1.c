@@ -55,9 +55,12 @@ static int cg1_body(kr_ctx *k, void *state)
     GS_TRY(k->ops->axpy2_dot(e, gs_coef_slot(1, C1_ALPHA), s->p, s->x,   /* x += alpha p */
                              gs_coef_slot(-1, C1_ALPHA), s->s, s->r,      /* r -= alpha s */
                              KR_RR));
-    GS_TRY(kr_log(k));                                                    /* --history */
     GS_TRY(gs_pc_apply_dot(k->pc, s->r, s->u, C1_GAMMA));                 /* u = M r, r.u */
     GS_TRY(k->ops->spmv_dot(e, k->A, s->u, s->w, NULL, C1_DELTA));         /* w = A u, w.u */
+    /* --history logs r.r after the iteration's last dot: the log reads it,
+     * which makes its pending sum over the ranks, and there the three dots'
+     * one (logged before them, r.r alone would be a second sum) */
+    GS_TRY(kr_log(k));
 cleanup:
     return status;
 }

@@ -537,7 +537,10 @@ static void host_trisolve(const gs_csr *T, int upper, int unit, const double *s,
  * with b . x fused (within the same bound summed over the rows). The block scheme with
  * chunks of one row (every dependency in another chunk: waits only), of 32 and 77 rows
  * (chunk edges everywhere, partial last chunks) and the rule's (one chunk for the small
- * triangles: shared memory only); and its bits the same in a second run. */
+ * triangles: shared memory only); and its bits the same in a second run. The sync-free
+ * scheme as the rule launches it (persistent blocks, the next chunk loaded ahead), with
+ * one block and with three taking every chunk in turn, with a block a chunk, and without
+ * the loads ahead: the same bits as the first every time. */
 static void check_trisolve_on(const gs_csr *T, int upper, const char *what)
 {
     const int32_t n = T->n_rows;
@@ -545,7 +548,9 @@ static void check_trisolve_on(const gs_csr *T, int upper, const char *what)
     double *b = malloc(((size_t)n + 1) * sizeof(double)), *s = malloc(((size_t)n + 1) * sizeof(double));
     double *x = malloc(((size_t)n + 1) * sizeof(double)), *xh = malloc(((size_t)n + 1) * sizeof(double));
     double *x2 = malloc(((size_t)n + 1) * sizeof(double));
-    ck_assert(lv && lv_gpu && b && s && x && xh && x2);
+    double *xsf[2] = {malloc(((size_t)n + 1) * sizeof(double)), malloc(((size_t)n + 1) * sizeof(double))};
+    double dsf[2] = {0.0, 0.0};
+    ck_assert(lv && lv_gpu && b && s && x && xh && x2 && xsf[0] && xsf[1]);
     tu_rng r = tu_rng_seed(99);
     for (int32_t i = 0; i < n; i++) b[i] = tu_uniform(&r) - 0.5, s[i] = 0.5 + tu_uniform(&r);
     const int32_t levels = host_levels(T, upper, lv);
@@ -555,10 +560,17 @@ static void check_trisolve_on(const gs_csr *T, int upper, const char *what)
     const struct {
         int scheme;
         int32_t chunk;
-    } runs[] = {{0, 0}, {1, 0}, {2, 1}, {2, 32}, {2, 77}, {2, 0}};
+        int sf_blocks, sf_prefetch; /* the engine's debug fields for the sync-free runs */
+    } runs[] = {{0, 0, 0, 0},  {0, 0, 1, 0}, {0, 0, 3, 0},
+                {0, 0, -1, 0}, {0, 0, 3, GS_DEBUG_FORCE_OFF},
+                {1, 0, 0, 0},  {2, 1, 0, 0}, {2, 32, 0, 0}, {2, 77, 0, 0}, {2, 0, 0, 0}};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++)
         for (int unit = 0; unit < 2; unit++) {
             const int scheme = runs[k].scheme;
+            gs_debug d;
+            memset(&d, 0, sizeof d);
+            d.syncfree_blocks = runs[k].sf_blocks, d.syncfree_prefetch = runs[k].sf_prefetch;
+            gs_engine_cuda_set_debug(gpu, &d);
             const double *sc = unit ? s : NULL;
             int32_t got_levels = -1;
             double dot = 0.0, dot2 = 0.0;
@@ -584,6 +596,15 @@ static void check_trisolve_on(const gs_csr *T, int upper, const char *what)
             ck_assert_msg(fabs(dot - want) <= n * tol * bmax + 2.0 * n * DBL_EPSILON * mag,
                           "%s (scheme %d, chunk %d, unit %d): b.x = %.17g, host %.17g", what, scheme,
                           runs[k].chunk, unit, dot, want);
+            if (scheme == 0 && k == 0) {
+                memcpy(xsf[unit], x, (size_t)n * sizeof(double));
+                dsf[unit] = dot;
+            } else if (scheme == 0) {
+                ck_assert_msg(memcmp(x, xsf[unit], (size_t)n * sizeof(double)) == 0 &&
+                                  memcmp(&dot, &dsf[unit], sizeof dot) == 0,
+                              "%s (sync-free, blocks %d, prefetch %d, unit %d): other bits than "
+                              "the rule's launch", what, runs[k].sf_blocks, runs[k].sf_prefetch, unit);
+            }
             if (scheme != 2) continue;
             ck_assert_msg(gs_dsparse_hook_trisolve(gpu, T, upper, scheme, runs[k].chunk, unit, sc,
                                                    b, 1, x2, lv_gpu, &got_levels, &dot2) == GS_OK,
@@ -593,7 +614,10 @@ static void check_trisolve_on(const gs_csr *T, int upper, const char *what)
                           "%s (blocks, chunk %d, unit %d): other bits in a second run", what,
                           runs[k].chunk, unit);
         }
-    free(lv), free(lv_gpu), free(b), free(s), free(x), free(xh), free(x2);
+    gs_debug d0;
+    memset(&d0, 0, sizeof d0);
+    gs_engine_cuda_set_debug(gpu, &d0);
+    free(lv), free(lv_gpu), free(b), free(s), free(x), free(xh), free(x2), free(xsf[0]), free(xsf[1]);
 }
 
 /* Many levels (a chain: n levels), one level (diagonal), short rows (1, 2, 4 lanes of

@@ -147,6 +147,7 @@ void gs_dread_parked(gs_engine *e, uint64_t *out, int words);
  * caller's (sorted columns; entries on the wrong side of the diagonal are
  * ignored) and must outlive the analysis; values come with each solve, so
  * one analysis serves every factorisation on the pattern. */
+#define GS_DTRI_STATE_WORDS 3
 typedef struct gs_dtri {
     int32_t n;
     int upper;                /* 0: lower, rows solved upwards; 1: upper, downwards */
@@ -167,7 +168,8 @@ typedef struct gs_dtri {
     int64_t n_slots;          /* the sync-free schedule's length */
     int32_t *slot_rows;       /* device, n_slots: level_rows with each level padded by -1 to
                                  whole warps (no warp holds two levels) */
-    unsigned *state;          /* device, 2: the sync-free block ticket, blocks done */
+    unsigned *state;          /* device, GS_DTRI_STATE_WORDS: the sync-free and block schemes'
+                                 ticket, chunks done, blocks left (trisolve_common.cuh) */
     /* gs_dtri_prepare_dot's (zero before): the fused dot's per-block partial sums */
     double *partials;         /* device, n_partials */
     int64_t n_partials;       /* blocks of a solve, whichever scheme (the larger count) */

@@ -52,21 +52,14 @@
  * Fused as the sync-free solve (gs_dtri_fused): the dot w . x, the block's rows summed at
  * its end into partials[ticket], the last block adding them in ticket order (the same bits
  * every run), and the fill of the next solve's x, a store per row in the first pass. */
-#include <cuda/atomic>
-
 #include <cub/cub.cuh>
 
-#include "gs_dsparse.h"
-#include "reduce.cuh"
+#include "trisolve_common.cuh"
 
 #define BLOCKS_THREADS 512                  /* at most; blk_threads picks */
-#define BLOCKS_UNSET 0xffffffffffffffffull /* the fill's bytes, 0xFF */
-#define BLOCKS_NAN 0x7ff8000000000000ull   /* a computed x_i that equals the fill */
 #define GS_DTRI_PAD INT32_MIN               /* an empty slot */
 #define BLOCKS_SMEM_BUDGET (160 * 1024)     /* shared memory a block (one a SM) */
 #define FULL_MASK 0xffffffffu
-
-typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> word_ref;
 
 /* Shared bytes a chunk row: x, s b, diagonal (8 each), K slots (12 each), its row, step
  * and overflow bounds (4 each). */
@@ -224,17 +217,9 @@ typedef struct blk_args {
     unsigned long long *fill;
 } blk_args;
 
-static __device__ inline double blk_wait(double *x, int32_t j)
-{
-    const unsigned long long v = gs_dwait_while(reinterpret_cast<unsigned long long *>(x + j),
-                                                (unsigned long long)BLOCKS_UNSET,
-                                                cuda::memory_order_relaxed);
-    return __longlong_as_double((long long)v);
-}
-
 static __device__ inline double blk_peek(double *x, int32_t j)
 {
-    return __longlong_as_double((long long)word_ref(*reinterpret_cast<unsigned long long *>(x + j))
+    return __longlong_as_double((long long)gs_dtri_word_ref(*reinterpret_cast<unsigned long long *>(x + j))
                                     .load(cuda::memory_order_relaxed));
 }
 
@@ -249,7 +234,6 @@ __global__ void __launch_bounds__(BLOCKS_THREADS) tri_blocks_kernel(blk_args a)
 {
     extern __shared__ double dyn[];
     __shared__ unsigned block;
-    __shared__ bool is_last;
     __shared__ double smem[32];
     const int T = blockDim.x, G = T / K; /* threads, positions a pass */
     const int W = a.W;
@@ -271,7 +255,7 @@ __global__ void __launch_bounds__(BLOCKS_THREADS) tri_blocks_kernel(blk_args a)
         sh.row[k] = i;
         sh.rhs[k] = (a.s ? a.s[i] : 1.0) * a.b[i];
         sh.diag[k] = a.diag[base + k];
-        if (a.fill) a.fill[i] = BLOCKS_UNSET;
+        if (a.fill) a.fill[i] = GS_DTRI_UNSET;
     }
     for (int32_t k = threadIdx.x; k < len * K; k += T) {
         sh.col[k] = a.col[base * K + k];
@@ -306,24 +290,21 @@ __global__ void __launch_bounds__(BLOCKS_THREADS) tri_blocks_kernel(blk_args a)
                     xj = sh.x[-(c + 1)];
                 } else {
                     xj = k == pa + g ? pre : blk_peek(a.x, c);
-                    if ((unsigned long long)__double_as_longlong(xj) == BLOCKS_UNSET)
-                        xj = blk_wait(a.x, c);
+                    if ((unsigned long long)__double_as_longlong(xj) == GS_DTRI_UNSET)
+                        xj = gs_dtri_wait_x(a.x, c);
                 }
                 sum = sh.val[k * K + sub] * xj;
             }
             for (int32_t q = sh.ovf[k] + sub, q1 = sh.ovf[k + 1]; q < q1; q += K) {
                 const int32_t oc = a.ovf_col[ovf0 + q];
-                sum += a.ovf_val[ovf0 + q] * (oc < 0 ? sh.x[-(oc + 1)] : blk_wait(a.x, oc));
+                sum += a.ovf_val[ovf0 + q] * (oc < 0 ? sh.x[-(oc + 1)] : gs_dtri_wait_x(a.x, oc));
             }
             const unsigned mask = K == 32 ? FULL_MASK : ((1u << K) - 1u) << ((threadIdx.x & 31) / K * K);
             for (int o = K / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(mask, sum, o, K);
             if (sub == 0) {
                 const double xi = a.unit ? sh.rhs[k] - sum : (sh.rhs[k] - sum) / sh.diag[k];
                 sh.x[k] = xi;
-                unsigned long long v = (unsigned long long)__double_as_longlong(xi);
-                if (v == BLOCKS_UNSET) v = BLOCKS_NAN;
-                word_ref(*reinterpret_cast<unsigned long long *>(a.x + sh.row[k]))
-                    .store(v, cuda::memory_order_relaxed);
+                gs_dtri_store_x(a.x, sh.row[k], xi);
             }
         }
         pre = next;
@@ -336,24 +317,8 @@ __global__ void __launch_bounds__(BLOCKS_THREADS) tri_blocks_kernel(blk_args a)
         const double part = gs_block_sum(term, smem);
         if (threadIdx.x == 0) a.partials[block] = part;
     }
-    __syncthreads(); /* every row of this block written, and its partial */
-    if (threadIdx.x == 0) {
-        __threadfence();
-        is_last = atomicAdd(&a.state[1], 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!is_last) return;
-    if (a.dot) { /* the partials in ticket (chunk) order, a fixed tree: the same bits */
-        __threadfence();
-        double acc = 0.0;
-        for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) acc += __ldcg(&a.partials[k]);
-        acc = gs_block_sum(acc, smem);
-        if (threadIdx.x == 0) *a.dot = acc;
-    }
-    if (threadIdx.x == 0) {
-        a.state[0] = 0u;
-        a.state[1] = 0u;
-    }
+    gs_dtri_chunk_done(a.state, gridDim.x, a.partials, a.dot, smem);
+    gs_dtri_block_leaves(a.state);
 }
 
 /* ------------------------------------------------------------- host side */

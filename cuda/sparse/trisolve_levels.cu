@@ -242,11 +242,12 @@ int gs_dtri_analyse(gs_engine *e, int32_t n, int64_t nnz, const int64_t *rp, con
     GS_TRY(gs_cuda_alloc(e, &t->level, ((size_t)n + 1) * sizeof(int32_t), "trisolve: levels"));
     GS_TRY(gs_cuda_alloc(e, &t->level_rows, ((size_t)n + 1) * sizeof(int32_t),
                          "trisolve: rows by level"));
-    GS_TRY(gs_cuda_alloc(e, &t->state, 2 * sizeof(unsigned), "trisolve: ticket and blocks done"));
+    GS_TRY(gs_cuda_alloc(e, &t->state, GS_DTRI_STATE_WORDS * sizeof(unsigned),
+                         "trisolve: ticket, chunks done, blocks left"));
     GS_TRY(gs_cuda_alloc(e, &ticket, 2 * sizeof(unsigned), "trisolve levels: ticket"));
     max_level = (int32_t *)(ticket + 1);
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->level, 0, ((size_t)n + 1) * sizeof(int32_t), s)));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 2 * sizeof(unsigned), s)));
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, GS_DTRI_STATE_WORDS * sizeof(unsigned), s)));
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(ticket, 0, 2 * sizeof(unsigned), s)));
     if (n == 0) goto cleanup;
     if ((double)nnz <= (double)LEVEL_THREAD_MEAN * n)
@@ -355,9 +356,10 @@ static int tri_host_upload(gs_engine *e, gs_dtri *t, const int32_t *level, const
     int status = GS_OK;
     GS_TRY(gs_cuda_alloc(e, &t->level, n1, "trisolve: levels"));
     GS_TRY(gs_cuda_alloc(e, &t->level_rows, n1, "trisolve: rows by level"));
-    GS_TRY(gs_cuda_alloc(e, &t->state, 2 * sizeof(unsigned), "trisolve: ticket and blocks done"));
+    GS_TRY(gs_cuda_alloc(e, &t->state, GS_DTRI_STATE_WORDS * sizeof(unsigned),
+                         "trisolve: ticket, chunks done, blocks left"));
     GS_TRY(gs_cuda_alloc(e, &t->slot_rows, slot_bytes, "trisolve: sync-free schedule"));
-    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, 2 * sizeof(unsigned),
+    GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(t->state, 0, GS_DTRI_STATE_WORDS * sizeof(unsigned),
                                               gs_cuda_of(e)->stream)));
     GS_TRY(gs_cuda_upload(e, t->level, level, n1));
     GS_TRY(gs_cuda_upload(e, t->level_rows, rows, n1));
@@ -426,7 +428,7 @@ void gs_dtri_free(gs_engine *e, gs_dtri *t)
     if (!t) return;
     gs_cuda_free(e, t->level, ((size_t)t->n + 1) * sizeof(int32_t));
     gs_cuda_free(e, t->level_rows, ((size_t)t->n + 1) * sizeof(int32_t));
-    gs_cuda_free(e, t->state, 2 * sizeof(unsigned));
+    gs_cuda_free(e, t->state, GS_DTRI_STATE_WORDS * sizeof(unsigned));
     gs_cuda_free(e, t->slot_rows, ((size_t)t->n_slots + 1) * sizeof(int32_t));
     gs_cuda_free(e, t->partials, ((size_t)t->n_partials + 1) * sizeof(double));
     gs_cuda_free(e, t->dot_counter, sizeof(unsigned));

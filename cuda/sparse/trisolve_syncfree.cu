@@ -13,17 +13,20 @@
  * window holds several whole wavefronts, and the solve costs about one flag latency a
  * level (docs/perf-notebook.md).
  *
- * No deadlock: a block draws a ticket (state[0]) when it starts and takes the slots at that
- * place of the schedule. A row waits only on rows of lower levels, which lie in slots
+ * No deadlock: a block draws a ticket (state[0]) when it starts, and again each time it
+ * has finished a chunk, and takes the slots at that place of the schedule. A row waits only on rows of lower levels, which lie in slots
  * before its warp's first slot (levels are sorted and no warp holds two levels): rows of
  * blocks that drew earlier tickets, which are resident or done, or of its own block's
  * lower warps; never on a row of its own warp. By induction on the slot: the lowest
  * unfinished warp either belongs to a started block, and all it waits on is done, so it
- * finishes; or its ticket is not drawn yet, then every started block has only finished
- * rows to wait on, finishes and leaves room for the next ticket. Whatever order the
- * hardware starts blocks in, every wait ends.
+ * finishes; or its ticket is not drawn yet, then every block holding a chunk has only
+ * finished rows to wait on, finishes and draws the next ticket (or, where no block holds
+ * one, a resident block draws it). Whatever order the hardware starts blocks in, every
+ * wait ends. The blocks are as many as are resident at once, each taking chunks until
+ * they run out (persistent): with a block a chunk, the wavefront of a grid of millions of
+ * rows waited, at every level, for blocks to retire and the next ones to launch.
  *
- * The value is the flag: x is filled with SYNCFREE_UNSET (all bits set, a NaN) in stream
+ * The value is the flag: x is filled with GS_DTRI_UNSET (all bits set, a NaN) in stream
  * order before the launch, and a row waits until x_j is no longer that pattern. x_j is one
  * 64-bit word written once, by one relaxed atomic store, and read by relaxed atomic loads:
  * coherence alone makes the reader see the final value, with no fence on either side (a
@@ -32,129 +35,187 @@
  * the unset pattern (a NaN from a NaN input) is stored as the canonical NaN instead, so
  * that no row waits for ever on it; a NaN still comes out, and CG reports it.
  *
- * No reset beyond the fill: the last block to finish (state[1] counts them) zeroes the
- * ticket and the count. The kernel's arguments never change, so the fill and the launch
+ * No reset beyond the fill: the last block to leave (state[2] counts them) zeroes the
+ * ticket and the counts (trisolve_common.cuh). The kernel's arguments never change, so the fill and the launch
  * can be captured in a graph and replayed.
  *
  * Fused (gs_dtri_fused): the dot w . x, a block's rows summed by a fixed tree into
- * partials[ticket] (the ticket, not blockIdx.x: it fixes which rows a block holds), and
- * the last block adds partials[0 .. blocks) in that order, before it resets the ticket;
+ * partials[ticket] (the ticket, not blockIdx.x: it fixes which rows a chunk holds), and
+ * the block that finishes the last chunk adds partials[0 .. chunks) in that order;
  * and the fill of the next sync-free solve's x, a store per row, issued before the row's
  * waits (off the wavefront's path). MIC's apply takes both: the forward solve fills z
  * for the backward one, which computes r . z (docs/mic.md). */
-#include <cuda/atomic>
-
-#include "gs_dsparse.h"
-#include "reduce.cuh"
+#include "trisolve_common.cuh"
 
 #define SYNCFREE_THREADS 256
-#define SYNCFREE_UNSET 0xffffffffffffffffull /* the fill's bytes, 0xFF */
-#define SYNCFREE_NAN 0x7ff8000000000000ull   /* a computed x_i that equals the fill */
 #define FULL_MASK 0xffffffffu
 
-typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> word_ref;
+/* What a lane knows of its row before it waits: the row (-1: an empty slot), its entries
+ * [p, end) from the lane's first, the right-hand side and w_i (the row's first lane), and
+ * the lane's first entry (j, v). */
+typedef struct syncfree_row {
+    int32_t i, j;
+    int64_t p, end;
+    double rhs, wi, v;
+} syncfree_row;
 
-/* x_j once row j has been solved; waits until then (the header: row j is in an earlier
- * slot, so the wait ends). Polls back to back first (a load takes an L2 round trip, and
- * the row at the front finds its value within a few), then with sleeps doubling from 32 to
- * 256 ns: the rows several levels ahead of the front (about 5 levels of a 3D grid are
- * resident) would otherwise keep L2 busy with loads that cannot succeed yet, slowing the
- * front's own stores and loads. The cap bounds the delay a sleeping row adds to its
- * level once its value is there. */
-static __device__ inline double syncfree_wait(double *x, int32_t j)
-{
-    const unsigned long long v = gs_dwait_while(reinterpret_cast<unsigned long long *>(x + j),
-                                                (unsigned long long)SYNCFREE_UNSET,
-                                                cuda::memory_order_relaxed);
-    return __longlong_as_double((long long)v);
-}
-
-/* LANES lanes a row, SYNCFREE_THREADS / LANES slots a block:
- * x_i = (s_i b_i - sum_j t_ij x_j) / t_ii (t_ii = 1 when unit); with dot, *dot = w . x;
- * with fill, fill_i = the unset pattern. */
+/* The lane's row of chunk `chunk`; the fill of the next solve's x_i, issued here (off the
+ * wavefront's path). */
 template <int LANES>
-__global__ void tri_syncfree_kernel(int64_t n_slots, bool upper, const int32_t *__restrict__ slots,
-                                    const int64_t *__restrict__ rp,
-                                    const int32_t *__restrict__ col,
-                                    const double *__restrict__ val, bool unit,
-                                    const double *__restrict__ s, const double *__restrict__ b,
-                                    double *x, unsigned *state, const double *__restrict__ w,
-                                    double *__restrict__ partials, double *dot,
-                                    unsigned long long *__restrict__ fill)
+static __device__ inline syncfree_row syncfree_load(unsigned chunk, int64_t n_slots,
+                                                    const int32_t *__restrict__ slots,
+                                                    const int64_t *__restrict__ rp,
+                                                    const int32_t *__restrict__ col,
+                                                    const double *__restrict__ val,
+                                                    const double *__restrict__ s,
+                                                    const double *__restrict__ b,
+                                                    const double *__restrict__ w,
+                                                    unsigned long long *__restrict__ fill)
 {
-    __shared__ unsigned block;
-    __shared__ bool is_last;
-    __shared__ double smem[32];
-    if (threadIdx.x == 0) block = atomicAdd(&state[0], 1u);
-    __syncthreads();
     const int sub = threadIdx.x % LANES;
-    const int64_t slot = (int64_t)block * (SYNCFREE_THREADS / LANES) + threadIdx.x / LANES;
-    const int32_t i = slot < n_slots ? slots[slot] : -1;
-    double sum = 0.0, diag = 0.0, rhs = 0.0, wi = 0.0;
-    if (i >= 0) {
-        if (sub == 0) { /* issued before the waits */
-            rhs = (s ? s[i] : 1.0) * b[i];
-            if (dot) wi = w[i];
-            if (fill) fill[i] = SYNCFREE_UNSET;
-        }
-        for (int64_t p = rp[i] + sub; p < rp[i + 1]; p += LANES) {
-            const int32_t j = col[p];
-            if (j == i) diag = val[p];
-            else if (upper ? j > i : j < i) sum += val[p] * syncfree_wait(x, j);
-        }
+    const int64_t slot = (int64_t)chunk * (SYNCFREE_THREADS / LANES) + threadIdx.x / LANES;
+    syncfree_row r = {-1, -1, 0, 0, 0.0, 0.0, 0.0};
+    r.i = slot < n_slots ? slots[slot] : -1;
+    if (r.i < 0) return r;
+    r.p = rp[r.i] + sub, r.end = rp[r.i + 1];
+    if (sub == 0) {
+        r.rhs = (s ? s[r.i] : 1.0) * b[r.i];
+        if (w) r.wi = w[r.i];
+        if (fill) fill[r.i] = GS_DTRI_UNSET;
     }
-    /* every lane gets here (empty slots included), so the whole warp shuffles */
-    for (int o = LANES / 2; o > 0; o >>= 1) {
-        sum += __shfl_xor_sync(FULL_MASK, sum, o, LANES);
-        diag += __shfl_xor_sync(FULL_MASK, diag, o, LANES);
-    }
-    double term = 0.0; /* w_i x_i, on the row's first lane */
-    if (i >= 0 && sub == 0) {
-        const double xi = (rhs - sum) / (unit ? 1.0 : diag);
-        unsigned long long v = (unsigned long long)__double_as_longlong(xi);
-        if (v == SYNCFREE_UNSET) v = SYNCFREE_NAN;
-        word_ref(*reinterpret_cast<unsigned long long *>(x + i)).store(v, cuda::memory_order_relaxed);
-        term = wi * xi;
-    }
-    if (dot) { /* uniform: the whole block sums (gs_block_sum's barriers) */
-        const double part = gs_block_sum(term, smem);
-        if (threadIdx.x == 0) partials[block] = part;
-    }
-    __syncthreads(); /* every row of this block written, and its partial */
-    if (threadIdx.x == 0) {
-        __threadfence();
-        is_last = atomicAdd(&state[1], 1u) == gridDim.x - 1; /* the last block: all others done */
-    }
-    __syncthreads();
-    if (!is_last) return;
-    if (dot) { /* the partials in ticket order, a fixed tree: the same bits every run */
-        __threadfence();
-        double acc = 0.0;
-        for (unsigned k = threadIdx.x; k < gridDim.x; k += blockDim.x) acc += __ldcg(&partials[k]);
-        acc = gs_block_sum(acc, smem);
-        if (threadIdx.x == 0) *dot = acc;
-    }
-    if (threadIdx.x == 0) {
-        state[0] = 0u;
-        state[1] = 0u;
-    }
+    if (r.p < r.end) r.j = col[r.p], r.v = val[r.p];
+    return r;
 }
 
+/* LANES lanes a row, SYNCFREE_THREADS / LANES slots a chunk: x_i = (s_i b_i - sum_j t_ij
+ * x_j) / t_ii (t_ii = 1 when unit); with dot, *dot = w . x; with fill, fill_i = the unset
+ * pattern. The blocks are persistent: each draws tickets (chunks of the schedule) until
+ * they run out, so that a chunk starts as soon as a resident block is free instead of
+ * after a block's retirement and the next one's launch. PRE: a block draws its next
+ * ticket and loads that chunk's rows (slot, row pointers, first entries, right-hand side)
+ * before it waits on the current chunk's dependencies, so that those dependent loads are
+ * not on the wavefront's path. Either way the same arithmetic in the same order: the same
+ * bits. */
+template <int LANES, bool PRE>
+__global__ void __launch_bounds__(SYNCFREE_THREADS)
+    tri_syncfree_kernel(int64_t n_slots, unsigned chunks, bool upper,
+                        const int32_t *__restrict__ slots, const int64_t *__restrict__ rp,
+                        const int32_t *__restrict__ col, const double *__restrict__ val,
+                        bool unit, const double *__restrict__ s, const double *__restrict__ b,
+                        double *x, unsigned *state, const double *__restrict__ w,
+                        double *__restrict__ partials, double *dot,
+                        unsigned long long *__restrict__ fill)
+{
+    __shared__ unsigned tickets[2]; /* by parity: a slot is rewritten two draws later */
+    __shared__ double smem[32];
+    const int sub = threadIdx.x % LANES;
+    const double *wd = dot ? w : nullptr;
+    if (threadIdx.x == 0) tickets[0] = atomicAdd(&state[0], 1u);
+    __syncthreads();
+    unsigned cur = tickets[0];
+    syncfree_row r = {-1, -1, 0, 0, 0.0, 0.0, 0.0};
+    if (PRE && cur < chunks)
+        r = syncfree_load<LANES>(cur, n_slots, slots, rp, col, val, s, b, wd, fill);
+    for (unsigned k = 0; cur < chunks; k++) {
+        syncfree_row nr = {-1, -1, 0, 0, 0.0, 0.0, 0.0};
+        unsigned next = chunks;
+        if (PRE) { /* the next chunk drawn and its rows loaded before this one's waits */
+            if (threadIdx.x == 0) tickets[(k + 1) & 1] = atomicAdd(&state[0], 1u);
+            __syncthreads();
+            next = tickets[(k + 1) & 1];
+            if (next < chunks)
+                nr = syncfree_load<LANES>(next, n_slots, slots, rp, col, val, s, b, wd, fill);
+        } else {
+            r = syncfree_load<LANES>(cur, n_slots, slots, rp, col, val, s, b, wd, fill);
+        }
+        double sum = 0.0, diag = 0.0;
+        if (r.i >= 0) {
+            for (int64_t q = r.p; q < r.end; q += LANES) {
+                const int32_t j = q == r.p ? r.j : col[q];
+                const double v = q == r.p ? r.v : val[q];
+                if (j == r.i) diag = v;
+                else if (upper ? j > r.i : j < r.i) sum += v * gs_dtri_wait_x(x, j);
+            }
+        }
+        /* every lane gets here (empty slots included), so the whole warp shuffles */
+        for (int o = LANES / 2; o > 0; o >>= 1) {
+            sum += __shfl_xor_sync(FULL_MASK, sum, o, LANES);
+            diag += __shfl_xor_sync(FULL_MASK, diag, o, LANES);
+        }
+        double term = 0.0; /* w_i x_i, on the row's first lane */
+        if (r.i >= 0 && sub == 0) {
+            const double xi = (r.rhs - sum) / (unit ? 1.0 : diag);
+            gs_dtri_store_x(x, r.i, xi);
+            term = r.wi * xi;
+        }
+        if (dot) { /* uniform: the whole block sums (gs_block_sum's barriers) */
+            const double part = gs_block_sum(term, smem);
+            if (threadIdx.x == 0) partials[cur] = part;
+        }
+        gs_dtri_chunk_done(state, chunks, partials, dot, smem);
+        if (PRE) {
+            cur = next, r = nr;
+        } else { /* the next ticket, drawn once every thread has read this one */
+            if (threadIdx.x == 0) tickets[(k + 1) & 1] = atomicAdd(&state[0], 1u);
+            __syncthreads();
+            cur = tickets[(k + 1) & 1];
+        }
+    }
+    gs_dtri_block_leaves(state);
+}
+
+/* Blocks a launch: the chunks, at most as many as are resident at once; the engine's
+ * debug.syncfree_blocks: -1 one a chunk (blocks that each take one ticket), N > 0 at most
+ * N (tests: a few blocks take many chunks each). */
+template <int LANES, bool PRE>
+static int tri_syncfree_grid(gs_engine *e, unsigned chunks, unsigned *grid)
+{
+    int per_sm = 0;
+    const int force = gs_cuda_debug(e)->syncfree_blocks;
+    *grid = chunks;
+    if (force < 0) return GS_OK;
+    if (force > 0) {
+        if ((unsigned)force < chunks) *grid = (unsigned)force;
+        return GS_OK;
+    }
+    auto *const kernel = tri_syncfree_kernel<LANES, PRE>;
+    const int status = CUDA_CALL(&e->err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                              &per_sm, kernel, SYNCFREE_THREADS, 0));
+    if (status != GS_OK) return status;
+    const int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * gs_cuda_sm_count(e);
+    if (resident < (int64_t)chunks) *grid = (unsigned)resident;
+    return GS_OK;
+}
+
+template <int LANES, bool PRE>
+static int tri_syncfree_run(gs_engine *e, const gs_dtri *t, const double *val, int unit,
+                            const double *s, const double *b, double *x, const gs_dtri_fused *f)
+{
+    cudaStream_t st = gs_cuda_of(e)->stream;
+    const unsigned chunks = gs_dblocks(t->n_slots, SYNCFREE_THREADS / LANES);
+    unsigned grid = chunks;
+    int status = tri_syncfree_grid<LANES, PRE>(e, chunks, &grid);
+    if (status != GS_OK) return status;
+    if (!f->x_filled) {
+        status = CUDA_CALL(&e->err, cudaMemsetAsync(x, 0xFF, (size_t)t->n * sizeof(double), st));
+        if (status != GS_OK) return status;
+    }
+    auto *const tri_syncfree = tri_syncfree_kernel<LANES, PRE>;
+    return CUDA_LAUNCH(&e->err, tri_syncfree, grid, SYNCFREE_THREADS, 0, st,
+                       t->n_slots, chunks, (bool)t->upper, (const int32_t *)t->slot_rows, t->rp,
+                       t->col, val, (bool)unit, s, b, x, t->state, f->w, t->partials, f->dot,
+                       (unsigned long long *)f->fill);
+}
+
+/* The prefetching kernel unless the engine's debug.syncfree_prefetch is off. */
 template <int LANES>
 static int tri_syncfree_launch(gs_engine *e, const gs_dtri *t, const double *val, int unit,
                                const double *s, const double *b, double *x,
                                const gs_dtri_fused *f)
 {
-    cudaStream_t st = gs_cuda_of(e)->stream;
-    if (!f->x_filled) {
-        const int status = CUDA_CALL(&e->err, cudaMemsetAsync(x, 0xFF, (size_t)t->n * sizeof(double), st));
-        if (status != GS_OK) return status;
-    }
-    return CUDA_LAUNCH(&e->err, tri_syncfree_kernel<LANES>,
-                       gs_dblocks(t->n_slots, SYNCFREE_THREADS / LANES), SYNCFREE_THREADS, 0, st,
-                       t->n_slots, (bool)t->upper, (const int32_t *)t->slot_rows, t->rp, t->col,
-                       val, (bool)unit, s, b, x, t->state, f->w, t->partials, f->dot,
-                       (unsigned long long *)f->fill);
+    if (gs_cuda_debug(e)->syncfree_prefetch == GS_DEBUG_FORCE_OFF)
+        return tri_syncfree_run<LANES, false>(e, t, val, unit, s, b, x, f);
+    return tri_syncfree_run<LANES, true>(e, t, val, unit, s, b, x, f);
 }
 
 /* The sync-free solve's blocks (its partials). */

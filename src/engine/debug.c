@@ -59,6 +59,11 @@ void gs_debug_from_env(gs_debug *d)
     if (v && atoll(v) > 0) d->tri_super_rows = atoll(v);
     v = getenv("GS_TRI_BAND_LEVELS");
     if (v && atoi(v) > 0) d->tri_band_levels = atoi(v);
+    v = getenv("GS_SYNCFREE_BLOCKS");
+    if (v && strcmp(v, "off") == 0) d->syncfree_blocks = -1;
+    if (v && atoi(v) > 0) d->syncfree_blocks = atoi(v);
+    v = getenv("GS_SYNCFREE_PREFETCH");
+    if (v && strcmp(v, "off") == 0) d->syncfree_prefetch = GS_DEBUG_FORCE_OFF;
     v = getenv("GS_DIST_OVERLAP");
     if (v && *v) d->dist_overlap = strcmp(v, "0") ? GS_DEBUG_FORCE_ON : GS_DEBUG_FORCE_OFF;
     v = getenv("GS_DIST_COMM_TIMING");

@@ -93,6 +93,17 @@ typedef struct gs_debug {
      * instead of its rule's (benchmarks); 0: the rule */
     long long tri_super_rows;
     int tri_band_levels;
+    /* GS_SYNCFREE_BLOCKS=off|N: the sync-free substitution launches a block a
+     * chunk of its schedule (off: -1) or at most N blocks, each taking chunks
+     * until they run out (tests: few blocks, many chunks each), instead of as
+     * many blocks as are resident (cuda/sparse/trisolve_syncfree.cu; the same
+     * bits either way, timings compare them); 0: the rule */
+    int syncfree_blocks;
+    /* GS_SYNCFREE_PREFETCH=off: the sync-free substitution loads a chunk's rows
+     * after drawing its ticket (GS_DEBUG_FORCE_OFF) instead of drawing the next
+     * ticket and loading its rows before the current chunk's waits (the same
+     * bits either way); 0: prefetch */
+    int syncfree_prefetch;
     /* --overlap on|off, GS_DIST_OVERLAP=1|0: under mpirun, the CUDA
      * transport's halo exchange on its own stream, overlapped with the local
      * product (GS_DEBUG_FORCE_ON), or on the engine's stream (FORCE_OFF);

@@ -104,31 +104,32 @@ __global__ void pingpong_kernel(int iters, unsigned *flag, double *out)
     out[blockIdx.x] = 1.0;
 }
 
-static double handover_us(int mode, unsigned blocks, double *out, unsigned *flag)
+/* A one-block-a-cluster launch configuration of blocks x threads (attr must outlive cfg). */
+static void cluster_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, unsigned blocks,
+                           unsigned threads)
 {
-    const int iters = 20000;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = blocks;
+    attr->val.clusterDim.y = attr->val.clusterDim.z = 1;
+    *cfg = {};
+    cfg->gridDim = dim3(blocks);
+    cfg->blockDim = dim3(threads);
+    cfg->attrs = attr;
+    cfg->numAttrs = 1;
+}
+
+/* Microseconds per step of launch() (the second of two runs, the first a warm-up), over
+ * steps steps; before() runs ahead of each launch, untimed. */
+template <typename B, typename L>
+static double timed_us(double steps, B before, L launch)
+{
     cudaEvent_t t0, t1;
     CK(cudaEventCreate(&t0));
     CK(cudaEventCreate(&t1));
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr;
-    if (mode == CLUSTER) {
-        CK(cudaFuncSetAttribute((const void *)handover_kernel<CLUSTER>,
-                                cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = blocks;
-        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-        cfg.gridDim = dim3(blocks);
-        cfg.blockDim = dim3(1024);
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-    }
     for (int rep = 0; rep < 2; rep++) {
-        CK(cudaMemset(flag, 0, sizeof(unsigned)));
+        CK(before());
         CK(cudaEventRecord(t0));
-        if (mode == CLUSTER) CK(cudaLaunchKernelEx(&cfg, handover_kernel<CLUSTER>, iters, out));
-        else if (mode == BLOCK) handover_kernel<BLOCK><<<1, 1024>>>(iters, out);
-        else pingpong_kernel<<<2, 32>>>(iters, flag, out);
+        CK(launch());
         CK(cudaGetLastError());
         CK(cudaEventRecord(t1));
         CK(cudaEventSynchronize(t1));
@@ -137,7 +138,28 @@ static double handover_us(int mode, unsigned blocks, double *out, unsigned *flag
     CK(cudaEventElapsedTime(&ms, t0, t1));
     cudaEventDestroy(t0);
     cudaEventDestroy(t1);
-    return 1000.0 * ms / (mode == GRID ? 2.0 * iters : iters);
+    return 1000.0 * ms / steps;
+}
+
+static double handover_us(int mode, unsigned blocks, double *out, unsigned *flag)
+{
+    const int iters = 20000;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    if (mode == CLUSTER) {
+        CK(cudaFuncSetAttribute((const void *)handover_kernel<CLUSTER>,
+                                cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        cluster_config(&cfg, &attr, blocks, 1024);
+    }
+    return timed_us(
+        mode == GRID ? 2.0 * iters : iters,
+        [&] { return cudaMemset(flag, 0, sizeof(unsigned)); },
+        [&] {
+            if (mode == CLUSTER) return cudaLaunchKernelEx(&cfg, handover_kernel<CLUSTER>, iters, out);
+            if (mode == BLOCK) handover_kernel<BLOCK><<<1, 1024>>>(iters, out);
+            else pingpong_kernel<<<2, 32>>>(iters, flag, out);
+            return cudaSuccess;
+        });
 }
 
 template <int MODE, bool EXCHANGE>
@@ -145,9 +167,6 @@ static double time_us(unsigned blocks, unsigned threads, double *part, double *o
 {
     const int iters = 20000;
     auto kernel = barrier_kernel<MODE, EXCHANGE>;
-    cudaEvent_t t0, t1;
-    CK(cudaEventCreate(&t0));
-    CK(cudaEventCreate(&t1));
     int n = iters;
     void *params[] = {&n, &part, &out};
     cudaLaunchConfig_t cfg = {};
@@ -155,30 +174,18 @@ static double time_us(unsigned blocks, unsigned threads, double *part, double *o
     if (MODE == CLUSTER) {
         CK(cudaFuncSetAttribute((const void *)kernel,
                                 cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = blocks;
-        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-        cfg.gridDim = dim3(blocks);
-        cfg.blockDim = dim3(threads);
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
+        cluster_config(&cfg, &attr, blocks, threads);
     }
-    for (int rep = 0; rep < 2; rep++) { /* the first is a warm-up */
-        CK(cudaEventRecord(t0));
-        if (MODE == GRID)
-            CK(cudaLaunchCooperativeKernel((const void *)kernel, dim3(blocks), dim3(threads),
-                                           params, 0, 0));
-        else if (MODE == CLUSTER) CK(cudaLaunchKernelEx(&cfg, kernel, n, part, out));
-        else kernel<<<blocks, threads>>>(n, part, out);
-        CK(cudaGetLastError());
-        CK(cudaEventRecord(t1));
-        CK(cudaEventSynchronize(t1));
-    }
-    float ms = 0.0f;
-    CK(cudaEventElapsedTime(&ms, t0, t1));
-    cudaEventDestroy(t0);
-    cudaEventDestroy(t1);
-    return 1000.0 * ms / iters;
+    return timed_us(
+        iters, [] { return cudaSuccess; },
+        [&] {
+            if (MODE == GRID)
+                return cudaLaunchCooperativeKernel((const void *)kernel, dim3(blocks),
+                                                   dim3(threads), params, 0, 0);
+            if (MODE == CLUSTER) return cudaLaunchKernelEx(&cfg, kernel, n, part, out);
+            kernel<<<blocks, threads>>>(n, part, out);
+            return cudaSuccess;
+        });
 }
 
 int main()

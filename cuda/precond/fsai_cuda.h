@@ -128,8 +128,7 @@ int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
  * is not positive is recorded in *fail as theirs. Times the stages
  * "gather" and "factorisation" on pc; the time limit checked a chunk. */
 int fsai_cuda_factor_gemm(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const int32_t *order,
-                          int32_t j0, int32_t j1, double *g, unsigned long long *fail,
-                          gs_error *err);
+                          int32_t j0, int32_t j1, double *g, unsigned long long *fail);
 
 /* GS_ERR_NUMERIC in err for the failure record key of fsai_cuda_factor,
  * naming the row (1-based) as the CPU reference does. */

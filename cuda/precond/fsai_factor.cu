@@ -1284,7 +1284,7 @@ static int factor_run(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const facto
     if constexpr (sizeof(T) == sizeof(double)) /* the largest class: its own chunks */
         if (p->gemm)
             GS_TRY(fsai_cuda_factor_gemm(pc, A, S, p->order, class_start[FACTOR_CLASSES - 1],
-                                         class_start[FACTOR_CLASSES], (double *)g, fail, err));
+                                         class_start[FACTOR_CLASSES], (double *)g, fail));
 cleanup:
     /* stream-ordered frees: after the kernels that use them */
     gs_cuda_free(e, buf, (size_t)p->cap * sizeof(T));

@@ -64,12 +64,12 @@ __global__ void __launch_bounds__(GEMM_THREADS)
     const int m = (int)(s_rp[row + 1] - p0);
     const int32_t *P = s_col + p0;
     double *Ms = M + (size_t)blockIdx.x * mb * mb;
-    for (int64_t q = threadIdx.x; q < (int64_t)mb * mb; q += GEMM_THREADS) {
-        const int64_t r = q / mb, c = q - r * mb;
-        Ms[q] = r == c && r >= m ? 1.0 : 0.0;
-    }
-    __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    /* a warp a row (no division per element: ~7 GB of them on the
+     * power-law case) */
+    for (int r = warp; r < mb; r += GEMM_THREADS / 32)
+        for (int c = lane; c < mb; c += 32) Ms[(size_t)r * mb + c] = r == c && r >= m ? 1.0 : 0.0;
+    __syncthreads();
     for (int r = warp; r < m; r += GEMM_THREADS / 32) {
         const int32_t pr = P[r];
         const int64_t q1 = a_rp[pr + 1];
@@ -217,8 +217,7 @@ typedef struct gemm_chunk {
  * (a counting sort, rows ascending within a bucket), and cut into chunks
  * of at most `budget` bytes (at least one system each). */
 static int gemm_plan(gs_engine *e, const gs_dcsr *S, const int32_t *order, int32_t count,
-                     int32_t **rows_sorted, gemm_chunk **chunks, int32_t *nchunks,
-                     size_t *values_max, gs_error *err)
+                     int32_t **rows_sorted, gemm_chunk **chunks, int32_t *nchunks)
 {
     gs_cuda_impl *c = gs_cuda_of(e);
     int status = GS_OK;
@@ -226,7 +225,6 @@ static int gemm_plan(gs_engine *e, const gs_dcsr *S, const int32_t *order, int32
     int64_t *start = NULL;
     int64_t nb_max = 0;
     size_t free_bytes = 0, total_bytes = 0, budget = GEMM_BUDGET_MAX;
-    (void)err;
     ms = (int32_t *)gs_malloc((size_t)count * sizeof(int32_t), "fsai gemm: sizes", &e->err);
     rows = (int32_t *)gs_malloc((size_t)count * sizeof(int32_t), "fsai gemm: rows", &e->err);
     sorted = (int32_t *)gs_malloc((size_t)count * sizeof(int32_t), "fsai gemm: rows", &e->err);
@@ -259,16 +257,14 @@ static int gemm_plan(gs_engine *e, const gs_dcsr *S, const int32_t *order, int32
     *chunks = (gemm_chunk *)gs_malloc((size_t)count * sizeof(gemm_chunk), "fsai gemm: chunks", &e->err);
     if (!*chunks) GS_TRY(GS_ERR_NOMEM);
     *nchunks = 0;
-    *values_max = 0;
     for (int64_t b = 1; b <= nb_max; b++) {
-        const int64_t mb = b * GEMM_NB, first = b > 0 ? start[b - 1] : 0;
+        const int64_t mb = b * GEMM_NB, first = start[b - 1];
         const size_t per = gemm_system_values(mb);
         int64_t batch = (int64_t)(budget / (per * sizeof(double)));
         if (batch < 1) batch = 1;
         for (int64_t j = first; j < start[b]; j += batch) {
             const int64_t k = start[b] - j < batch ? start[b] - j : batch;
             (*chunks)[(*nchunks)++] = {mb, (int32_t)j, (int32_t)k};
-            if ((size_t)k * per > *values_max) *values_max = (size_t)k * per;
         }
     }
     *rows_sorted = sorted;
@@ -318,21 +314,20 @@ cleanup:
 }
 
 int fsai_cuda_factor_gemm(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const int32_t *order,
-                          int32_t j0, int32_t j1, double *g, unsigned long long *fail,
-                          gs_error *err)
+                          int32_t j0, int32_t j1, double *g, unsigned long long *fail)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
     const int32_t count = j1 - j0;
     int32_t *rows = NULL, *d_rows = NULL, nchunks = 0;
     gemm_chunk *chunks = NULL;
-    size_t values_max = 0, bytes_M = 0, bytes_W = 0, bytes_Wi = 0;
+    size_t bytes_M = 0, bytes_W = 0, bytes_Wi = 0;
     double *M = NULL, *W = NULL, *Wi = NULL;
     cublasHandle_t blas = NULL;
     int status = GS_OK;
     if (count <= 0) return GS_OK;
     double t0 = gs_pc_stage_begin(pc);
-    GS_TRY(gemm_plan(e, S, order + j0, count, &rows, &chunks, &nchunks, &values_max, err));
+    GS_TRY(gemm_plan(e, S, order + j0, count, &rows, &chunks, &nchunks));
     for (int32_t b = 0; b < nchunks; b++) { /* each buffer sized for the largest chunk's */
         const size_t k = (size_t)chunks[b].count, mb = (size_t)chunks[b].mb;
         if (k * mb * mb > bytes_M) bytes_M = k * mb * mb;
@@ -340,7 +335,6 @@ int fsai_cuda_factor_gemm(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const i
         if (k * GEMM_NB * GEMM_NB > bytes_Wi) bytes_Wi = k * GEMM_NB * GEMM_NB;
     }
     bytes_M *= sizeof(double), bytes_W *= sizeof(double), bytes_Wi *= sizeof(double);
-    (void)values_max;
     GS_TRY(gs_cuda_alloc(e, &d_rows, (size_t)count * sizeof(int32_t), "fsai gemm: rows"));
     GS_TRY(CUDA_CALL(&e->err, cudaMemcpyAsync(d_rows, rows, (size_t)count * sizeof(int32_t),
                                               cudaMemcpyHostToDevice, c->stream)));

@@ -68,6 +68,9 @@ static const char *gather_mode; /* the setups' --gather (NULL: the default, fuse
 /* the setups' --max-row (NULL: the default); "0" where a test wants the
  * huge local systems the default cap would cut */
 static const char *max_row_mode;
+/* where set, check_case asserts that the GPU's factor_large starts with it
+ * ("gemm:", "block:"; "" for none) */
+static const char *large_expect;
 
 /* --------------------------------------------------------------- setups */
 
@@ -79,6 +82,7 @@ typedef struct fsai_out {
     double max_row, capped; /* report items: S's longest row before --max-row, rows cut */
     char stages[512];
     char plan[GS_KV_STR_LEN]; /* factor_plan (CUDA setups that factor systems), else "" */
+    char large[GS_KV_STR_LEN]; /* factor_large (CUDA: gemm:N or block:N), else "" */
 } fsai_out;
 
 static double extra(const gs_pc *pc, const char *key)
@@ -136,6 +140,8 @@ static fsai_out fsai_on(gs_engine *e, const gs_csr *A, const gs_params *p)
         o.capped = extra(pc, "capped_rows");
         const gs_kv *kv = tu_pc_extra(pc, "factor_plan");
         if (kv) snprintf(o.plan, sizeof o.plan, "%s", kv->str);
+        kv = tu_pc_extra(pc, "factor_large");
+        if (kv) snprintf(o.large, sizeof o.large, "%s", kv->str);
         size_t used = 0;
         for (int i = 0; i < pc->stages.count; i++)
             used += (size_t)snprintf(o.stages + used, sizeof o.stages - used, "%s;",
@@ -291,6 +297,10 @@ static void check_case(const gs_csr *A, double tau, long k, double delta, const 
     ck_assert_msg(g.mu_hat == c.mu_hat, "%s: mu_G_hat %.17g (GPU) vs %.17g", label, g.mu_hat,
                   c.mu_hat);
     ck_assert_msg(g.m_max == c.m_max, "%s: local_m_max %g vs %g", label, g.m_max, c.m_max);
+    if (large_expect)
+        ck_assert_msg(*large_expect ? strncmp(g.large, large_expect, strlen(large_expect)) == 0
+                                    : g.large[0] == 0,
+                      "%s: factor_large '%s', expected '%s...'", label, g.large, large_expect);
     ck_assert_msg(g.max_row == c.max_row && g.capped == c.capped,
                   "%s: max_row %g, capped_rows %g (GPU) vs %g, %g", label, g.max_row, g.capped,
                   c.max_row, c.capped);
@@ -1086,10 +1096,135 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* ------------------------------------------ the large systems' DGEMM path */
+
+/* fsai_factor_gemm.cu against the reference. It is the rule's path for
+ * fp64 systems too large for shared memory (m > 225 on an H100/H200; the
+ * suites above reach it that way too: arrowheads of 600 and 2000, the
+ * random dense rows, the hubs), and the switch fsai_gemm_min = N forces
+ * it onto every system of at least N rows: buckets of one panel (m <= 64:
+ * the diagonal kernel alone, no DGEMM) and of several (65..172 on the
+ * 27-point stencil with k = 3; 1..400 on the arrow with k = 2), with the
+ * other classes beside it, in many chunks (the switch fsai_chunk_bytes),
+ * and off (the block kernel in fp64). The tolerance is compare's, as for
+ * every GPU path: the blocked Cholesky (DGEMM updates, the diagonal block
+ * inverted for the panel solve) is backward stable like the step-by-step
+ * one; only the order of the roundings differs, so a row of G differs by
+ * at most a small multiple of m kappa(A[P,P]) u of its norm. */
+static void gemm_switch(long long gemm_min, long long chunk_bytes)
+{
+    debug_switches.fsai_gemm_min = gemm_min;
+    debug_switches.fsai_chunk_bytes = chunk_bytes;
+    use_debug();
+}
+
+START_TEST(test_gemm_path)
+{
+    max_row_mode = "0";
+    gs_csr A = tu_generated("poisson3d27:9"), T = tu_arrow_spd(400);
+    const long long mins[] = {1, 65, 100};
+    large_expect = "gemm:";
+    for (size_t t = 0; t < sizeof mins / sizeof mins[0]; t++) {
+        gemm_switch(mins[t], 0);
+        check_case(&A, 0.0, 3, 0.0, NULL, "poisson3d27:9, gemm forced");
+        if (mins[t] == 1) /* k = 2: m <= 63 */
+            check_case(&A, 0.0, 2, 0.0035, NULL, "poisson3d27:9, gemm forced");
+    }
+    gemm_switch(0, 0); /* the rule: the arrow's systems of 226 to 400 rows */
+    check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, gemm by the rule");
+    check_case(&T, 0.0, 2, 0.0035, NULL, "arrow:400, gemm by the rule");
+    gemm_switch(200, 0);
+    check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, gemm from 200");
+    gemm_switch(1, 65536); /* a chunk or a few systems each */
+    check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, gemm forced, chunks of 64 KiB");
+    gather_mode = "separate";
+    check_case(&A, 0.0, 3, 0.0035, NULL, "poisson3d27:9, gemm forced, chunks of 64 KiB");
+    gather_mode = NULL;
+    large_expect = "block:"; /* off: the block kernel, fp64 */
+    gemm_switch(-1, 0);
+    check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, gemm off");
+    gemm_switch(1, 0); /* fp32: the switch does not apply */
+    check_case(&T, 0.0, 2, 0.0, "single", "arrow:400, single");
+    /* hubs: three rows of 500 (cut from 836 by --max-row) by the rule,
+     * then every system from 33 rows */
+    gs_csr H = tu_hub_laplacian(3000, 3, 3, 1.0, 1);
+    max_row_mode = "500";
+    large_expect = "gemm:";
+    gemm_switch(0, 0);
+    check_case(&H, 0.0, 1, 0.0, NULL, "hub Laplacian:3000, gemm by the rule");
+    gemm_switch(33, 0);
+    max_row_mode = "300"; /* k = 2: 1501 rows longer than 33 */
+    check_case(&H, 0.0, 2, 0.0035, NULL, "hub Laplacian:3000, gemm from 33");
+    large_expect = NULL;
+    max_row_mode = NULL;
+    reset_debug();
+    gs_csr_free(&A), gs_csr_free(&T), gs_csr_free(&H);
+}
+END_TEST
+
+/* A local system that is not positive definite, factored by the DGEMM
+ * path: the same status and message as the reference (the smallest
+ * failing row, its first pivot that is not positive). The arrow of 400
+ * rows with a_300,300 = 0.5 (< 1/(2 + sqrt 3) + 1/4, so the pivot of row
+ * 300 or 301 fails in every system that holds rows 299..301: k = 2 makes
+ * P_i = 0..i): a pivot in the fifth panel, by the rule (m > 225) and forced;
+ * and the small indefinite grid of test_bad_input, every system forced
+ * through the path (one panel). */
+START_TEST(test_gemm_failure)
+{
+    tu_fsai_args a;
+    gs_csr T = tu_arrow_spd(400);
+    T.val[gs_csr_find(&T, 300, 300)] = 0.5;
+    for (int t = 0; t < 2; t++) {
+        gemm_switch(t ? 1 : 0, 0);
+        same_failure(&T, tu_fsai_args_make(&a, 0.0, 2, 0.0, NULL), GS_ERR_NUMERIC,
+                     t ? "arrow:400 indefinite, gemm forced" : "arrow:400 indefinite, gemm rule");
+    }
+    gs_csr_free(&T);
+    gs_csr G = tu_generated("poisson3d:6");
+    const int32_t rows[] = {100, 135, 170};
+    for (int t = 0; t < 3; t++) {
+        const int32_t i = rows[t];
+        G.val[gs_csr_find(&G, i, i - 1)] = G.val[gs_csr_find(&G, i - 1, i)] = -7.0;
+    }
+    gemm_switch(1, 0);
+    same_failure(&G, tu_fsai_args_make(&a, 0.0, 1, 0.0, NULL), GS_ERR_NUMERIC,
+                 "indefinite grid, k = 1, gemm forced");
+    same_failure(&G, tu_fsai_args_make(&a, 0.0, 3, 0.0, NULL), GS_ERR_NUMERIC,
+                 "indefinite grid, k = 3, gemm forced");
+    reset_debug();
+    gs_csr_free(&G);
+}
+END_TEST
+
+/* The issue's kind of matrix: a power-law graph Laplacian (rows of S up to
+ * the default --max-row, 640), every system of 65 rows or more forced
+ * through the DGEMM path: G as the reference's (compare) and CG's
+ * iterations within one of the CPU engine's (b = A 1, defaults). */
+START_TEST(test_gemm_powerlaw)
+{
+    gs_csr A = tu_generated("powerlaw:20000");
+    tu_fsai_args a;
+    int32_t rg = 0, rc = 0;
+    gemm_switch(65, 0);
+    large_expect = "gemm:";
+    check_case(&A, 0.05, 3, 0.0035, NULL, "powerlaw:20000, gemm from 65");
+    large_expect = NULL;
+    const gs_params *p = tu_fsai_args_make(&a, -1, -1, -1, NULL);
+    const long g = cg_iterations(gpu, &A, p, &rg), c = cg_iterations(NULL, &A, p, &rc);
+    ck_assert_msg(labs(g - c) <= 1, "powerlaw:20000: CG %ld iterations with the GPU's fsai "
+                  "(gemm from 65), %ld with the CPU's", g, c);
+    ck_assert_int_eq(rg, rc);
+    reset_debug();
+    gs_csr_free(&A);
+}
+END_TEST
+
 static void reset_gather_mode(void) /* after a failed test, too */
 {
     gather_mode = NULL;
     max_row_mode = NULL;
+    large_expect = NULL;
 }
 
 static Suite *cuda_fsai_suite(int have_gpu)
@@ -1118,6 +1253,9 @@ static Suite *cuda_fsai_suite(int have_gpu)
         tcase_add_test(tc, test_bad_input);
         tcase_add_test(tc, test_max_row);
         tcase_add_test(tc, test_time_limit);
+        tcase_add_test(tc, test_gemm_path);
+        tcase_add_test(tc, test_gemm_failure);
+        tcase_add_test(tc, test_gemm_powerlaw);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -623,6 +623,8 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     double *diag = NULL; /* diag(A) on the device, for --max-row's keys */
     int64_t m_max = 0, m_known = -1, nnz_hat = 0, bw = 0, l1_max = 1, max_row = 1, capped = 0;
     int plan_on_device = -1; /* -1: no systems factored (Ã diagonal) */
+    int64_t large_systems = 0; /* the largest size class, and whether DGEMM took it */
+    int large_gemm = 0;
     unsigned long long *factor_fail = NULL;
     int status = GS_OK;
     double t0 = 0.0;
@@ -657,7 +659,8 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
         diag = NULL;
         GS_TRY(gs_pc_stage_end(pc, "pattern", t0));
         GS_TRY(fsai_cuda_factor(pc, &dA, &S, o->prec, o->fused_gather, m_known, &m_max,
-                                &plan_on_device, &factor_fail, err)); /* gather, factorisation */
+                                &plan_on_device, &large_systems, &large_gemm, &factor_fail,
+                                err)); /* gather, factorisation */
         nnz_hat = S.nnz;
         t0 = gs_pc_stage_begin(pc);
         if (o->prec == GS_FP32)
@@ -687,6 +690,12 @@ static int fsai_cuda_build(gs_pc *pc, const gs_csr *A, const gs_fsai_options *o,
     gs_kv_num(&pc->extra, "max_row", (double)max_row); /* S's longest row, before the cap */
     gs_kv_num(&pc->extra, "capped_rows", (double)capped);
     if (plan_on_device >= 0) gs_kv_str(&pc->extra, "factor_plan", plan_on_device ? "device" : "host");
+    if (large_systems > 0) { /* e.g. gemm:2142 (fsai_factor_gemm.cu) or block:3 */
+        char large[48];
+        snprintf(large, sizeof large, "%s:%lld", large_gemm ? "gemm" : "block",
+                 (long long)large_systems);
+        gs_kv_str(&pc->extra, "factor_large", large);
+    }
 cleanup:
     if (gs_cuda_of(e)->stream) cudaStreamSynchronize(gs_cuda_of(e)->stream);
     gs_dcsr_release_A(e, &dA, &viewA);

@@ -102,7 +102,10 @@ int fsai_cuda_cap(gs_engine *e, const gs_dcsr *A, const double *diag, int64_t N,
  * by the factorisation kernels, their gather timed with the factorisation);
  * m_known: the largest m_i if known (the pattern read it), else -1: known,
  * and every system gathered fused, the plan stays on the device (no host
- * round trip; *plan_on_device = 1); *m_max = the largest m_i. *fail
+ * round trip; *plan_on_device = 1); *m_max = the largest m_i;
+ * *large_systems = the systems of the largest size class (too large for
+ * shared memory, or forced by the switch fsai_gemm_min), *large_gemm = 1
+ * where they took fsai_cuda_factor_gemm (else the block kernel). *fail
  * (device, the caller frees it, 8 bytes):
  * ~0, or (row << 32 | pivot) of the smallest row whose system had a pivot
  * that is not positive; it is not read here, so that the postfilter's one
@@ -112,7 +115,20 @@ int fsai_cuda_cap(gs_engine *e, const gs_dcsr *A, const double *diag, int64_t N,
  * the stage). */
 int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
                      int fused, int64_t m_known, int64_t *m_max, int *plan_on_device,
-                     unsigned long long **fail, gs_error *err);
+                     int64_t *large_systems, int *large_gemm, unsigned long long **fail,
+                     gs_error *err);
+
+/* The large-system path of fsai_cuda_factor (fsai_factor_gemm.cu), fp64:
+ * the systems of rows order[j0..j1) (device), grouped in buckets of sizes
+ * rounded up to a multiple of 64 (identity padding), gathered dense into
+ * strided batches within a memory budget, factored by a blocked
+ * right-looking Cholesky whose panel and trailing updates are
+ * cublasDgemmStridedBatched calls, and solved for g (values written at
+ * S's row offsets in g, as fsai_cuda_factor's other paths). A pivot that
+ * is not positive is recorded in *fail as theirs. Times the stages
+ * "gather" and "factorisation" on pc; the time limit checked a chunk. */
+int fsai_cuda_factor_gemm(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const int32_t *order,
+                          int32_t j0, int32_t j1, double *g, unsigned long long *fail);
 
 /* GS_ERR_NUMERIC in err for the failure record key of fsai_cuda_factor,
  * naming the row (1-based) as the CPU reference does. */

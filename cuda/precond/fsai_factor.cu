@@ -30,7 +30,10 @@
  * the same with the triangle in place in global memory and the panel in
  * shared memory; from m = 1815 (fp64), where not even the panel fits,
  * the step-by-step updates in place (factor_inplace_body), which never
- * fails. */
+ * fails. In fp64 the largest class goes instead to the blocked DGEMM path
+ * of fsai_factor_gemm.cu by the rule factor_gemm_takes (or, with the
+ * switch fsai_gemm_min = N, every system of at least N rows, classified
+ * into the largest class for it). */
 #include <stdlib.h>
 
 #include <cub/cub.cuh>
@@ -71,6 +74,29 @@ static __host__ __device__ inline int64_t factor_class_lo(int k, int32_t fit)
     return k == 0 ? 1 : factor_class_hi(k - 1, fit) + 1;
 }
 
+/* The largest class goes to fsai_cuda_factor_gemm (fp64) where it holds
+ * at least this many systems, none larger than FACTOR_GEMM_M_MAX (a dense
+ * mb x mb system of 16384 rows takes 2 GiB). One system is enough: the
+ * block kernel takes one block's time per system, ~0.8 GFlop/s a block on
+ * an H200 (issue 32: 190 GFlop in 0.88 s over some 264 resident blocks),
+ * i.e. milliseconds for m = 256 and ~0.1 s for m = 640, against a cuBLAS
+ * handle and a few launches a panel; not yet measured on a GPU. */
+#define FACTOR_GEMM_MIN_SYSTEMS 1
+#define FACTOR_GEMM_M_MAX 16384
+#define FACTOR_GEMM_OFF 0    /* fp32: never */
+#define FACTOR_GEMM_RULE 1
+#define FACTOR_GEMM_FORCED 2 /* the switch fsai_gemm_min: whatever the count */
+
+/* Whether the largest class (count systems, the largest of mc rows) takes
+ * the DGEMM path: the one rule, read by the device (factor_sizes_kernel)
+ * and the host (factor_plan_order) alike. */
+static __host__ __device__ inline bool factor_gemm_takes(int rule, int64_t count, int64_t mc)
+{
+    return count > 0 && (rule == FACTOR_GEMM_FORCED ||
+                         (rule == FACTOR_GEMM_RULE && count >= FACTOR_GEMM_MIN_SYSTEMS &&
+                          mc <= FACTOR_GEMM_M_MAX));
+}
+
 /* Size class of a system of m rows. */
 static __device__ inline int factor_class(int64_t m, int32_t fit)
 {
@@ -84,7 +110,8 @@ static __device__ inline int factor_class(int64_t m, int32_t fit)
  * counts and largest m; for the device plan (off not NULL) also the dense
  * offsets zeroed: every system is gathered fused, none takes room in the
  * dense buffer. */
-__global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__restrict__ s_rp,
+__global__ void factor_classify_kernel(int32_t n, int32_t fit, int64_t gemm_min,
+                                       const int64_t *__restrict__ s_rp,
                                        uint8_t *__restrict__ cls, int32_t *__restrict__ rows,
                                        int *__restrict__ counts, int64_t *__restrict__ off)
 {
@@ -95,7 +122,7 @@ __global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__
         if (i == 0) off[n] = 0;
     }
     const int64_t m = s_rp[i + 1] - s_rp[i];
-    const int c = factor_class(m, fit);
+    const int c = m >= gemm_min ? FACTOR_CLASSES - 1 : factor_class(m, fit);
     cls[i] = (uint8_t)c;
     rows[i] = i;
     atomicAdd(&counts[c], 1);
@@ -104,17 +131,22 @@ __global__ void factor_classify_kernel(int32_t n, int32_t fit, const int64_t *__
 }
 
 /* sizes[j] = m (m + 1) / 2 of the system of row order[j], 0 for a system
- * the factorisation gathers itself (m <= fused_max): such systems take no
- * room in the dense buffer. */
+ * the factorisation gathers itself (m <= fused_max) or the DGEMM path
+ * takes (the largest class, where factor_gemm_takes says so): such systems
+ * take no room in the dense buffer. */
 __global__ void factor_sizes_kernel(int32_t n, const int64_t *__restrict__ s_rp,
                                     const int32_t *__restrict__ order, int64_t fused_max,
-                                    int64_t *__restrict__ sizes)
+                                    const uint8_t *__restrict__ cls, const int *__restrict__ counters,
+                                    int gemm_rule, int64_t *__restrict__ sizes)
 {
     const int32_t j = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (j >= n) return;
     const int32_t i = order[j];
     const int64_t m = s_rp[i + 1] - s_rp[i];
-    sizes[j] = m <= fused_max ? 0 : tri(m);
+    const int L = FACTOR_CLASSES - 1;
+    const bool gemm = cls[i] == L && factor_gemm_takes(gemm_rule, counters[L],
+                                                       counters[FACTOR_CLASSES + 1 + L]);
+    sizes[j] = m <= fused_max || gemm ? 0 : tri(m);
 }
 
 /* Chunk b starts at the first system whose packed offset is >= b * budget:
@@ -843,6 +875,9 @@ typedef struct factor_plan {
     int fused;            /* --gather fused */
     int64_t fused_max;    /* systems of at most this many rows gather themselves (0: none) */
     int32_t fit;          /* the largest m of class 4 */
+    int gemm_rule;        /* FACTOR_GEMM_OFF, _RULE or _FORCED */
+    int64_t gemm_min;     /* systems of at least this many rows are of the largest class */
+    bool gemm;            /* the largest class goes to fsai_cuda_factor_gemm */
     /* Device plan (every system gathered fused, m_max known from the
      * pattern): the classes' ranges stay on the device, bounds[k] ..
      * bounds[k + 1], and the plan has no host round trip; counts then hold
@@ -944,7 +979,16 @@ static int factor_plan_order(gs_engine *e, const gs_dcsr *S, size_t vsize, int64
      * take the shared-memory panel path */
     p->fused_max = !p->fused ? 0 : (size_t)panel_smem(fit, true) * vsize <= p->smem_max ? fit : 64;
     p->fit = fit;
-    device = m_known >= 0 && m_known <= p->fused_max && factor_device_plan_wanted(e, n);
+    {
+        const long long forced = gs_cuda_debug(e)->fsai_gemm_min;
+        p->gemm_rule = vsize != sizeof(double) || forced < 0 ? FACTOR_GEMM_OFF
+                       : forced > 0                            ? FACTOR_GEMM_FORCED
+                                                               : FACTOR_GEMM_RULE;
+        p->gemm_min = p->gemm_rule == FACTOR_GEMM_FORCED ? (int64_t)forced : INT64_MAX;
+    }
+    /* the switch needs the host plan (its class is not the sizes') */
+    device = m_known >= 0 && m_known <= p->fused_max && p->gemm_rule != FACTOR_GEMM_FORCED &&
+             factor_device_plan_wanted(e, n);
     GS_TRY(gs_cuda_alloc(e, &p->cls, (size_t)n, "fsai factor: size classes"));
     GS_TRY(gs_cuda_alloc(e, &p->cls_sorted, (size_t)n, "fsai factor: sorted classes"));
     GS_TRY(gs_cuda_alloc(e, &p->rows, (size_t)n * sizeof(int32_t), "fsai factor: rows"));
@@ -955,7 +999,7 @@ static int factor_plan_order(gs_engine *e, const gs_dcsr *S, size_t vsize, int64
     GS_TRY(CUDA_CALL(&e->err, cudaMemsetAsync(p->counters, 0, FACTOR_COUNTERS * sizeof(int),
                                               c->stream)));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_classify_kernel, gs_dblocks(n, 256), 256, 0, c->stream, n,
-                       fit, (const int64_t *)S->rp, p->cls, p->rows, p->counters,
+                       fit, p->gemm_min, (const int64_t *)S->rp, p->cls, p->rows, p->counters,
                        device ? p->off : (int64_t *)NULL));
     GS_TRY(CUDA_CALL(&e->err, cub::DeviceRadixSort::SortPairs((void *)NULL, bytes,
                                                               (const uint8_t *)p->cls, p->cls_sorted,
@@ -982,7 +1026,8 @@ static int factor_plan_order(gs_engine *e, const gs_dcsr *S, size_t vsize, int64
         goto cleanup;
     }
     GS_TRY(CUDA_LAUNCH(&e->err, factor_sizes_kernel, gs_dblocks(n, 256), 256, 0, c->stream, n,
-                       (const int64_t *)S->rp, (const int32_t *)p->order, p->fused_max, p->sizes));
+                       (const int64_t *)S->rp, (const int32_t *)p->order, p->fused_max,
+                       (const uint8_t *)p->cls, (const int *)p->counters, p->gemm_rule, p->sizes));
     GS_TRY(gs_dscan_exclusive(e, p->sizes, p->off, n));
     GS_TRY(gs_cuda_alloc(e, &d_info, sizeof info, "fsai factor: plan sizes"));
     GS_TRY(CUDA_LAUNCH(&e->err, factor_plan_info_kernel, 1, 32, 0, c->stream,
@@ -991,6 +1036,8 @@ static int factor_plan_order(gs_engine *e, const gs_dcsr *S, size_t vsize, int64
                                               c->stream)));
     GS_TRY(CUDA_CALL(&e->err, cudaStreamSynchronize(c->stream)));
     for (int k = 0; k < FACTOR_COUNTERS; k++) p->counts[k] = (int)info[k];
+    p->gemm = factor_gemm_takes(p->gemm_rule, p->counts[FACTOR_CLASSES - 1],
+                                p->counts[2 * FACTOR_CLASSES]);
     p->last = info[FACTOR_COUNTERS];
     p->total = info[FACTOR_COUNTERS + 1];
 cleanup:
@@ -1220,7 +1267,7 @@ static int factor_run(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const facto
             const int32_t a = bk ? j0 : j0 > class_start[k] ? j0 : class_start[k];
             const int32_t z = bk ? (p->counts[k] ? j1 : j0)
                                  : j1 < class_start[k + 1] ? j1 : class_start[k + 1];
-            if (a >= z) continue;
+            if (a >= z || (k == FACTOR_CLASSES - 1 && p->gemm)) continue;
             const int64_t mc = p->counts[FACTOR_CLASSES + 1 + k];
             const int32_t piece = factor_piece(pc, p, mc, z - a); /* z - a: no deadline */
             for (int32_t a0 = a; a0 < z; a0 += piece) {
@@ -1234,6 +1281,10 @@ static int factor_run(gs_pc *pc, const gs_dcsr *A, const gs_dcsr *S, const facto
         /* past the deadline: GS_ERR_TIME_LIMIT here, the next chunks never launched */
         GS_TRY(gs_pc_stage_end(pc, "factorisation", t0));
     }
+    if constexpr (sizeof(T) == sizeof(double)) /* the largest class: its own chunks */
+        if (p->gemm)
+            GS_TRY(fsai_cuda_factor_gemm(pc, A, S, p->order, class_start[FACTOR_CLASSES - 1],
+                                         class_start[FACTOR_CLASSES], (double *)g, fail));
 cleanup:
     /* stream-ordered frees: after the kernels that use them */
     gs_cuda_free(e, buf, (size_t)p->cap * sizeof(T));
@@ -1262,7 +1313,8 @@ cleanup:
 
 int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
                      int fused, int64_t m_known, int64_t *m_max, int *plan_on_device,
-                     unsigned long long **fail, gs_error *err)
+                     int64_t *large_systems, int *large_gemm, unsigned long long **fail,
+                     gs_error *err)
 {
     gs_engine *e = pc->eng;
     gs_cuda_impl *c = gs_cuda_of(e);
@@ -1277,6 +1329,8 @@ int fsai_cuda_factor(gs_pc *pc, const gs_dcsr *A, gs_dcsr *S, gs_precision prec,
     GS_TRY(factor_plan_order(e, S, vsize, m_known, &p));
     *m_max = p.counts[FACTOR_CLASSES];
     *plan_on_device = p.bounds != NULL;
+    *large_systems = p.bounds ? 0 : p.counts[FACTOR_CLASSES - 1]; /* device plan: none */
+    *large_gemm = p.gemm;
     GS_TRY(factor_plan_chunks(e, S, vsize, &p));
     GS_TRY(gs_cuda_alloc(e, &g, (size_t)S->nnz * vsize, "fsai: values of G before the postfilter"));
     GS_TRY(gs_cuda_alloc(e, &d_fail, sizeof *d_fail, "fsai factor: failure record"));

@@ -79,6 +79,15 @@ check racecheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 4
 check synccheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 3
 check initcheck --generate poisson3d:12 -m cg -p fsai
 GS_FSAI_TRANSPOSE_CHUNK=999 check memcheck --generate poisson3d27:8 -m cg -p fsai --tau 0.01 --k 2
+# the large systems' DGEMM path (fsai_factor_gemm.cu): by the rule above
+# (k = 4: m > 225), forced on every system (one-panel buckets) and from 40
+# rows (several panels, beside the other classes), the diagonal-block
+# kernel's shared memory under racecheck, the dense buffers the DGEMMs read
+# under initcheck; off: the block kernel in fp64 as before
+GS_FSAI_GEMM_MIN=1 check memcheck --generate poisson3d27:8 -m cg -p fsai --tau 0 --k 3
+GS_FSAI_GEMM_MIN=40 check initcheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 3
+GS_FSAI_GEMM_MIN=40 check racecheck --generate poisson3d27:8 -m cg -p fsai --tau 0 --k 3
+GS_FSAI_GEMM_MIN=off check memcheck --generate poisson3d27:9 -m cg -p fsai --tau 0 --k 4
 # rows of very different lengths (cuda/sparse/long_rows.cu): the 27-point
 # stencil on 512 rows is laid out as CSR (few slices), and its rows of 20
 # entries or more are split over warps, or the merge path takes it

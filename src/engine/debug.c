@@ -18,6 +18,9 @@ void gs_debug_from_env(gs_debug *d)
     if (v && strcmp(v, "device") == 0) d->fsai_plan = GS_DEBUG_PLAN_DEVICE;
     v = getenv("GS_FSAI_CHUNK_BYTES");
     if (v && atoll(v) > 0) d->fsai_chunk_bytes = atoll(v);
+    v = getenv("GS_FSAI_GEMM_MIN");
+    if (v && atoll(v) > 0) d->fsai_gemm_min = atoll(v);
+    if (v && strcmp(v, "off") == 0) d->fsai_gemm_min = -1;
     v = getenv("GS_SPAI_SHARED_CAP");
     if (v && atoll(v) > 0) d->spai_shared_cap = atoll(v);
     v = getenv("GS_SPAI_CUSOLVER_WORK");

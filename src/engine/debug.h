@@ -26,6 +26,14 @@ typedef struct gs_debug {
     /* GS_FSAI_CHUNK_BYTES=N (N > 0): the byte budget of a chunk of FSAI's
      * dense systems, so that small matrices take many; 0: default */
     long long fsai_chunk_bytes;
+    /* GS_FSAI_GEMM_MIN=N (N > 0): FSAI's fp64 local systems of at least N
+     * rows (and every one too large for shared memory) take the
+     * batched-DGEMM path (cuda/precond/fsai_factor_gemm.cu) whatever their
+     * count, so that small matrices reach it (tests, timings);
+     * GS_FSAI_GEMM_MIN=off (-1): never, the block kernel as before (timings,
+     * tests of that kernel in fp64); 0: the rule (fsai_factor.cu,
+     * factor_gemm_takes) */
+    long long fsai_gemm_min;
     /* GS_CUDA_STEPPED_MIN_BYTES=N: matrices of at least N bytes of CSR
      * entries take the stepped layout (0: every one; the sanitizer runs);
      * only where has_stepped_min_bytes is set, else the engine's 64 MiB */

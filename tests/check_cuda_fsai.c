@@ -1099,9 +1099,10 @@ END_TEST
 /* ------------------------------------------ the large systems' DGEMM path */
 
 /* fsai_factor_gemm.cu against the reference. It is the rule's path for
- * fp64 systems too large for shared memory (m > 225 on an H100/H200; the
- * suites above reach it that way too: arrowheads of 600 and 2000, the
- * random dense rows, the hubs), and the switch fsai_gemm_min = N forces
+ * fp64 systems too large for shared memory (m > 225 on an H100/H200) only
+ * where their work bound count x m_max^3 reaches 1e12 (the power-law
+ * graph), so the small matrices here take the block kernel by the rule
+ * (checked: the rule's other side), and the switch fsai_gemm_min = N forces
  * it onto every system of at least N rows: buckets of one panel (m <= 64:
  * the diagonal kernel alone, no DGEMM) and of several (65..172 on the
  * 27-point stencil with k = 3; 1..400 on the arrow with k = 2), with the
@@ -1130,9 +1131,11 @@ START_TEST(test_gemm_path)
         if (mins[t] == 1) /* k = 2: m <= 63 */
             check_case(&A, 0.0, 2, 0.0035, NULL, "poisson3d27:9, gemm forced");
     }
-    gemm_switch(0, 0); /* the rule: the arrow's systems of 226 to 400 rows */
-    check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, gemm by the rule");
-    check_case(&T, 0.0, 2, 0.0035, NULL, "arrow:400, gemm by the rule");
+    large_expect = "block:"; /* the rule: the arrow's systems of 226 to 400 rows, */
+    gemm_switch(0, 0);       /* at most 400 x 400^3 = 2.6e10 of work: the block kernel */
+    check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, block by the rule");
+    check_case(&T, 0.0, 2, 0.0035, NULL, "arrow:400, block by the rule");
+    large_expect = "gemm:";
     gemm_switch(200, 0);
     check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, gemm from 200");
     gemm_switch(1, 65536); /* a chunk or a few systems each */
@@ -1145,13 +1148,14 @@ START_TEST(test_gemm_path)
     check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, gemm off");
     gemm_switch(1, 0); /* fp32: the switch does not apply */
     check_case(&T, 0.0, 2, 0.0, "single", "arrow:400, single");
-    /* hubs: three rows of 500 (cut from 836 by --max-row) by the rule,
-     * then every system from 33 rows */
+    /* hubs: three rows of 500 (cut from 836 by --max-row) by the rule (the
+     * block kernel: 3 x 500^3 of work), then every system from 33 rows */
     gs_csr H = tu_hub_laplacian(3000, 3, 3, 1.0, 1);
     max_row_mode = "500";
-    large_expect = "gemm:";
+    large_expect = "block:";
     gemm_switch(0, 0);
-    check_case(&H, 0.0, 1, 0.0, NULL, "hub Laplacian:3000, gemm by the rule");
+    check_case(&H, 0.0, 1, 0.0, NULL, "hub Laplacian:3000, block by the rule");
+    large_expect = "gemm:";
     gemm_switch(33, 0);
     max_row_mode = "300"; /* k = 2: 1501 rows longer than 33 */
     check_case(&H, 0.0, 2, 0.0035, NULL, "hub Laplacian:3000, gemm from 33");
@@ -1167,7 +1171,8 @@ END_TEST
  * failing row, its first pivot that is not positive). The arrow of 400
  * rows with a_300,300 = 0.5 (< 1/(2 + sqrt 3) + 1/4, so the pivot of row
  * 300 or 301 fails in every system that holds rows 299..301: k = 2 makes
- * P_i = 0..i): a pivot in the fifth panel, by the rule (m > 225) and forced;
+ * P_i = 0..i): a pivot in the fifth panel, forced (the rule's run, the block
+ * kernel, gives the same message);
  * and the small indefinite grid of test_bad_input, every system forced
  * through the path (one panel). */
 START_TEST(test_gemm_failure)

@@ -74,14 +74,18 @@ static __host__ __device__ inline int64_t factor_class_lo(int k, int32_t fit)
     return k == 0 ? 1 : factor_class_hi(k - 1, fit) + 1;
 }
 
-/* The largest class goes to fsai_cuda_factor_gemm (fp64) where it holds
- * at least this many systems, none larger than FACTOR_GEMM_M_MAX (a dense
- * mb x mb system of 16384 rows takes 2 GiB). One system is enough: the
- * block kernel takes one block's time per system, ~0.8 GFlop/s a block on
- * an H200 (issue 32: 190 GFlop in 0.88 s over some 264 resident blocks),
- * i.e. milliseconds for m = 256 and ~0.1 s for m = 640, against a cuBLAS
- * handle and a few launches a panel; not yet measured on a GPU. */
-#define FACTOR_GEMM_MIN_SYSTEMS 1
+/* The largest class goes to fsai_cuda_factor_gemm (fp64) where its work
+ * bound, count x m_max^3 (count systems of at most m_max rows), reaches
+ * FACTOR_GEMM_MIN_WORK, none larger than FACTOR_GEMM_M_MAX (a dense mb x mb
+ * system of 16384 rows takes 2 GiB). Measured on an H200 (2026-11-28, one
+ * process a run): powerlaw:270000 (43,727 systems of 226..640) factorisation
+ * 0.860 s on the block kernel, 0.309 s on this path; bcsstk08 (2 systems of
+ * about 275) 61 ms on this path, nearly all of it the first cuBLAS handle
+ * and DGEMM modules of the process, where the block kernel takes about a
+ * millisecond. 1e12 keeps every shared matrix (count x m_max^3 at most
+ * about 1e11: bcsstk13, 15, 16, s3rmt3m3) on the block kernel and sends
+ * the power-law case (about 1e13) here. */
+#define FACTOR_GEMM_MIN_WORK 1e12
 #define FACTOR_GEMM_M_MAX 16384
 #define FACTOR_GEMM_OFF 0    /* fp32: never */
 #define FACTOR_GEMM_RULE 1
@@ -93,7 +97,9 @@ static __host__ __device__ inline int64_t factor_class_lo(int k, int32_t fit)
 static __host__ __device__ inline bool factor_gemm_takes(int rule, int64_t count, int64_t mc)
 {
     return count > 0 && (rule == FACTOR_GEMM_FORCED ||
-                         (rule == FACTOR_GEMM_RULE && count >= FACTOR_GEMM_MIN_SYSTEMS &&
+                         (rule == FACTOR_GEMM_RULE &&
+                          (double)count * (double)mc * (double)mc * (double)mc >=
+                              FACTOR_GEMM_MIN_WORK &&
                           mc <= FACTOR_GEMM_M_MAX));
 }
 

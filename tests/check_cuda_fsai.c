@@ -1099,10 +1099,12 @@ END_TEST
 /* ------------------------------------------ the large systems' DGEMM path */
 
 /* fsai_factor_gemm.cu against the reference. It is the rule's path for
- * fp64 systems too large for shared memory (m > 225 on an H100/H200) only
- * where their work bound count x m_max^3 reaches 1e12 (the power-law
- * graph), so the small matrices here take the block kernel by the rule
- * (checked: the rule's other side), and the switch fsai_gemm_min = N forces
+ * fp64 systems too large for shared memory (m > 225 on an H100/H200) where
+ * their work bound count x m_max^3 reaches 1e12 (the power-law graph) or a
+ * system has more than 640 rows (the suites above reach it that way: the
+ * arrowheads of 600 and 2000), so the arrow of 400 and the hubs of 500 here
+ * take the block kernel by the rule (checked: the rule's other side), and
+ * the switch fsai_gemm_min = N forces
  * it onto every system of at least N rows: buckets of one panel (m <= 64:
  * the diagonal kernel alone, no DGEMM) and of several (65..172 on the
  * 27-point stencil with k = 3; 1..400 on the arrow with k = 2), with the
@@ -1148,8 +1150,9 @@ START_TEST(test_gemm_path)
     check_case(&T, 0.0, 2, 0.0, NULL, "arrow:400, gemm off");
     gemm_switch(1, 0); /* fp32: the switch does not apply */
     check_case(&T, 0.0, 2, 0.0, "single", "arrow:400, single");
-    /* hubs: three rows of 500 (cut from 836 by --max-row) by the rule (the
-     * block kernel: 3 x 500^3 of work), then every system from 33 rows */
+    /* hubs: two systems above shared memory (502 rows, and 835 cut to 500 by
+     * --max-row) by the rule (the block kernel: 2 x 500^3 of work), then
+     * every system from 33 rows */
     gs_csr H = tu_hub_laplacian(3000, 3, 3, 1.0, 1);
     max_row_mode = "500";
     large_expect = "block:";

@@ -84,8 +84,13 @@ static __host__ __device__ inline int64_t factor_class_lo(int k, int32_t fit)
  * and DGEMM modules of the process, where the block kernel takes about a
  * millisecond. 1e12 keeps every shared matrix (count x m_max^3 at most
  * about 1e11: bcsstk13, 15, 16, s3rmt3m3) on the block kernel and sends
- * the power-law case (about 1e13) here. */
+ * the power-law case (about 1e13) here. Systems above the default --max-row
+ * (640) go here whatever their count: one such system takes a block at
+ * least 0.14 s (m^3 / 3 at ~0.8 GFlop/s a block), more than the handle's
+ * first cost; the first version of the rule sent them here too, and the
+ * suites' arrowheads of 600 and 2000 rows passed that way on an H200. */
 #define FACTOR_GEMM_MIN_WORK 1e12
+#define FACTOR_GEMM_ALWAYS_M 640
 #define FACTOR_GEMM_M_MAX 16384
 #define FACTOR_GEMM_OFF 0    /* fp32: never */
 #define FACTOR_GEMM_RULE 1
@@ -98,8 +103,9 @@ static __host__ __device__ inline bool factor_gemm_takes(int rule, int64_t count
 {
     return count > 0 && (rule == FACTOR_GEMM_FORCED ||
                          (rule == FACTOR_GEMM_RULE &&
-                          (double)count * (double)mc * (double)mc * (double)mc >=
-                              FACTOR_GEMM_MIN_WORK &&
+                          ((double)count * (double)mc * (double)mc * (double)mc >=
+                               FACTOR_GEMM_MIN_WORK ||
+                           mc > FACTOR_GEMM_ALWAYS_M) &&
                           mc <= FACTOR_GEMM_M_MAX));
 }
 

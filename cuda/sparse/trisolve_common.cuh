@@ -64,7 +64,11 @@ static __device__ inline void gs_dtri_chunk_done(unsigned *state, unsigned chunk
  * once no block can draw a ticket any more. */
 static __device__ inline void gs_dtri_block_leaves(unsigned *state)
 {
-    if (threadIdx.x == 0 && atomicAdd(&state[2], 1u) == gridDim.x - 1) {
+    if (threadIdx.x == 0) {
+        __threadfence(); /* this block's draws and counts before its leaving, */
+        if (atomicAdd(&state[2], 1u) != gridDim.x - 1) return;
+        __threadfence(); /* and every block's before the reset (the memory model's
+                            order; the values' dependences give it in practice) */
         state[0] = 0u;
         state[1] = 0u;
         state[2] = 0u;

@@ -13,15 +13,18 @@
  * window holds several whole wavefronts, and the solve costs about one flag latency a
  * level (docs/perf-notebook.md).
  *
- * No deadlock: a block draws a ticket (state[0]) when it starts, and again each time it
- * has finished a chunk, and takes the slots at that place of the schedule. A row waits only on rows of lower levels, which lie in slots
+ * No deadlock: a block draws a ticket (state[0]) when it starts, and its next one before
+ * it waits on its current chunk (or, without the loads ahead, once it has finished it),
+ * and takes the slots at that place of the schedule. A row waits only on rows of lower levels, which lie in slots
  * before its warp's first slot (levels are sorted and no warp holds two levels): rows of
  * blocks that drew earlier tickets, which are resident or done, or of its own block's
  * lower warps; never on a row of its own warp. By induction on the slot: the lowest
  * unfinished warp either belongs to a started block, and all it waits on is done, so it
- * finishes; or its ticket is not drawn yet, then every block holding a chunk has only
- * finished rows to wait on, finishes and draws the next ticket (or, where no block holds
- * one, a resident block draws it). Whatever order the hardware starts blocks in, every
+ * finishes; or it is drawn as a block's next chunk (the loads ahead), then that block's
+ * current chunk is lower, so finished, and the block takes it up; or its ticket is not
+ * drawn yet, then every block holding a chunk has only finished rows to wait on,
+ * finishes and draws the next ticket (or, where no block holds one, a resident block
+ * draws it). Whatever order the hardware starts blocks in, every
  * wait ends. The blocks are as many as are resident at once, each taking chunks until
  * they run out (persistent): with a block a chunk, the wavefront of a grid of millions of
  * rows waited, at every level, for blocks to retire and the next ones to launch.

@@ -6,6 +6,7 @@
 """usage: scripts/bench/bench_setup.py [--gpusolve BIN] [--base BIN] [--stress SPECS]
                           [--write-stress DIR] [--shared DIR] [--precond LIST]
                           [--engines cuda,cpu] [--time-limit S] [--out FILE.jsonl]
+       scripts/bench/bench_setup.py --table FILE.jsonl [--precond LIST]
 
 Each run is `BIN --format json --maxit 1 --time-limit S -p PC [--engine E] MATRIX`:
 one iteration, since only the setup is measured (Tp, from the matrix in host memory to
@@ -13,6 +14,8 @@ M on the device, its stages in the JSON). --base names a second binary (the prog
 before a change) run on the CUDA engine beside the first, so that one call gives the
 table before and after on the same card. A run that the process timeout (2 x S + 30 s)
 kills, or that stops at --time-limit, counts as Tp = S and is marked so.
+--table prints the same table from the JSON lines of an earlier run (--out), also of one
+cut short (a device call's time limit): the runs it holds.
 """
 import argparse
 import json
@@ -110,8 +113,23 @@ def main():
     ap.add_argument("--out", default=None, help="every run as a JSON line")
     ap.add_argument("--write-stress", default=None, metavar="DIR",
                     help="write the stress matrices to DIR first and read them from there")
+    ap.add_argument("--table", default=None, metavar="FILE.jsonl",
+                    help="print the table of an earlier run's --out file and stop")
     args = ap.parse_args()
     preconds = [p for p in args.precond.split(",") if p]
+    if args.table:
+        results, base = {}, False
+        with open(args.table) as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    r = json.loads(line)
+                    results[(r["binary"], r["engine"], r["precond"], r["matrix"])] = (r["tp"], r["status"])
+                except (ValueError, KeyError) as err:
+                    sys.exit(f"bench_setup: {args.table}:{n}: not a run's JSON line ({err})")
+                base = base or r["binary"] == "base"
+        print(f"{len(results)} runs, {len({k[3] for k in results})} matrices, from {args.table}")
+        table(results, preconds, "new", "base" if base else None)
+        return
     engines = [e for e in args.engines.split(",") if e]
     out = open(args.out, "w") if args.out else None
     results = {}

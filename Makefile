@@ -10,7 +10,7 @@
 #   whole when it ends, and the tests themselves run one suite at a time, in order)
 #   make run             build and solve the built-in example problem
 #   make test            build and run every Check suite (GPU suites skip without a GPU)
-#                        and the pytest suites of tests/python (scripts/batch.py, plots.py)
+#                        and the pytest suites of tests/python (scripts/batch.py, plots.py, bench/bench_setup.py --table)
 #   make bench           benchmarks (scripts/bench/run krylov, i.e. scripts/bench/bench.sh)
 #   make sanitize        small solves of every method under compute-sanitizer (GPU machine)
 #   make fuzz            fuzz the Matrix Market reader for FUZZ_TIME seconds (clang, libFuzzer)

@@ -81,8 +81,8 @@ static __host__ __device__ inline int64_t factor_class_lo(int k, int32_t fit)
  * process a run): powerlaw:270000 (43,727 systems of 226..640) factorisation
  * 0.860 s on the block kernel, 0.309 s on this path; bcsstk08 (2 systems of
  * about 275) 61 ms on this path, nearly all of it the first cuBLAS handle
- * and DGEMM modules of the process, where the block kernel takes about a
- * millisecond. 1e12 keeps every shared matrix (count x m_max^3 at most
+ * and DGEMM modules of the process, where the block kernel takes a few
+ * milliseconds (bcsstk16's whole factorisation: 4.3 ms). 1e12 keeps every shared matrix (count x m_max^3 at most
  * about 1e11: bcsstk13, 15, 16, s3rmt3m3) on the block kernel and sends
  * the power-law case (about 1e13) here. Systems above the default --max-row
  * (640) go here whatever their count: one such system takes a block at

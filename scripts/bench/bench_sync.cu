@@ -28,7 +28,7 @@ namespace cg = cooperative_groups;
         }                                                                                          \
     } while (0)
 
-enum { GRID = 0, CLUSTER = 1, BLOCK = 2 };
+enum { GRID = 0, CLUSTER = 1, BLOCK = 2, L2FLAG = 3 }; /* L2FLAG: handover_us's ping-pong */
 
 template <int MODE, bool EXCHANGE>
 __global__ void __launch_bounds__(1024) barrier_kernel(int iters, double *part, double *out)
@@ -152,7 +152,7 @@ static double handover_us(int mode, unsigned blocks, double *out, unsigned *flag
         cluster_config(&cfg, &attr, blocks, 1024);
     }
     return timed_us(
-        mode == GRID ? 2.0 * iters : iters,
+        mode == L2FLAG ? 2.0 * iters : iters,
         [&] { return cudaMemset(flag, 0, sizeof(unsigned)); },
         [&] {
             if (mode == CLUSTER) return cudaLaunchKernelEx(&cfg, handover_kernel<CLUSTER>, iters, out);
@@ -218,7 +218,7 @@ int main()
     printf("%-26s %3u blocks %8.3f\n", "block + shared read", 1u,
            handover_us(BLOCK, 1, out, (unsigned *)part));
     printf("%-26s %3u blocks %8.3f\n", "L2 flag hand-over", 2u,
-           handover_us(GRID, 2, out, (unsigned *)part));
+           handover_us(L2FLAG, 2, out, (unsigned *)part));
     cudaFree(part);
     cudaFree(out);
     return 0;
